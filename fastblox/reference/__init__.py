@@ -1,0 +1,1 @@
+"""Plain-Python reference engines: slow, obviously correct oracles for the numba kernels."""
