@@ -1,1 +1,23 @@
-"""fastblox"""
+"""fastblox: a vectorized, numba-compiled trace-replay engine for deep-learning cluster schedulers.
+
+    import fastblox
+    w = fastblox.blox_paper_workload(load=6, num_jobs=4000)
+    res = fastblox.simulate(w, cluster="32x4", scheduler="las", time_model="rounds")
+    res.summary["avg_jct_s"], res.jobs   # a dict and a polars DataFrame
+"""
+
+__version__ = "0.1.0"
+
+from .cluster import Cluster
+from .engine import simulate, simulate_blox_workload
+from .errors import ConfigError, FastbloxError, SimulationError, TraceError, WorkloadError
+from .generators import blox_paper_workload, gavel_like_workload
+from .parts import POLICIES, PLACEMENTS, Admission, JobView, Policy, policy
+from .results import Result
+from .workload import Workload
+
+__all__ = [
+    "Admission", "Cluster", "ConfigError", "FastbloxError", "JobView", "PLACEMENTS", "POLICIES", "Policy",
+    "Result", "SimulationError", "TraceError", "Workload", "WorkloadError", "blox_paper_workload",
+    "gavel_like_workload", "policy", "simulate", "simulate_blox_workload",
+]

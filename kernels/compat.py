@@ -71,7 +71,7 @@ def run_blox(
     accept-all, else load-based admission at ``theta × total GPUs``.
 
     Returns ``(code, n_rounds, end_t, finish, first_credit, first_launch, num_preempt, attained,
-    round_series)``: times are seconds (``NO_TIME`` when never reached), ``round_series`` is an
+    executed, job_priority, round_series)``: times are seconds (``NO_TIME`` when never reached), ``round_series`` is an
     ``(n_rounds + 1, 6)`` array with, per round, ``[t, preemptions, free GPUs, queued jobs, running
     jobs, GPU demand]`` (the final round, where the run ends, has ``preemptions = -1``).
     """
@@ -235,4 +235,4 @@ def run_blox(
             idle_rounds = 0
         t += round_s
         rnd += 1
-    return code, rnd, t, finish, first_credit, first_launch, num_preempt, attained, series[: rnd + 1].copy()
+    return code, rnd, t, finish, first_credit, first_launch, num_preempt, attained, executed, prio, series[: rnd + 1].copy()

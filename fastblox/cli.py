@@ -1,0 +1,207 @@
+"""The ``fastblox`` command line. Bad input ends in one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import parts
+from .errors import ConfigError, FastbloxError
+
+BLOX_DEFAULT_TRACK = (3000, 4000)
+
+
+def _track(s: str) -> tuple[int, int]:
+    try:
+        a, b = s.split(":")
+        return int(a), int(b)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FIRST:LAST job ids like 3000:4000, got {s!r}") from None
+
+
+def _positive_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}")
+    return v
+
+
+def _nonneg_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"expected zero or a positive number, got {s!r}")
+    return v
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser(
+        "run",
+        help="replay one workload with one scheduler",
+        description="Replay a workload (Blox's paper generator by default, or --trace PATH) on a cluster "
+        "with a scheduler composed of named parts, and print a summary.",
+    )
+    src = p.add_argument_group("workload")
+    src.add_argument("--workload", choices=["blox", "gavel", "sample"], default=None,
+                     help="a built-in workload: 'blox' (Blox's paper generator, default), 'gavel' (Gavel-style "
+                          "Poisson multi-GPU generator), 'sample' (the bundled Philly sample)")
+    src.add_argument("--trace", metavar="PATH", help="a trace file (normalized CSV, Parquet, or any format of `fastblox trace`)")
+    src.add_argument("--format", default=None, help="trace format when it cannot be detected")
+    src.add_argument("--on-bad-rows", choices=["error", "drop"], default="error",
+                     help="what to do with unusable trace rows: stop with an error (default) or drop and count them")
+    src.add_argument("--load", type=_positive_float, default=6.0, help="jobs per hour for --workload blox (default 6)")
+    src.add_argument("--num-jobs", type=int, default=None, help="number of jobs for a generated workload")
+    src.add_argument("--seed", type=int, default=None, help="generator seed (blox: 1 as in Blox; gavel: 0)")
+    sch = p.add_argument_group("scheduler")
+    sch.add_argument("--cluster", default="32x4", help="[type:]NODESxGPUS[,...], e.g. 32x4 or v100:12x4,k80:12x4 (default 32x4)")
+    sch.add_argument("--policy", default="fifo", help=f"scheduling policy: {', '.join(parts.POLICIES.names())} "
+                     f"(--blox-compat: {', '.join(parts.BLOX_POLICIES)})")
+    sch.add_argument("--placement", default=None, help=f"placement: {', '.join(parts.PLACEMENTS.names())} "
+                     "(default first-fit; blox with --blox-compat)")
+    sch.add_argument("--admission", default="accept-all", help="accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)")
+    sch.add_argument("--time-model", choices=parts.TIME_MODELS.names(), default=None, help="events (default) or rounds")
+    sch.add_argument("--round-s", type=_positive_float, default=300.0, help="round length in seconds (default 300)")
+    sch.add_argument("--restart-s", type=_nonneg_float, default=0.0, help="seconds lost at every (re)launch (default 0)")
+    pre = sch.add_mutually_exclusive_group()
+    pre.add_argument("--preempt", dest="preempt", action="store_true", default=None, help="let waiting jobs suspend lower-priority ones")
+    pre.add_argument("--no-preempt", dest="preempt", action="store_false", help="never suspend running jobs")
+    sch.add_argument("--track", type=_track, default=None, metavar="A:B",
+                     help="job ids A..B (inclusive) count in the averages and end the run (blox workload: 3000:4000)")
+    sch.add_argument("--blox-compat", action="store_true", help="reproduce Blox's simulator exactly")
+    out = p.add_argument_group("output")
+    out.add_argument("--out", metavar="DIR", help="write jobs.parquet and summary.json into DIR")
+    out.add_argument("--blox-json", action="store_true", help="also write Blox's five JSON files into DIR")
+    out.add_argument("--blox-prefix", default="blox", help="file name prefix of Blox's JSON files (Blox's --exp-prefix)")
+    out.add_argument("--series", action="store_true", help="record a time series (free GPUs, queue, demand) into DIR/series.parquet")
+    out.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_run)
+
+
+def _load_workload(a):
+    """The workload of a run and whether it is Blox's endless generated stream."""
+    if a.trace and a.workload:
+        raise ConfigError("give either --trace or --workload, not both")
+    if a.trace:
+        from .traces import read_trace
+        from .cluster import Cluster
+
+        return read_trace(a.trace, format=a.format, on_bad_rows=a.on_bad_rows,
+                          max_gpus=Cluster.parse(a.cluster).total_gpus if a.on_bad_rows == "drop" else None), False
+    kind = a.workload or "blox"
+    if kind == "blox":
+        return None, True
+    if kind == "gavel":
+        from .generators import gavel_like_workload
+
+        return gavel_like_workload(a.num_jobs or 2000, seed=0 if a.seed is None else a.seed), False
+    from .datasets import load_sample
+
+    w = load_sample()
+    return (w.head(a.num_jobs) if a.num_jobs else w), False
+
+
+def cmd_run(a) -> int:
+    from .engine import simulate, simulate_blox_workload
+
+    if a.blox_json and not a.out:
+        raise ConfigError("--blox-json writes into --out DIR; give --out")
+    if a.blox_json and not a.blox_compat:
+        raise ConfigError("--blox-json needs --blox-compat (Blox's files describe Blox's rounds)")
+    if a.num_jobs is not None and a.num_jobs <= 0:
+        raise ConfigError(f"--num-jobs must be positive, got {a.num_jobs}")
+    kw = dict(cluster=a.cluster, scheduler=a.policy, placement=a.placement, admission=a.admission,
+              time_model=a.time_model, round_s=a.round_s, restart_s=a.restart_s, preempt=a.preempt,
+              blox_compat=a.blox_compat, record_series=a.series)
+    workload, endless = _load_workload(a)
+    if endless:
+        track = a.track if a.track else (None if a.num_jobs else BLOX_DEFAULT_TRACK)
+        res = simulate_blox_workload(a.load, seed=1 if a.seed is None else a.seed, track=track, num_jobs=a.num_jobs, **kw)
+        label = f"blox paper workload, load {a.load:g} jobs/h"
+    else:
+        res = simulate(workload, track=a.track, **kw)
+        label = workload.name
+    if a.out:
+        res.write(a.out, blox_json=a.blox_json, blox_prefix=a.blox_prefix, blox_load=a.load if endless else None)
+    if a.json:
+        print(json.dumps(res.summary, indent=2, sort_keys=True))
+    else:
+        print(format_summary(res, label))
+        if a.out:
+            print(f"wrote {Path(a.out) / 'jobs.parquet'} and summary.json")
+    return 0
+
+
+def format_summary(res, label: str) -> str:
+    s, c = res.summary, res.config
+    mode = "blox-compat" if c["blox_compat"] else c["time_model"]
+    lines = [
+        f"fastblox: {label} on {c['cluster']} ({s['total_gpus']} GPUs)",
+        f"  scheduler  {c['scheduler']} | placement {c['placement']} | admission {c['admission']} | {mode}"
+        + (f" (R = {c['round_s']:g} s)" if mode != "events" else ""),
+        f"  jobs       {s['num_jobs']} simulated, {s['num_finished']} finished, {s['num_tracked']} tracked",
+        f"  JCT        mean {s['avg_jct_s']:,.1f} s | p50 {s['p50_jct_s']:,.1f} s | p99 {s['p99_jct_s']:,.1f} s",
+        f"  queueing   mean {s['avg_queue_s']:,.1f} s" + (f" | responsiveness {s['avg_responsiveness_s']:,.3f} s" if "avg_responsiveness_s" in s else ""),
+        f"  makespan   {s['makespan_s']:,.0f} s | utilisation {100 * s['utilisation']:.1f}% | preemptions {s['num_preemptions']}",
+    ]
+    if "num_rounds" in s:
+        lines.append(f"  rounds     {s['num_rounds']}")
+    if s.get("num_dropped_rows"):
+        lines.append(f"  dropped    {s['num_dropped_rows']} trace rows: " + ", ".join(f"{k}={v}" for k, v in s["dropped_rows"].items()))
+    lines.append(f"  simulated in {s['sim_wall_s'] * 1e3:.1f} ms" + (f" (+{s['compile_s']:.2f} s compile/cache load)" if s["compile_s"] > 0.01 else ""))
+    return "\n".join(lines)
+
+
+def cmd_parts(a) -> int:
+    print("policies:")
+    for name in parts.POLICIES.names():
+        p = parts.POLICIES.get(name)
+        print(f"  {name:14s} {p.description}")
+    print("blox-compat policies: " + ", ".join(f"{k} ({v[0]})" for k, v in parts.BLOX_POLICIES.items()))
+    print("placements: " + ", ".join(parts.PLACEMENTS.names()))
+    print("admission: accept-all, load:THETA")
+    print("time models: " + ", ".join(parts.TIME_MODELS.names()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="fastblox", description="Fast trace replay for deep-learning cluster schedulers.")
+    from . import __version__
+
+    ap.add_argument("--version", action="version", version=f"fastblox {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run(sub)
+    pp = sub.add_parser("parts", help="list the registered policies, placements, admissions and time models")
+    pp.set_defaults(func=cmd_parts)
+    try:
+        from .traces.cli import add_trace_commands
+    except ImportError:
+        pass
+    else:
+        add_trace_commands(sub)
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    if not getattr(a, "func", None):
+        ap.print_help()
+        return 2
+    try:
+        return int(a.func(a) or 0)
+    except FastbloxError as e:
+        print(f"fastblox: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Registries of the swappable parts: scheduling policies, placements, admission, time models.
+
+Every part is registered under a name; the CLI's choices and all config validation come from
+these tables, and a duplicate name raises. Built-in parts map to integer codes the kernels switch
+on, so a sweep over them never recompiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from .errors import ConfigError
+from .kernels import enums
+
+
+class Registry:
+    """Name -> part. ``get`` raises :class:`ConfigError` listing the valid names."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._items: dict = {}
+
+    def register(self, name: str, item, replace: bool = False):
+        key = name.lower()
+        if key in self._items and not replace:
+            raise ConfigError(f"a {self.kind} named {name!r} is already registered")
+        self._items[key] = item
+        return item
+
+    def get(self, name: str):
+        try:
+            return self._items[str(name).lower()]
+        except KeyError:
+            raise ConfigError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def __contains__(self, name) -> bool:
+        return str(name).lower() in self._items
+
+
+class JobView(NamedTuple):
+    """The active jobs' columns handed to a user policy, all of one length A (one row per job).
+
+    Times in seconds; ``attained_s`` wall-seconds run so far, ``attained_gpu_s`` GPU-seconds,
+    ``remaining_s`` work left at the reference speed, ``running`` 1 while the job holds GPUs."""
+
+    job_id: np.ndarray
+    submit_s: np.ndarray
+    num_gpus: np.ndarray
+    duration_s: np.ndarray
+    attained_s: np.ndarray
+    attained_gpu_s: np.ndarray
+    remaining_s: np.ndarray
+    running: np.ndarray
+    num_preemptions: np.ndarray
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A scheduling policy: an ordering of the active jobs (lower key runs first).
+
+    ``code`` selects a built-in kernel; a user policy has ``fn(jobs: JobView, now_s) -> keys``.
+    ``dynamic`` says the keys move while jobs run (so no round may be skipped); ``preemptive`` is
+    the default for whether waiting jobs may suspend running ones."""
+
+    name: str
+    code: int
+    preemptive: bool
+    dynamic: bool
+    description: str
+    fn: Callable | None = None
+    blox_name: str | None = None  # the name Blox prints, for --blox-compat and its file names
+
+
+POLICIES = Registry("policy")
+for _p in (
+    Policy("fifo", enums.POL_FIFO, False, False, "first in, first out by submit time (non-preemptive; backfills)", blox_name="Fifo"),
+    Policy("las", enums.POL_LAS, True, True, "least attained service, wall-seconds run (as Blox)", blox_name="Las"),
+    Policy("las-gpu", enums.POL_LAS_GPU, True, True, "least attained service in GPU-seconds (Tiresias' 2D service)"),
+    Policy("srtf", enums.POL_SRTF, True, True, "shortest remaining time first (oracle remaining work)", blox_name="Srtf"),
+    Policy("sjf", enums.POL_SJF, False, False, "shortest job first (oracle total work), non-preemptive"),
+):
+    POLICIES.register(_p.name, _p)
+
+#: The names Blox's simulator accepts, with the ordering each really uses there.
+BLOX_POLICIES = {
+    "fifo": ("Fifo", enums.POL_FIFO),
+    "las": ("Las", enums.POL_LAS),
+    "srtf": ("Srtf", enums.POL_SRTF),
+    "tiresias": ("Tiresias", enums.POL_LAS),  # Blox builds Tiresias' queues and never uses them
+    "optimus": ("Optimus", enums.POL_SRTF),  # orders like SRTF (Blox's own run crashes)
+}
+
+PLACEMENTS = Registry("placement")
+PLACEMENTS.register("blox", enums.PL_BLOX)
+PLACEMENTS.register("first-fit", enums.PL_FIRST_FIT)
+PLACEMENTS.register("consolidated", enums.PL_CONSOLIDATED)
+
+TIME_MODELS = Registry("time model")
+TIME_MODELS.register("rounds", enums.TM_ROUNDS)
+TIME_MODELS.register("events", enums.TM_EVENTS)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Admission control: ``accept-all`` or ``load:θ`` (Blox's load-based accept at θ × GPUs)."""
+
+    theta: float = 0.0  # 0 = accept all
+
+    @property
+    def name(self) -> str:
+        return "accept-all" if self.theta <= 0 else f"load:{self.theta:g}"
+
+    @property
+    def blox_name(self) -> str:
+        return "AcceptAll" if self.theta <= 0 else f"LoadBasedAccept-{self.theta:g}x"
+
+    @classmethod
+    def parse(cls, spec: "str | float | Admission | None") -> "Admission":
+        if spec is None:
+            return cls()
+        if isinstance(spec, Admission):
+            return spec
+        if isinstance(spec, (int, float)):
+            return cls._checked(float(spec), str(spec))
+        s = str(spec).strip().lower()
+        if s in ("accept-all", "acceptall", "all"):
+            return cls()
+        for prefix in ("load:", "load="):
+            if s.startswith(prefix):
+                try:
+                    theta = float(s[len(prefix):])
+                except ValueError:
+                    break
+                return cls._checked(theta, spec)
+        raise ConfigError(f"--admission: unknown admission {spec!r}; use 'accept-all' or 'load:THETA' (e.g. load:1.2)")
+
+    @classmethod
+    def _checked(cls, theta: float, spec) -> "Admission":
+        if not (theta > 0 and np.isfinite(theta)):
+            raise ConfigError(f"--admission: the load threshold must be a positive number, got {spec!r}")
+        return cls(theta)
+
+
+def policy(name: str | None = None, preemptive: bool = True, description: str = "", replace: bool = False):
+    """Register a user policy: ``fn(jobs: JobView, now_s: float) -> keys`` (lower runs first).
+
+    ``fn`` may be plain numpy or a ``numba.njit`` function taking the same arguments. Example::
+
+        @fastblox.policy("fewest-gpus-first")
+        def fewest_gpus(jobs, now):
+            return jobs.num_gpus * 1e9 + jobs.submit_s
+    """
+
+    def deco(fn):
+        pname = name or fn.__name__.replace("_", "-")
+        POLICIES.register(pname, Policy(pname, enums.POL_CUSTOM, preemptive, True, description or (fn.__doc__ or "").strip(), fn=fn), replace=replace)
+        return fn
+
+    return deco
+
+
+def resolve_policy(spec) -> Policy:
+    """A policy from a registered name, a :class:`Policy`, or a bare function (a user policy)."""
+    if isinstance(spec, Policy):
+        return spec
+    if callable(spec):
+        return Policy(getattr(spec, "__name__", "custom"), enums.POL_CUSTOM, True, True, "user policy", fn=spec)
+    return POLICIES.get(spec)

@@ -1,0 +1,234 @@
+"""Run results: the per-job table (polars), the summary (dict), the optional time series, and
+their writers (Parquet, JSON, and Blox's five JSON files)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from .kernels import enums
+
+SERIES_COLUMNS = ("t_s", "num_preemptions", "free_gpus", "queued_jobs", "running_jobs", "gpu_demand")
+
+
+def _nan_where_unset(a: np.ndarray) -> np.ndarray:
+    out = a.astype(np.float64, copy=True)
+    out[a < 0] = np.nan
+    return out
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q)) if len(x) else float("nan")
+
+
+@dataclass
+class Result:
+    """``jobs``: one row per job; ``summary``: averages over tracked jobs; ``series``: one row per
+    scheduling step (native) or round (compat) when recorded; ``config``: the run's settings."""
+
+    jobs: pl.DataFrame
+    summary: dict
+    config: dict
+    series: pl.DataFrame | None = None
+    _blox: dict = field(default_factory=dict, repr=False)
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (f"Result({s['num_jobs']} jobs, avg JCT {s['avg_jct_s']:.1f} s, p99 {s['p99_jct_s']:.1f} s, "
+                f"makespan {s['makespan_s']:.0f} s)")
+
+    # ---------------------------------------------------------------- writers
+    def write(self, out_dir: str | os.PathLike, blox_json: bool = False, blox_prefix: str = "blox",
+              blox_load: float | None = None) -> list[Path]:
+        """Write ``jobs.parquet``, ``summary.json`` (and ``series.parquet`` when recorded, and
+        Blox's five files with ``blox_json``) into ``out_dir``; returns the paths written."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written = [out / "jobs.parquet", out / "summary.json"]
+        self.jobs.write_parquet(written[0])
+        _write_text(written[1], json.dumps({"summary": self.summary, "config": self.config}, indent=2, sort_keys=True) + "\n")
+        if self.series is not None:
+            written.append(out / "series.parquet")
+            self.series.write_parquet(written[-1])
+        if blox_json:
+            written += self.write_blox_json(out, prefix=blox_prefix, load=blox_load)
+        return written
+
+    def write_blox_json(self, out_dir, prefix: str = "blox", load: float | None = None) -> list[Path]:
+        """Blox's five output files, named and laid out as Blox writes them (compat runs only)."""
+        if not self._blox:
+            raise ValueError("Blox's JSON files exist for --blox-compat runs only")
+        b = self._blox
+        lo, hi = b["track"]
+        load_s = str(float(load)) if load is not None else "trace"
+        stem = f"{prefix}_{lo}_{hi}_{b['policy']}_{b['admission']}_load_{load_s}_"
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        files = {
+            "job_stats.json": b["job_stats"],
+            "cluster_stats.json": b["cluster_stats"],
+            "run_time_stats.json": b["run_time_stats"],
+            "responsivness.json": b["responsiveness"],
+            "custom_metrics.json": b["custom_metrics"],
+        }
+        paths = []
+        for suffix, obj in files.items():
+            p = out / (stem + suffix)
+            _write_text(p, json.dumps(obj))
+            paths.append(p)
+        return paths
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write atomically: a killed run never leaves half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _blox_num(x: float):
+    """Blox keeps times as Python ints when they are whole (its round length is an int)."""
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def _summary(w, cluster, tracked, finish, first_start, n_preempt, attained_gpu, t0, t_end, sim_s, compile_s) -> dict:
+    done = finish >= 0
+    m = tracked & done
+    jct = finish[m] - w.submit_s[m]
+    queue = first_start[m] - w.submit_s[m]
+    span = t_end - t0
+    s = {
+        "num_jobs": int(len(w)),
+        "num_finished": int(done.sum()),
+        "num_tracked": int(tracked.sum()),
+        "avg_jct_s": float(jct.mean()) if len(jct) else float("nan"),
+        "p50_jct_s": _pct(jct, 50),
+        "p95_jct_s": _pct(jct, 95),
+        "p99_jct_s": _pct(jct, 99),
+        "max_jct_s": float(jct.max()) if len(jct) else float("nan"),
+        "avg_queue_s": float(queue.mean()) if len(queue) else float("nan"),
+        "makespan_s": float(finish[done].max() - w.submit_s[done].min()) if done.any() else float("nan"),
+        "utilisation": float(attained_gpu.sum() / (cluster.total_gpus * span)) if span > 0 else float("nan"),
+        "num_preemptions": int(n_preempt.sum()),
+        "total_gpus": int(cluster.total_gpus),
+        "end_s": float(t_end),
+        "sim_wall_s": float(sim_s),
+        "compile_s": float(compile_s),
+    }
+    if w.dropped:
+        s["dropped_rows"] = {k: int(v) for k, v in w.dropped.items()}
+        s["num_dropped_rows"] = int(sum(w.dropped.values()))
+    return s
+
+
+def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, sim_s=0.0, compile_s=0.0,
+                 blox_policy=None, blox_admission=None) -> Result:
+    if compat_out is not None:
+        return _build_compat(w, cluster, cfg, tracked, compat_out, sim_s, compile_s, blox_policy, blox_admission)
+    st = native_state
+    from .kernels import engine as kengine
+
+    t_end = float(st.sf[kengine.F_T])
+    running = st.status == enums.RUNNING
+    el = np.where(running, t_end - st.launch_t, 0.0)
+    attained = st.attained + el
+    attained_gpu = st.attained_gpu + el * w.num_gpus
+    finish = st.finish
+    first = st.first_start
+    jobs = pl.DataFrame({
+        "job_id": w.job_id,
+        "submit_s": w.submit_s,
+        "num_gpus": w.num_gpus,
+        "duration_s": w.duration_s,
+        "first_start_s": _nan_where_unset(first),
+        "finish_s": _nan_where_unset(finish),
+        "jct_s": np.where(finish >= 0, finish - w.submit_s, np.nan),
+        "queue_s": np.where(first >= 0, first - w.submit_s, np.nan),
+        "num_preemptions": st.n_preempt.copy(),
+        "attained_s": attained,
+        "attained_gpu_s": attained_gpu,
+        "tracked": tracked.copy(),
+    })
+    summ = _summary(w, cluster, tracked, finish, first, st.n_preempt, attained_gpu, float(w.submit_s.min()), t_end,
+                    sim_s, compile_s)
+    summ["num_steps"] = int(st.si[kengine.I_N_STEPS])
+    if cfg.time_model == "rounds":
+        summ["num_rounds"] = int(round(t_end / cfg.round_s))
+    series = None
+    if cfg.record_series:
+        n = int(st.si[kengine.I_N_SERIES])
+        series = pl.DataFrame({c: st.series[:n, i] for i, c in enumerate(SERIES_COLUMNS)})
+    return Result(jobs, summ, cfg.as_dict(), series)
+
+
+def _build_compat(w, cluster, cfg, tracked, out, sim_s, compile_s, blox_policy, blox_admission) -> Result:
+    code, n_rounds, t_end, finish, first_credit, first_launch, n_pre, attained, executed, prio, series = out
+    n_rounds = int(n_rounds)
+    attained_gpu = attained * w.num_gpus
+    jobs = pl.DataFrame({
+        "job_id": w.job_id,
+        "submit_s": w.submit_s,
+        "num_gpus": w.num_gpus,
+        "duration_s": w.duration_s,
+        "first_start_s": _nan_where_unset(first_launch),
+        "finish_s": _nan_where_unset(finish),
+        "jct_s": np.where(finish >= 0, finish - w.submit_s, np.nan),
+        "queue_s": np.where(first_launch >= 0, first_launch - w.submit_s, np.nan),
+        "responsiveness_s": np.where(first_credit >= 0, first_credit - w.submit_s, np.nan),
+        "num_preemptions": n_pre,
+        "attained_s": attained,
+        "attained_gpu_s": attained_gpu,
+        "tracked": tracked.copy(),
+    })
+    summ = _summary(w, cluster, tracked, finish, first_launch, n_pre, attained_gpu, 0.0, float(t_end), sim_s, compile_s)
+    m = tracked & (first_credit >= 0)
+    summ["avg_responsiveness_s"] = float((first_credit[m] - w.submit_s[m]).mean()) if m.any() else float("nan")
+    summ["num_rounds"] = n_rounds
+    summ["num_steps"] = n_rounds
+    series_df = pl.DataFrame({c: series[:, i] for i, c in enumerate(SERIES_COLUMNS)}) if cfg.record_series else None
+
+    # Blox's five files. Its ids are its admission counter, i.e. arrival order, as here.
+    ids = np.arange(len(w))
+    tr = np.flatnonzero(tracked)
+    lo, hi = (int(ids[tr].min()), int(ids[tr].max())) if cfg.track is None else cfg.track
+    done_tr = tr[finish[tr] >= 0]
+    # Blox logs completions as they happen: by round, then in admission order within a round
+    by_finish = done_tr[np.lexsort((done_tr, finish[done_tr]))]
+    job_stats = {str(int(j)): [_blox_num(w.submit_s[j]), _blox_num(finish[j])] for j in by_finish}
+    cred = tr[first_credit[tr] >= 0]
+    by_cred = cred[np.lexsort((cred, first_credit[cred]))]
+    resp = {str(int(j)): [_blox_num(w.submit_s[j]), _blox_num(first_credit[j])] for j in by_cred}
+    custom = {str(_blox_num(series[r, 0])): {"num_preemptions": int(series[r, 1])} for r in range(n_rounds)}
+    last = series[n_rounds]
+    # Blox keys its cluster stats by a clock that never advances: one entry, the final round's.
+    cluster_stats = {"0": {"total_jobs": int(last[3] + last[4]), "jobs_in_queue": int(last[3]),
+                           "jobs_running": int(last[4]), "free_gpus": int(last[2]), "gpu_demand": int(last[5])}}
+    its = w.total_iters
+    itt = w.blox_iter_time
+    run_time = {
+        str(int(j)): {
+            "job_id": int(j),
+            "job_arrival_time": _blox_num(w.submit_s[j]),
+            "submit_time": _blox_num(w.submit_s[j]),
+            "job_iteration_time": _blox_num(itt[j]),
+            "job_total_iteration": float(its[j]),
+            "job_executed_iteration": float(executed[j]),
+            "job_gpu_demand": int(w.num_gpus[j]),
+            "num_GPUs": int(w.num_gpus[j]),
+            "tracked_metrics": {"per_iter_time": _blox_num(itt[j]), "attained_service": _blox_num(attained[j]), "job_exit": True},
+            "time_since_scheduled": 0,
+            "job_priority": int(prio[j]),
+            "previously_launched": True,
+            "is_running": True,
+            "simulation": True,
+        }
+        for j in by_finish
+    }
+    blox = {"track": (lo, hi), "policy": blox_policy, "admission": blox_admission, "job_stats": job_stats,
+            "responsiveness": resp, "custom_metrics": custom, "cluster_stats": cluster_stats, "run_time_stats": run_time}
+    return Result(jobs, summ, cfg.as_dict(), series_df, blox)
