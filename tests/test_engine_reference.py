@@ -1,0 +1,173 @@
+"""The native kernel against its plain-Python twin, and the invariants of every run."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import fastblox
+from fastblox.reference.native import simulate_native_reference
+from strategies import small_case
+
+POLICIES = ["fifo", "las", "las-gpu", "srtf", "sjf"]
+PLACEMENTS = ["first-fit", "consolidated", "blox"]
+
+
+def _run_both(case, policy, placement, theta, tm, restart, preempt, round_s=300.0):
+    submit, gpus, dur, node_gpus = case
+    w = fastblox.Workload.from_arrays(submit_s=submit, num_gpus=gpus, duration_s=dur)
+    cluster = ",".join(f"1x{g}" for g in node_gpus)
+    ref = simulate_native_reference(submit, gpus, dur, node_gpus, policy=policy, placement=placement, theta=theta,
+                                    time_model=tm, round_s=round_s, restart_s=restart, preempt=preempt)
+    try:
+        res = fastblox.simulate(w, cluster=cluster, scheduler=policy, placement=placement,
+                                admission=f"load:{theta}" if theta else "accept-all", time_model=tm, round_s=round_s,
+                                restart_s=restart, preempt=preempt)
+    except fastblox.SimulationError:
+        assert ref["deadlock"], "kernel reports a deadlock the reference does not see"
+        return None, ref
+    assert not ref["deadlock"]
+    return res, ref
+
+
+def _nan(x):
+    a = np.asarray(x, dtype=np.float64)
+    return np.where(a < 0, np.nan, a)
+
+
+def _assert_same(res, ref):
+    jobs = res.jobs
+    np.testing.assert_array_equal(jobs["finish_s"].to_numpy(), _nan(ref["finish"]))
+    np.testing.assert_array_equal(jobs["first_start_s"].to_numpy(), _nan(ref["first_start"]))
+    np.testing.assert_array_equal(jobs["num_preemptions"].to_numpy(), np.asarray(ref["n_preempt"]))
+    np.testing.assert_allclose(jobs["attained_s"].to_numpy(), np.asarray(ref["attained"]), rtol=0, atol=1e-6)
+    assert res.summary["num_steps"] == ref["steps"]
+
+
+def _assert_invariants(res, restart, gpus_total):
+    j = res.jobs
+    fin = j["finish_s"].to_numpy()
+    sub = j["submit_s"].to_numpy()
+    dur = j["duration_s"].to_numpy()
+    start = j["first_start_s"].to_numpy()
+    npre = j["num_preemptions"].to_numpy()
+    att = j["attained_s"].to_numpy()
+    assert np.isfinite(fin).all(), "every job finishes"  # all tracked by default
+    assert (start >= sub).all() and (fin >= start).all()
+    # a job needs its work plus one restart per launch; it holds GPUs no longer than that
+    launches = npre + 1
+    assert (fin - start >= dur - 1e-6).all()
+    assert (att >= dur - 1e-6).all()
+    assert (att <= dur + launches * restart + 1e-6).all(), "work is conserved"
+    if restart == 0:
+        np.testing.assert_allclose(att, dur, rtol=1e-9, atol=1e-6)
+    assert res.summary["utilisation"] <= 1 + 1e-9
+
+
+@given(case=small_case(), policy=st.sampled_from(POLICIES), placement=st.sampled_from(PLACEMENTS),
+       theta=st.sampled_from([0.0, 1.0, 1.5]), tm=st.sampled_from(["events", "rounds"]),
+       restart=st.sampled_from([0.0, 30.0]), preempt=st.booleans())
+def test_kernel_matches_reference(case, policy, placement, theta, tm, restart, preempt):
+    res, ref = _run_both(case, policy, placement, theta, tm, restart, preempt)
+    if res is None:
+        return
+    _assert_same(res, ref)
+    _assert_invariants(res, restart, sum(case[3]))
+
+
+@given(case=small_case(integral=False), policy=st.sampled_from(POLICIES), tm=st.sampled_from(["events", "rounds"]))
+def test_kernel_matches_reference_fractional_times(case, policy, tm):
+    res, ref = _run_both(case, policy, "first-fit", 0.0, tm, 0.0, True, round_s=60.0)
+    _assert_same(res, ref)
+    _assert_invariants(res, 0.0, sum(case[3]))
+
+
+@given(case=small_case())
+def test_user_policy_equals_builtin(case):
+    """A numpy user policy computing LAS's key gives exactly the built-in LAS."""
+    submit, gpus, dur, node_gpus = case
+    w = fastblox.Workload.from_arrays(submit_s=submit, num_gpus=gpus, duration_s=dur)
+    cluster = ",".join(f"1x{g}" for g in node_gpus)
+    a = fastblox.simulate(w, cluster=cluster, scheduler="las", time_model="rounds")
+    b = fastblox.simulate(w, cluster=cluster, scheduler=lambda jobs, now: jobs.attained_s, time_model="rounds")
+    assert a.jobs.equals(b.jobs)
+
+
+@given(case=small_case())
+def test_user_policy_matches_reference(case):
+    submit, gpus, dur, node_gpus = case
+    w = fastblox.Workload.from_arrays(submit_s=submit, num_gpus=gpus, duration_s=dur)
+    cluster = ",".join(f"1x{g}" for g in node_gpus)
+    res = fastblox.simulate(w, cluster=cluster, scheduler=lambda jobs, now: -jobs.num_gpus * 1e7 + jobs.submit_s)
+    ref = simulate_native_reference(submit, gpus, dur, node_gpus, key_fn=lambda j, t: -j.gpus * 1e7 + j.submit)
+    _assert_same(res, ref)
+
+
+def test_njit_user_policy():
+    numba = pytest.importorskip("numba")
+
+    @numba.njit
+    def biggest_first(jobs, now):
+        return -jobs.num_gpus * 1e7 + jobs.submit_s
+
+    w = fastblox.gavel_like_workload(300, seed=3)
+    res = fastblox.simulate(w, cluster="8x4", scheduler=biggest_first)
+    ref = simulate_native_reference(w.submit_s, w.num_gpus, w.duration_s, [4] * 8,
+                                    key_fn=lambda j, t: -j.gpus * 1e7 + j.submit)
+    _assert_same(res, ref)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("tm", ["events", "rounds"])
+def test_larger_workload_matches_reference(policy, tm):
+    w = fastblox.gavel_like_workload(400, mean_interarrival_s=300, seed=11)
+    res = fastblox.simulate(w, cluster="4x4", scheduler=policy, time_model=tm, restart_s=20.0)
+    ref = simulate_native_reference(w.submit_s, w.num_gpus, w.duration_s, [4] * 4, policy=policy, time_model=tm,
+                                    restart_s=20.0, preempt=fastblox.POLICIES.get(policy).preemptive)
+    _assert_same(res, ref)
+    _assert_invariants(res, 20.0, 16)
+
+
+def test_deterministic_bytes(tmp_path):
+    w = fastblox.gavel_like_workload(500, seed=5)
+    outs = []
+    for k in range(2):
+        res = fastblox.simulate(w, cluster="4x8", scheduler="las", time_model="events")
+        res.write(tmp_path / str(k))
+        outs.append((tmp_path / str(k) / "jobs.parquet").read_bytes())
+    assert outs[0] == outs[1]
+
+
+def test_preemption_happens_and_costs():
+    """A short job arriving on a full cluster preempts under LAS, and the restart cost shows."""
+    w = fastblox.Workload.from_arrays(submit_s=[0, 10], num_gpus=[4, 4], duration_s=[1000, 100])
+    res = fastblox.simulate(w, cluster="1x4", scheduler="srtf", restart_s=5.0)
+    j = res.jobs
+    assert j["num_preemptions"].to_list() == [1, 0]
+    # job 1 runs 10..115 (5 s restart + 100 s), job 0 resumes at 115 with 1000 - 5 of work... minus
+    # its first 10 s (5 s restart, 5 s work): 995 left, plus 5 s restart again
+    assert j["finish_s"].to_list() == [115 + 5 + 995, 115]
+    fifo = fastblox.simulate(w, cluster="1x4", scheduler="fifo")
+    assert fifo.jobs["num_preemptions"].to_list() == [0, 0]
+    assert fifo.jobs["finish_s"].to_list() == [1000, 1100]
+
+
+def test_gang_waits_for_whole_gang():
+    w = fastblox.Workload.from_arrays(submit_s=[0, 1, 2], num_gpus=[3, 2, 1], duration_s=[100, 50, 10])
+    res = fastblox.simulate(w, cluster="1x4", scheduler="fifo")
+    # job 1 (2 GPUs) cannot start while job 0 holds 3 of 4; job 2 (1 GPU) backfills
+    assert res.jobs["first_start_s"].to_list() == [0, 100, 2]
+
+
+def test_consolidated_waits_first_fit_spreads():
+    w = fastblox.Workload.from_arrays(submit_s=[0, 0, 1], num_gpus=[2, 2, 4], duration_s=[100, 100, 10])
+    cons = fastblox.simulate(w, cluster="2x4", scheduler="fifo", placement="consolidated")
+    ff = fastblox.simulate(w, cluster="2x4", scheduler="fifo", placement="first-fit")
+    # best fit packs both 2-GPU jobs on node 0, so the 4-GPU job gets node 1 at once
+    assert cons.jobs["first_start_s"].to_list() == [0, 0, 1]
+    assert ff.jobs["first_start_s"].to_list() == [0, 0, 1]
+    w2 = fastblox.Workload.from_arrays(submit_s=[0, 0, 1], num_gpus=[3, 3, 2], duration_s=[100, 100, 10])
+    cons2 = fastblox.simulate(w2, cluster="2x4", scheduler="fifo", placement="consolidated")
+    ff2 = fastblox.simulate(w2, cluster="2x4", scheduler="fifo", placement="first-fit")
+    assert cons2.jobs["first_start_s"].to_list()[2] == 100  # one free GPU on each node: it must wait
+    assert ff2.jobs["first_start_s"].to_list()[2] == 1  # first-fit spread job 1, leaving 2 GPUs on node 1
