@@ -1,0 +1,128 @@
+"""``fastblox trace ...``: inspect, convert and list trace formats.
+
+``add_trace_commands(subparsers)`` adds the ``trace`` command to the main parser; each leaf sets
+``func(args) -> exit code``. Bad input raises FastbloxError subclasses (the main CLI prints them in
+one line and exits 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..errors import ConfigError
+
+
+def _option(s: str):
+    """KEY=VALUE; VALUE is JSON when it parses as JSON (numbers, true/false, {...}), else a string."""
+    if "=" not in s:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {s!r}")
+    k, v = s.split("=", 1)
+    k = k.strip().replace("-", "_")
+    if not k:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {s!r}")
+    try:
+        val = json.loads(v)
+    except ValueError:
+        val = v
+    return k, val
+
+
+def _common(p) -> None:
+    p.add_argument("--format", default=None, metavar="F",
+                   help="trace format (default: detected from the name/header); see `fastblox trace formats`")
+    p.add_argument("--on-bad-rows", choices=["error", "drop"], default="error",
+                   help="stop at unusable rows with an error (default) or drop and count them")
+    p.add_argument("-o", "--option", action="append", type=_option, default=[], metavar="KEY=VALUE",
+                   help="a reader option, e.g. duration=last (philly-log) or steps_per_s=table.json (gavel); repeatable")
+
+
+def _read(a, max_gpus=None):
+    from . import read_trace
+
+    return read_trace(a.path, format=a.format, on_bad_rows=a.on_bad_rows, max_gpus=max_gpus, **dict(a.option))
+
+
+def _total_gpus(spec):
+    if spec is None:
+        return None
+    from ..cluster import Cluster
+
+    return Cluster.parse(spec).total_gpus
+
+
+def cmd_inspect(a) -> int:
+    from .inspect import format_inspect, inspect
+
+    total = _total_gpus(a.cluster)
+    w = _read(a, max_gpus=total if (total is not None and a.on_bad_rows == "drop") else None)
+    d = inspect(w, total_gpus=total)
+    if a.json:
+        print(json.dumps(d, indent=2, sort_keys=True, default=float))
+    else:
+        print(format_inspect(d))
+    return 0
+
+
+def cmd_convert(a) -> int:
+    from .schema import write_parquet
+
+    out = Path(a.out)
+    if out.suffix.lower() != ".parquet":
+        raise ConfigError(f"trace convert writes Parquet: OUT must end in .parquet, got {a.out!r}")
+    total = _total_gpus(a.cluster)
+    w = _read(a, max_gpus=total)
+    if out.parent and not out.parent.exists():
+        raise ConfigError(f"the folder of {a.out!r} does not exist")
+    write_parquet(w, out)
+    dropped = ", ".join(f"{k}: {v:,}" for k, v in w.dropped.items())
+    print(f"wrote {len(w):,} jobs to {out}" + (f" (dropped while reading: {dropped})" if dropped else ""))
+    return 0
+
+
+def cmd_formats(a) -> int:
+    from .registry import FORMATS
+
+    for name in FORMATS.names():
+        f = FORMATS.get(name)
+        print(f"{name:13s} {f.description}")
+        for opt, help_ in f.options.items():
+            print(f"{'':15s}-o {opt}=...  {help_}")
+    return 0
+
+
+def add_trace_commands(subparsers) -> None:
+    """Add ``trace inspect``, ``trace convert`` and ``trace formats`` to an argparse subparsers object."""
+    tp = subparsers.add_parser("trace", help="inspect or convert job traces",
+                               description="Read job traces of many formats: summarise them or convert them to Parquet.")
+    tsub = tp.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
+
+    def _help(a, _p=tp) -> int:
+        _p.print_help()
+        return 2
+
+    tp.set_defaults(func=_help)
+
+    ip = tsub.add_parser("inspect", help="summarise a trace: jobs, span, GPU mix, durations, arrivals, load",
+                         description="Read a trace and print its size, span, GPU-size mix, duration quantiles, "
+                                     "inter-arrival CV, hour-of-day profile and (with --cluster) offered load.")
+    ip.add_argument("path", metavar="PATH")
+    _common(ip)
+    ip.add_argument("--cluster", default=None, metavar="SPEC",
+                    help="cluster for the offered load, e.g. 32x4 (with --on-bad-rows drop, larger jobs are dropped)")
+    ip.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ip.set_defaults(func=cmd_inspect)
+
+    cp = tsub.add_parser("convert", help="convert a trace to Parquet in fastblox's canonical schema",
+                         description="Read a trace and write it as Parquet (columns: job_id, submit_time_s, "
+                                     "duration_s, num_gpus + optional ones; see docs/traces.md).")
+    cp.add_argument("path", metavar="IN")
+    cp.add_argument("out", metavar="OUT.parquet")
+    _common(cp)
+    cp.add_argument("--cluster", default=None, metavar="SPEC",
+                    help="jobs larger than this cluster are bad rows (dropped with --on-bad-rows drop)")
+    cp.set_defaults(func=cmd_convert)
+
+    fp = tsub.add_parser("formats", help="list the trace formats and their options")
+    fp.set_defaults(func=cmd_formats)
