@@ -376,6 +376,8 @@ def test_each_kind_of_bad_row_is_named_then_dropped_and_counted(tmp_path):
     ("1,0,100,1\n1,5,100,1\n", "job_id", "line 3"),
     ("1,5,100,1\n2,0,100,1\n", "submit_time_s", "line 3"),
     ("1,-5,100,1\n", "submit_time_s", "line 2"),
+    ("1,0,100,1e30\n", "num_gpus", "line 2"),
+    ("x1,0,100,1\ny,1,100,1\nx1,2,100,1\n", "job_id", "line 4"),
 ])
 def test_error_names_file_column_and_line(tmp_path, body, column, where):
     p = write(tmp_path, "t.csv", HEADER.replace(",user", "") + body)

@@ -33,6 +33,8 @@ R_GPU_NAN = "num_gpus=NaN"
 R_GPU_NONPOS = "num_gpus<=0"
 R_GPU_FRAC = "num_gpus not integer"
 R_GPU_MAX = "num_gpus>max_gpus"
+R_GPU_HUGE = "num_gpus>2^31"
+MAX_GPUS_ANY = 2**31  # beyond any cluster; keeps int64 conversion exact
 R_ID_NAN = "job_id=NaN"
 R_ID_DUP = "duplicate job_id"
 R_RESORTED = "resorted"
@@ -286,6 +288,7 @@ def finish(raw: RawJobs, *, path, on_bad_rows: str = "error", max_gpus=None, nam
             (R_GPU_NAN, ~np.isfinite(gpus), col("num_gpus"), "is empty, NaN or not a number"),
             (R_GPU_NONPOS, gpus <= 0, col("num_gpus"), "is zero or negative (a CPU-only job?)"),
             (R_GPU_FRAC, gpus != np.round(gpus), col("num_gpus"), "is not a whole number of GPUs"),
+            (R_GPU_HUGE, gpus > MAX_GPUS_ANY, col("num_gpus"), "is more than 2^31 GPUs"),
         ]
         if max_gpus is not None:
             checks.append((R_GPU_MAX, gpus > max_gpus, col("num_gpus"), f"asks for more GPUs than the cluster's {max_gpus}"))
@@ -322,8 +325,8 @@ def finish(raw: RawJobs, *, path, on_bad_rows: str = "error", max_gpus=None, nam
                 dropped[R_ID_DUP] = int(bad.sum())
                 alive &= ~bad
             else:
-                _raise_bad(path, raw, [(R_ID_DUP, bad, col("job_id") if raw.job_id is not None else col("source_id"),
-                                        "repeats an id seen on an earlier row")])
+                idcol = col("job_id") if raw.job_id is not None else raw.columns.get("source_id", col("job_id"))
+                _raise_bad(path, raw, [(R_ID_DUP, bad, idcol, "repeats an id seen on an earlier row")])
 
     keep = np.flatnonzero(alive)
     s_keep = submit[keep]

@@ -90,7 +90,7 @@ def read_swf(path, *, on_bad_rows="error", max_gpus=None, name=None, procs_per_g
     with np.errstate(invalid="ignore"):
         gpus = np.ceil(p / ppg - 1e-9)
     ids = vals[:, 0]
-    id_ok = np.isfinite(ids) & (ids == np.round(ids))
+    id_ok = np.isfinite(ids) & (ids == np.round(ids)) & (np.abs(ids) < 2**53)
     raw = _core.RawJobs(
         submit_s=v[:, 1], duration_s=v[:, 3], num_gpus=gpus, rows=rows,
         row_note="line numbers count every line of the file from 1, comments included",
