@@ -218,12 +218,14 @@ def job_ids(series):
     ``source_id`` and the job id becomes the 0-based row number in the file."""
     import polars as pl
 
-    s = _blank_to_null(series)
+    if series.dtype.is_integer() and series.null_count() == 0:  # typed input (Parquet): no text round trip
+        return series.cast(pl.Int64).to_numpy(), None, None
+    s = series if series.dtype.is_numeric() else _blank_to_null(series)
     present = s.is_not_null().to_numpy()
     npres = int(present.sum())
     if npres:
-        ints = s.cast(pl.Int64, strict=False)
-        if ints.null_count() == len(s) - npres:
+        ints = s.cast(pl.Int64, strict=False) if not s.dtype.is_float() else None  # floats: checked below
+        if ints is not None and ints.null_count() == len(s) - npres:
             ids = ints.fill_null(0).to_numpy().astype(np.int64, copy=False)
             return ids, None, (~present if not present.all() else None)
         f = s.cast(pl.Float64, strict=False)

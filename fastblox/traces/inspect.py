@@ -63,9 +63,11 @@ def inspect(workload: Workload, total_gpus: int | None = None) -> dict:
     cols += list(w.extra)
     out["columns"] = cols
     if "status" in w.extra:
-        st = np.asarray(w.extra["status"], dtype=object)
-        vals, cnt = np.unique(np.asarray(["(none)" if x is None else str(x) for x in st.tolist()]), return_counts=True)
-        out["status"] = {str(v): int(c) for v, c in sorted(zip(vals, cnt), key=lambda t: -t[1])}
+        import polars as pl
+
+        st = pl.Series("s", np.asarray(w.extra["status"], dtype=object), dtype=pl.String, strict=False)
+        vc = st.fill_null("(none)").value_counts(sort=True)
+        out["status"] = {str(k): int(c) for k, c in zip(vc["s"].to_list(), vc["count"].to_list())}
     if "gpu_fraction" in w.extra:
         fr = np.asarray(w.extra["gpu_fraction"], dtype=np.float64)
         out["fractional_gpu_jobs"] = int((fr < 1.0 - 1e-9).sum())

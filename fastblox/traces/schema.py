@@ -67,9 +67,12 @@ META_VERSION = b"fastblox.schema"
 
 
 def _arrow_array(v: np.ndarray, typ=None) -> pa.Array:
-    if v.dtype == object or v.dtype.kind in "USO" or v.dtype.kind == "T":
-        vals = [None if (x is None or (isinstance(x, float) and x != x)) else str(x) for x in v.tolist()]
-        arr = pa.array(vals, type=pa.string())
+    if v.dtype == object or v.dtype.kind in "USOT":
+        try:  # None and NaN become nulls
+            arr = pa.array(v, type=pa.string(), from_pandas=True)
+        except (pa.ArrowException, TypeError, ValueError):  # mixed objects: their text
+            arr = pa.array([None if (x is None or (isinstance(x, float) and x != x)) else str(x) for x in v.tolist()],
+                           type=pa.string())
     else:
         arr = pa.array(v)
     if typ is not None and arr.type != typ:
