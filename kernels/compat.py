@@ -28,7 +28,7 @@ from .enums import (
     WAITING,
 )
 from .placement import release
-from .walk import stable_order, walk
+from .walk import walk
 
 STARVATION_LIMIT_S = 3600.0 * 1000.0  # Blox's priority_thresh
 PRIO_NORMAL = 999
@@ -46,6 +46,75 @@ def grow_rows(a, n):
     b = np.empty((max(2 * a.shape[0], n), a.shape[1]), dtype=a.dtype)
     b[: a.shape[0]] = a
     return b
+
+
+@jit
+def resort(order, n, prio, key):
+    """Insertion-sort ``order[:n]`` by ``(prio, key, job index)``.
+
+    The order is carried from round to round and only a few keys move each round (the running
+    jobs' attained service, new arrivals, promotions), so this costs O(n + displacement) where a
+    full sort would cost O(n log n). Comparing the job index last makes it equal to Blox's stable
+    sort of the active jobs in admission (= index) order."""
+    for i in range(1, n):
+        j = order[i]
+        pj = prio[j]
+        kj = key[j]
+        h = i - 1
+        while h >= 0:
+            o = order[h]
+            po = prio[o]
+            if po < pj or (po == pj and (key[o] < kj or (key[o] == kj and o < j))):
+                break
+            order[h + 1] = o
+            h -= 1
+        order[h + 1] = j
+
+
+@jit
+def _before(a, b, prio, key):
+    """Job ``a`` sorts before job ``b``: by ``(prio, key, job index)``."""
+    pa = prio[a]
+    pb = prio[b]
+    if pa != pb:
+        return pa < pb
+    ka = key[a]
+    kb = key[b]
+    if ka != kb:
+        return ka < kb
+    return a < b
+
+
+@jit
+def reorder(order, n, status, prio, key, wbuf, rbuf):
+    """Sort ``order[:n]`` by ``(prio, key, job index)``, given that it was sorted by the keys of
+    the last round and that since then only running jobs' keys moved, new jobs were appended and
+    some waiting jobs were promoted.
+
+    Waiting jobs keep their keys, so they stay sorted among themselves: split them from the
+    running jobs, insertion-sort both parts (only the newcomers and the few running jobs whose
+    keys crossed move) and merge. O(n + displacement)."""
+    nw = 0
+    nr = 0
+    for a in range(n):
+        j = order[a]
+        if status[j] == RUNNING:
+            rbuf[nr] = j
+            nr += 1
+        else:
+            wbuf[nw] = j
+            nw += 1
+    resort(wbuf, nw, prio, key)
+    resort(rbuf, nr, prio, key)
+    i = 0
+    k = 0
+    for a in range(n):
+        if k >= nr or (i < nw and _before(wbuf[i], rbuf[k], prio, key)):
+            order[a] = wbuf[i]
+            i += 1
+        else:
+            order[a] = rbuf[k]
+            k += 1
 
 
 @jit
@@ -100,9 +169,10 @@ def run_blox(
     num_preempt = np.zeros(n_jobs, dtype=np.int64)
     stamp = np.full(n_jobs, -1, dtype=np.int64)  # round in which the job was suspended
 
-    active = np.empty(n_jobs, dtype=np.int64)
     order = np.empty(n_jobs, dtype=np.int64)
     keys = np.empty(n_jobs, dtype=np.float64)
+    wbuf = np.empty(n_jobs, dtype=np.int64)
+    rbuf = np.empty(n_jobs, dtype=np.int64)
     launched = np.empty(n_jobs, dtype=np.int64)
     suspended = np.empty(n_jobs, dtype=np.int64)
     victims = np.empty(n_jobs, dtype=np.int64)
@@ -116,7 +186,7 @@ def run_blox(
         if tracked[j]:
             tracked_left += 1
 
-    n_active = 0
+    n_active = 0  # active jobs, kept in last round's priority order in ``order[:n_active]``
     demand = 0  # GPUs asked for by active jobs
     n_running = 0
     next_arr = 0  # first job not yet arrived
@@ -129,7 +199,7 @@ def run_blox(
         # 1. progress of jobs running since an earlier round; completions at t
         w = 0
         for a in range(n_active):
-            j = active[a]
+            j = order[a]
             if status[j] == RUNNING:
                 if credited[j] == 0:
                     credited[j] = 1
@@ -146,7 +216,7 @@ def run_blox(
                     if tracked[j]:
                         tracked_left -= 1
                     continue
-            active[w] = j
+            order[w] = j
             w += 1
         n_active = w
         if rnd + 1 >= series.shape[0]:
@@ -155,6 +225,7 @@ def run_blox(
         for nd in range(num_nodes):
             free_now += node_free[nd]
         series[rnd, 0] = t
+        series[rnd, 1] = 0
         series[rnd, 2] = free_now
         series[rnd, 3] = n_active - n_running
         series[rnd, 4] = n_running
@@ -181,49 +252,52 @@ def run_blox(
                 admit_to += 1
         for j in range(ov_head, admit_to):
             status[j] = WAITING
-            active[n_active] = j
+            order[n_active] = j
             n_active += 1
             demand += gpus[j]
         ov_head = admit_to
-        # 5. order
-        for a in range(n_active):
-            j = active[a]
-            if policy == POL_FIFO:
-                keys[a] = submit[j]
-            elif policy == POL_LAS or policy == POL_LAS_GPU:
-                keys[a] = attained[j]
-            elif policy == POL_SRTF:
-                keys[a] = iter_time[j] * total_iters[j] - attained[j]
-            elif policy == POL_SJF:
-                keys[a] = iter_time[j] * total_iters[j]
-            else:
-                keys[a] = 0.0
-        stable_order(keys, prio, active, n_active, order)
-        # 6. placement walk
-        nl, ns = walk(
-            order, n_active, status, gpus, alloc_off, alloc, owner, gpu_node, node_base, node_gpus,
-            node_free, node_mask, node_up, placement, True, False, True,
-            launched, suspended, victims, victims_pos, run_suffix, tmp,
-        )
-        for q in range(ns):
-            v = suspended[q]
-            num_preempt[v] += 1
-            stamp[v] = rnd
-        n_running += nl - ns
-        for q in range(nl):
-            j = launched[q]
-            if first_launch[j] == NO_TIME:
-                first_launch[j] = t
-        series[rnd, 1] = ns
-        # 7. starvation guard
-        for a in range(n_active):
-            j = active[a]
-            if status[j] == RUNNING or stamp[j] == rnd:
-                waited[j] = 0.0
-            else:
-                waited[j] += round_s
-                if waited[j] >= STARVATION_LIMIT_S:
-                    prio[j] = PRIO_STARVED
+        nl = 0
+        if n_active > n_running:
+            # 5. order (with no waiting job the walk, and so the order, change nothing)
+            for a in range(n_active):
+                j = order[a]
+                if policy == POL_FIFO:
+                    keys[j] = submit[j]
+                elif policy == POL_LAS or policy == POL_LAS_GPU:
+                    keys[j] = attained[j]
+                elif policy == POL_SRTF:
+                    keys[j] = iter_time[j] * total_iters[j] - attained[j]
+                elif policy == POL_SJF:
+                    keys[j] = iter_time[j] * total_iters[j]
+                else:
+                    keys[j] = 0.0
+            reorder(order, n_active, status, prio, keys, wbuf, rbuf)
+            # 6. placement walk
+            nl, ns = walk(
+                order, n_active, status, gpus, alloc_off, alloc, owner, gpu_node, node_base, node_gpus,
+                node_free, node_mask, node_up, placement, True, False, True,
+                launched, suspended, victims, victims_pos, run_suffix, tmp,
+            )
+            for q in range(ns):
+                v = suspended[q]
+                num_preempt[v] += 1
+                stamp[v] = rnd
+            n_running += nl - ns
+            for q in range(nl):
+                j = launched[q]
+                if first_launch[j] == NO_TIME:
+                    first_launch[j] = t
+            series[rnd, 1] = ns
+            # 7. starvation guard (running jobs' counters are already 0: they were reset when they
+            # last ran, so with no waiting job there is nothing to do)
+            for a in range(n_active):
+                j = order[a]
+                if status[j] == RUNNING or stamp[j] == rnd:
+                    waited[j] = 0.0
+                else:
+                    waited[j] += round_s
+                    if waited[j] >= STARVATION_LIMIT_S:
+                        prio[j] = PRIO_STARVED
         # Nothing runs, nothing is left to arrive: once every waiting job has been promoted by the
         # guard the order is frozen (keys do not move while nothing runs), so nothing ever will.
         if n_running == 0 and nl == 0 and next_arr == n_jobs and ov_head == n_jobs:
