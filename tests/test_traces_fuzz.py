@@ -201,3 +201,85 @@ def test_fuzz_inputs_cover_every_format():
 
     assert {b[2] for b in BASES} == set(FORMATS.names())
     assert io is not None
+
+
+# ---------------------------------------------------------------------------- the bad-row rules, against a reference
+SUBMITS = st.sampled_from(["0", "5", "10", "10", "20", "35.5", "-1", "", "NaN", "x"])
+DURATIONS = st.sampled_from(["10", "0.5", "3600", "0", "-3", "", "NaN", "inf"])
+GPUS = st.sampled_from(["1", "2", "4", "16", "0", "1.5", "", "NaN", "-2"])
+
+
+def _reference(rows, max_gpus):
+    """Plain-Python statement of docs/traces.md: first failing reason per row, then duplicates, then order."""
+    def f(x):
+        try:
+            return float(x)
+        except ValueError:
+            return float("nan")
+
+    dropped, alive = {}, []
+    for jid, s, d, g in rows:
+        s, d, g = f(s), f(d), f(g)
+        reason = None
+        if not np.isfinite(s):
+            reason = "submit_time_s=NaN"
+        elif s < 0:
+            reason = "submit_time_s<0"
+        elif not np.isfinite(d):
+            reason = "duration_s=NaN"
+        elif d <= 0:
+            reason = "duration_s<=0"
+        elif not np.isfinite(g):
+            reason = "num_gpus=NaN"
+        elif g <= 0:
+            reason = "num_gpus<=0"
+        elif g != round(g):
+            reason = "num_gpus not integer"
+        elif max_gpus is not None and g > max_gpus:
+            reason = "num_gpus>max_gpus"
+        if reason:
+            dropped[reason] = dropped.get(reason, 0) + 1
+        else:
+            alive.append((jid, s))
+    seen, kept = set(), []
+    for jid, s in alive:
+        if jid in seen:
+            dropped["duplicate job_id"] = dropped.get("duplicate job_id", 0) + 1
+        else:
+            seen.add(jid)
+            kept.append((jid, s))
+    late, top = 0, -np.inf
+    for _, s in kept:
+        late += s < top
+        top = max(top, s)
+    if late:
+        dropped["resorted"] = late
+    return [j for j, _ in sorted(kept, key=lambda t: t[1])], dropped
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), SUBMITS, DURATIONS, GPUS), min_size=1, max_size=25),
+       st.sampled_from([None, 2, 8]))
+def test_drop_rules_match_the_reference(rows, max_gpus):
+    text = "job_id,submit_time_s,duration_s,num_gpus\n" + "".join(f"{j},{s},{d},{g}\n" for j, s, d, g in rows)
+    ids, dropped = _reference(rows, max_gpus)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / "jobs.csv"
+        p.write_text(text)
+        try:
+            w = read_trace(p, on_bad_rows="drop", max_gpus=max_gpus)
+        except FastbloxError as e:
+            assert not ids and "no usable job rows" in str(e)
+            return
+        assert w.job_id.tolist() == ids and w.dropped == dropped
+        assert len(w) + sum(v for k, v in dropped.items() if k != "resorted") == len(rows)
+        bad = {k for k in dropped if k != "resorted"}
+        if bad or "resorted" in dropped:
+            try:
+                read_trace(p, max_gpus=max_gpus)
+            except FastbloxError as e:
+                assert "on_bad_rows='drop'" in str(e)
+            else:
+                raise AssertionError("error mode accepted a trace with bad rows")
+        else:
+            assert read_trace(p, max_gpus=max_gpus).job_id.tolist() == ids

@@ -374,10 +374,20 @@ def _later_duplicates(key: np.ndarray) -> np.ndarray:
         out = np.ones(len(key), dtype=bool)
         out[first] = False
         return out
-    import polars as pl
-
-    s = pl.Series(key, dtype=pl.String, strict=False)
+    s = str_series(key)
     return (~s.is_first_distinct() & s.is_not_null()).to_numpy()
+
+
+def str_series(values: np.ndarray):
+    """A polars String Series of an object array (None/NaN -> null; other objects by their text)."""
+    import polars as pl
+    import pyarrow as pa
+
+    try:
+        return pl.from_arrow(pa.array(values, type=pa.string(), from_pandas=True))
+    except (pa.ArrowException, TypeError, ValueError):
+        return pl.Series([None if (v is None or (isinstance(v, float) and v != v)) else str(v) for v in values.tolist()],
+                         dtype=pl.String)
 
 
 def _raise_bad(path, raw: RawJobs, failures) -> None:

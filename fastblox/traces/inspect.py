@@ -63,9 +63,9 @@ def inspect(workload: Workload, total_gpus: int | None = None) -> dict:
     cols += list(w.extra)
     out["columns"] = cols
     if "status" in w.extra:
-        import polars as pl
+        from ._core import str_series
 
-        st = pl.Series("s", np.asarray(w.extra["status"], dtype=object), dtype=pl.String, strict=False)
+        st = str_series(np.asarray(w.extra["status"], dtype=object)).alias("s")
         vc = st.fill_null("(none)").value_counts(sort=True)
         out["status"] = {str(k): int(c) for k, c in zip(vc["s"].to_list(), vc["count"].to_list())}
     if "gpu_fraction" in w.extra:
