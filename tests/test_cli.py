@@ -1,0 +1,87 @@
+"""The command line: the default run, outputs, and one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from fastblox.cli import main
+
+
+def test_default_run_prints_summary(capsys):
+    assert main(["run"]) == 0
+    out = capsys.readouterr().out
+    for word in ("jobs", "JCT", "p50", "p99", "makespan", "utilisation", "preemptions"):
+        assert word in out
+
+
+def test_out_dir_contract(tmp_path):
+    assert main(["run", "--policy", "las", "--time-model", "rounds", "--out", str(tmp_path), "--series"]) == 0
+    jobs = pl.read_parquet(tmp_path / "jobs.parquet")
+    for col in ("job_id", "submit_s", "first_start_s", "finish_s", "jct_s", "num_gpus", "num_preemptions", "tracked"):
+        assert col in jobs.columns
+    s = json.loads((tmp_path / "summary.json").read_text())["summary"]
+    for k in ("avg_jct_s", "p50_jct_s", "p99_jct_s", "num_tracked", "makespan_s", "num_preemptions", "sim_wall_s", "num_rounds"):
+        assert k in s
+    assert s["num_tracked"] == 1001  # Blox's default tracked ids 3000..4000
+    tracked = jobs.filter(pl.col("tracked"))
+    assert abs(tracked["jct_s"].mean() - s["avg_jct_s"]) < 1e-6
+    series = pl.read_parquet(tmp_path / "series.parquet")
+    assert {"free_gpus", "queued_jobs", "gpu_demand"} <= set(series.columns)
+    assert (series["free_gpus"] >= 0).all() and (series["free_gpus"] <= 128).all()
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["run", "--policy", "nosuch"], "unknown policy 'nosuch'"),
+        (["run", "--placement", "bogus"], "unknown placement 'bogus'"),
+        (["run", "--cluster", "32by4"], "--cluster: cannot read '32by4'"),
+        (["run", "--cluster", "0x4"], "at least one node"),
+        (["run", "--admission", "load:-1"], "positive"),
+        (["run", "--admission", "sometimes"], "unknown admission"),
+        (["run", "--blox-json"], "--out"),
+        (["run", "--blox-compat", "--policy", "sjf"], "Blox has"),
+        (["run", "--track", "10:5"], "after the last id"),
+        (["run", "--workload", "blox", "--num-jobs", "100", "--track", "5000:6000"], "no job has an id"),
+    ],
+)
+def test_bad_input_one_line_exit_2(argv, needle, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err
+    assert "\n" not in err and "Traceback" not in err
+
+
+def test_job_larger_than_cluster(capsys):
+    assert main(["run", "--workload", "gavel", "--num-jobs", "200", "--cluster", "1x4"]) == 2
+    err = capsys.readouterr().err
+    assert "asks for 8 GPUs but the cluster '1x4' has 4" in err
+
+
+def test_malformed_trace_file(tmp_path, capsys):
+    p = tmp_path / "bad.csv"
+    p.write_text("job_id,submit_time_s,duration_s,num_gpus\n0,0,100,1\n1,10,abc,1\n")
+    assert main(["run", "--trace", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert str(p) in err and "\n" not in err.strip()
+
+
+def test_bad_flag_value_exits_2():
+    r = subprocess.run([sys.executable, "-m", "fastblox.cli", "run", "--round-s", "-5"], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "--round-s" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_trace_parquet_round_trip(tmp_path):
+    import fastblox
+
+    w = fastblox.gavel_like_workload(300, seed=2)
+    pl.DataFrame({"job_id": w.job_id, "submit_time_s": w.submit_s, "duration_s": w.duration_s,
+                  "num_gpus": w.num_gpus}).write_parquet(tmp_path / "t.parquet")
+    assert main(["run", "--trace", str(tmp_path / "t.parquet"), "--cluster", "8x8", "--out", str(tmp_path / "o")]) == 0
+    direct = fastblox.simulate(w, cluster="8x8")
+    got = pl.read_parquet(tmp_path / "o" / "jobs.parquet")
+    assert got["finish_s"].to_list() == direct.jobs["finish_s"].to_list()
