@@ -154,6 +154,8 @@ def format_summary(res, label: str) -> str:
         lines.append(f"  rounds     {s['num_rounds']}")
     if s.get("num_dropped_rows"):
         lines.append(f"  dropped    {s['num_dropped_rows']} trace rows: " + ", ".join(f"{k}={v}" for k, v in s["dropped_rows"].items()))
+    if s.get("num_resorted_rows"):
+        lines.append(f"  resorted   {s['num_resorted_rows']} trace rows were out of submit order (kept, sorted)")
     lines.append(f"  simulated in {s['sim_wall_s'] * 1e3:.1f} ms" + (f" (+{s['compile_s']:.2f} s compile/cache load)" if s["compile_s"] > 0.01 else ""))
     return "\n".join(lines)
 

@@ -129,6 +129,12 @@ class NativeState:
             np.array([(1 << int(g)) - 1 if g < 64 else (1 << 64) - 1 for g in ng], dtype=np.uint64),
             np.ones(c.num_nodes, dtype=np.uint8), np.full(c.total_gpus, enums.FREE, dtype=np.int64),
         )
+        self.queues = (
+            np.empty(n, dtype=np.int64),  # wq: waiting jobs sorted by key
+            np.zeros(n, dtype=np.float64),  # wkey: a waiting job's key
+            np.empty(n, dtype=np.int64),  # rq: running jobs
+            np.zeros(n, dtype=np.int64),  # rpos: a running job's slot in rq
+        )
         self.active = np.empty(n, dtype=np.int64)
         self.scratch = (
             np.empty(n, dtype=np.int64),  # order
@@ -154,6 +160,7 @@ class NativeState:
             self.status, self.work_left, self.attained, self.attained_gpu, self.launch_t, self.first_start,
             self.finish, self.n_preempt, self.rate, self.version, self.alloc,
             *self.cluster,
+            *self.queues,
             self.active, *self.scratch,
             *self.heap,
             self.series,

@@ -121,8 +121,10 @@ def _summary(w, cluster, tracked, finish, first_start, n_preempt, attained_gpu, 
         "compile_s": float(compile_s),
     }
     if w.dropped:
-        s["dropped_rows"] = {k: int(v) for k, v in w.dropped.items()}
-        s["num_dropped_rows"] = int(sum(w.dropped.values()))
+        s["dropped_rows"] = {k: int(v) for k, v in w.dropped.items() if k != "resorted"}
+        s["num_dropped_rows"] = int(sum(s["dropped_rows"].values()))
+        if "resorted" in w.dropped:
+            s["num_resorted_rows"] = int(w.dropped["resorted"])  # kept, only put in submit order
     return s
 
 

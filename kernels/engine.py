@@ -39,7 +39,7 @@ from .enums import (
     TM_EVENTS,
     WAITING,
 )
-from .placement import release, take
+from .placement import fit, release, take
 from .walk import stable_order, walk
 
 INF = np.inf
@@ -62,6 +62,7 @@ I_STARTED = 8
 I_N_PREEMPT = 9
 I_N_SERIES = 10
 I_PENDING = 11  # a step is under way, waiting for keys from Python
+I_NW = 12  # jobs in the waiting queue
 I_SIZE = 16
 
 # slots of the float scalar state ``sf``
@@ -165,10 +166,80 @@ def _key(policy, j, t, submit, gpus, work, work_left, attained, attained_gpu, la
 
 
 @jit
+def rq_add(rq, rpos, nr, j):
+    rq[nr] = j
+    rpos[j] = nr
+    return nr + 1
+
+
+@jit
+def rq_remove(rq, rpos, nr, j):
+    """Remove ``j`` from the unordered running list in O(1) (the last entry takes its place)."""
+    p = rpos[j]
+    last = rq[nr - 1]
+    rq[p] = last
+    rpos[last] = p
+    return nr - 1
+
+
+@jit
+def _wait_key(policy, j, submit, work, work_left, attained, attained_gpu):
+    """Key of a waiting job: it does not move while the job waits (built-in policies)."""
+    if policy == POL_FIFO:
+        return submit[j]
+    if policy == POL_LAS:
+        return attained[j]
+    if policy == POL_LAS_GPU:
+        return attained_gpu[j]
+    if policy == POL_SRTF:
+        return work_left[j]
+    if policy == POL_SJF:
+        return work[j]
+    return 0.0
+
+
+@jit
+def _before(ka, a, kb, b):
+    """(key, job index) order: the policy key, ties in arrival order."""
+    return ka < kb or (ka == kb and a < b)
+
+
+@jit
+def wq_insert(wq, nw, wkey, j):
+    """Insert job ``j`` into the waiting queue ``wq[:nw]`` sorted by (wkey, index); O(log n + shift)."""
+    lo = 0
+    hi = nw
+    kj = wkey[j]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        m = wq[mid]
+        if _before(wkey[m], m, kj, j):
+            lo = mid + 1
+        else:
+            hi = mid
+    for p in range(nw, lo, -1):
+        wq[p] = wq[p - 1]
+    wq[lo] = j
+    return nw + 1
+
+
+@jit
+def _sorted_by_key(idx, n, key):
+    """``idx[:n]`` reordered by (key[j], j)."""
+    ids = np.sort(idx[:n])
+    k = np.empty(n)
+    for a in range(n):
+        k[a] = key[ids[a]]
+    perm = np.argsort(k, kind="mergesort")
+    return ids[perm]
+
+
+@jit
 def advance(
     submit, gpus, work, tracked, alloc_off,  # jobs (read-only)
     status, work_left, attained, attained_gpu, launch_t, first_start, finish, n_preempt, rate, version, alloc,
     node_gpus, node_base, gpu_node, node_free, node_mask, node_up, owner,  # cluster
+    wq, wkey, rq, rpos,  # waiting queue (sorted by key) and running list
     active, order, keys, prio, launched, suspended, victims, victims_pos, run_suffix, tmp,  # scratch
     heap_t, heap_j, heap_v,
     series,
@@ -177,7 +248,12 @@ def advance(
     """Run until every tracked job has finished (``FINISHED``), a user policy must supply keys
     for ``active[:si[I_N_ACTIVE]]`` into ``keys`` (``NEED_KEYS``; call again to resume), or no
     progress is possible (``DEADLOCK``). Returns ``(code, series)``: ``series`` may be a new, larger
-    array (rows ``[t, preemptions, free GPUs, queued, running, GPU demand]``)."""
+    array (rows ``[t, preemptions, free GPUs, queued, running, GPU demand]``).
+
+    Waiting jobs sit in ``wq`` sorted by their key (a waiting job's key does not move), running
+    jobs in the unordered ``rq``. A step walks ``wq`` in order and places what fits; only when a
+    waiting job that some running job ranks below fails to fit is the merged order of the rest
+    built and handed to the preempting walk."""
     n_jobs = submit.shape[0]
     policy = ci[C_POLICY]
     placement = ci[C_PLACEMENT]
@@ -189,9 +265,11 @@ def advance(
     restart_s = cf[CF_RESTART_S]
     theta = cf[CF_THETA]
     total_gpus = 0
+    free = 0
     for nd in range(node_gpus.shape[0]):
         if node_up[nd]:
             total_gpus += node_gpus[nd]
+            free += node_free[nd]
 
     while True:
         t = sf[F_T]
@@ -213,11 +291,10 @@ def advance(
                         break
                     si[I_HEAP_N] = heap_pop(heap_t, heap_j, heap_v, si[I_HEAP_N])
                 t_end = heap_t[0] if si[I_HEAP_N] > 0 else INF
-                n_waiting = si[I_N_ACTIVE] - si[I_N_RUNNING]
                 if events:
                     t_new = min(t_arr, t_end)
                 else:
-                    if dynamic and n_waiting > 0:
+                    if dynamic and si[I_NW] > 0:
                         t_new = t + round_s
                     else:
                         t_ev = min(t_arr, t_end)
@@ -248,8 +325,9 @@ def advance(
                 status[j] = DONE
                 o = alloc_off[j]
                 release(alloc[o:o + gpus[j]], gpus[j], owner, gpu_node, node_base, node_free, node_mask)
+                free += gpus[j]
                 si[I_DEMAND] -= gpus[j]
-                si[I_N_RUNNING] -= 1
+                si[I_N_RUNNING] = rq_remove(rq, rpos, si[I_N_RUNNING], j)
                 if tracked[j]:
                     si[I_TRACKED_LEFT] -= 1
             if si[I_TRACKED_LEFT] == 0:
@@ -258,13 +336,6 @@ def advance(
             while si[I_NEXT_ARR] < n_jobs and submit[si[I_NEXT_ARR]] <= t:
                 status[si[I_NEXT_ARR]] = OVERFLOW
                 si[I_NEXT_ARR] += 1
-            # compact the active list (drop finished jobs), keeping arrival order
-            w = 0
-            for a in range(si[I_N_ACTIVE]):
-                j = active[a]
-                if status[j] != DONE:
-                    active[w] = j
-                    w += 1
             if theta <= 0.0:
                 admit_to = si[I_NEXT_ARR]
             else:
@@ -275,35 +346,116 @@ def advance(
                     admit_to += 1
             for j in range(si[I_OV_HEAD], admit_to):
                 status[j] = WAITING
-                active[w] = j
-                w += 1
+                wkey[j] = _wait_key(policy, j, submit, work, work_left, attained, attained_gpu)
+                si[I_NW] = wq_insert(wq, si[I_NW], wkey, j)
                 si[I_DEMAND] += gpus[j]
             si[I_OV_HEAD] = admit_to
-            si[I_N_ACTIVE] = w
-            n_act = w
-            n_waiting = n_act - si[I_N_RUNNING]
-            free_now = 0
-            for nd in range(node_free.shape[0]):
-                if node_up[nd]:
-                    free_now += node_free[nd]
-            if n_waiting == 0 or (free_now == 0 and not preempt):
+            if si[I_NW] == 0 or (free == 0 and not preempt):
                 continue  # nothing can start: no step
             if custom:
+                # the user policy sees every active job, in arrival order
+                na = 0
+                for a in range(si[I_NW]):
+                    active[na] = wq[a]
+                    na += 1
+                for a in range(si[I_N_RUNNING]):
+                    active[na] = rq[a]
+                    na += 1
+                active[:na] = np.sort(active[:na])
+                si[I_N_ACTIVE] = na
                 si[I_PENDING] = 1
                 return NEED_KEYS, series
         si[I_PENDING] = 0
-        n_act = si[I_N_ACTIVE]
-        # ---- order and walk
-        if not custom:
-            for a in range(n_act):
-                keys[a] = _key(policy, active[a], t, submit, gpus, work, work_left, attained, attained_gpu,
-                               launch_t, status, rate, restart_s)
-        stable_order(keys, prio, active, n_act, order)
-        nl, ns = walk(
-            order, n_act, status, gpus, alloc_off, alloc, owner, gpu_node, node_base, node_gpus,
-            node_free, node_mask, node_up, placement, preempt, True, False,
-            launched, suspended, victims, victims_pos, run_suffix, tmp,
-        )
+        nw = si[I_NW]
+        nr = si[I_N_RUNNING]
+        nl = 0
+        ns = 0
+        slow_from = -1
+        if custom:
+            na = si[I_N_ACTIVE]
+            stable_order(keys, prio, active, na, order)
+            nl, ns = walk(
+                order, na, status, gpus, alloc_off, alloc, owner, gpu_node, node_base, node_gpus,
+                node_free, node_mask, node_up, placement, preempt, True, False,
+                launched, suspended, victims, victims_pos, run_suffix, tmp,
+            )
+        else:
+            # ---- the walk over the waiting queue; the last running job in the order bounds the
+            # jobs that could preempt
+            # (computed only when a job fails to fit or nothing is free: at light load, never)
+            have_r = preempt and nr > 0
+            kmax = 0.0
+            jmax = -1
+            i = 0
+            while i < nw:
+                w = wq[i]
+                g = gpus[w]
+                got = 0
+                if g <= free:
+                    got = fit(placement, g, node_free, node_mask, node_base, node_gpus, node_up, tmp)
+                if got:
+                    take(tmp, g, w, owner, gpu_node, node_base, node_free, node_mask)
+                    o = alloc_off[w]
+                    for q in range(g):
+                        alloc[o + q] = tmp[q]
+                    status[w] = RUNNING
+                    free -= g
+                    launched[nl] = w
+                    nl += 1
+                    if free > 0 or have_r:
+                        i += 1
+                        continue
+                    break  # nothing free, nothing to preempt
+                if have_r and jmax < 0:
+                    # the last running job in the order (jobs launched in this step rank before
+                    # every job still waiting, so they never bound it)
+                    for a in range(nr):
+                        r = rq[a]
+                        if policy == POL_LAS:
+                            kr = attained[r] + (t - launch_t[r])
+                        else:
+                            kr = _key(policy, r, t, submit, gpus, work, work_left, attained, attained_gpu,
+                                      launch_t, status, rate, restart_s)
+                        keys[r] = kr
+                        if jmax < 0 or _before(kmax, jmax, kr, r):
+                            kmax = kr
+                            jmax = r
+                if have_r and _before(wkey[w], w, kmax, jmax):
+                    slow_from = i
+                    break
+                if free == 0:
+                    break  # nothing free, and no running job ranks below the rest
+                i += 1
+            if slow_from >= 0:
+                # the merged order from the blocked job on: the rest of the queue and the running
+                # jobs ranked after it, sorted by their keys now
+                w0 = wq[slow_from]
+                k0 = wkey[w0]
+                nra = 0
+                for a in range(nr):
+                    r = rq[a]
+                    if status[r] == RUNNING and _before(k0, w0, keys[r], r):
+                        victims[nra] = r
+                        nra += 1
+                rs = _sorted_by_key(victims, nra, keys)
+                no = 0
+                a = slow_from
+                b = 0
+                while a < nw or b < nra:
+                    if b >= nra or (a < nw and _before(wkey[wq[a]], wq[a], keys[rs[b]], rs[b])):
+                        order[no] = wq[a]
+                        a += 1
+                    else:
+                        order[no] = rs[b]
+                        b += 1
+                    no += 1
+                nl2, ns = walk(
+                    order, no, status, gpus, alloc_off, alloc, owner, gpu_node, node_base, node_gpus,
+                    node_free, node_mask, node_up, placement, True, True, False,
+                    launched[nl:], suspended, victims, victims_pos, run_suffix, tmp,
+                )
+                nl += nl2
+        # ---- settle: suspensions first (a victim may be re-placed in the same step), then launches
         for q in range(ns):
             v = suspended[q]
             el = t - launch_t[v]
@@ -313,6 +465,21 @@ def advance(
             sf[F_BUSY_GPU_S] += el * gpus[v]
             n_preempt[v] += 1
             version[v] += 1
+            nr = rq_remove(rq, rpos, nr, v)
+        # the queue loses the jobs that started and gains the victims left waiting
+        if nl > 0:
+            wn = 0
+            for a in range(nw):
+                j = wq[a]
+                if status[j] == WAITING:
+                    wq[wn] = j
+                    wn += 1
+            nw = wn
+        for q in range(ns):
+            v = suspended[q]
+            if status[v] == WAITING:
+                wkey[v] = _wait_key(policy, v, submit, work, work_left, attained, attained_gpu)
+                nw = wq_insert(wq, nw, wkey, v)
         for q in range(nl):
             j = launched[q]
             launch_t[j] = t
@@ -320,10 +487,17 @@ def advance(
                 first_start[j] = t
             version[j] += 1
             rate[j] = 1.0
+            nr = rq_add(rq, rpos, nr, j)
             if si[I_HEAP_N] >= heap_t.shape[0]:
                 si[I_HEAP_N] = heap_compact(heap_t, heap_j, heap_v, si[I_HEAP_N], status, version)
             si[I_HEAP_N] = heap_push(heap_t, heap_j, heap_v, si[I_HEAP_N], t + restart_s + work_left[j] / rate[j], j, version[j])
-        si[I_N_RUNNING] += nl - ns
+        si[I_NW] = nw
+        si[I_N_RUNNING] = nr
+        if custom or ns > 0 or slow_from >= 0:
+            free = 0
+            for nd in range(node_free.shape[0]):
+                if node_up[nd]:
+                    free += node_free[nd]
         si[I_N_PREEMPT] += ns
         si[I_N_STEPS] += 1
         if ci[C_SERIES] != 0:
@@ -332,14 +506,10 @@ def advance(
                 bigger = np.empty((2 * series.shape[0] + 16, series.shape[1]), dtype=series.dtype)
                 bigger[: series.shape[0]] = series
                 series = bigger
-            free_now = 0
-            for nd in range(node_free.shape[0]):
-                if node_up[nd]:
-                    free_now += node_free[nd]
             series[r, 0] = t
             series[r, 1] = ns
-            series[r, 2] = free_now
-            series[r, 3] = n_act - si[I_N_RUNNING]
-            series[r, 4] = si[I_N_RUNNING]
+            series[r, 2] = free
+            series[r, 3] = nw
+            series[r, 4] = nr
             series[r, 5] = si[I_DEMAND]
             si[I_N_SERIES] = r + 1
