@@ -1,0 +1,57 @@
+"""``fastblox sweep CONFIG.toml --out DIR``: the command-line face of :func:`run_sweep`.
+
+Hook it into a parser with ``add_sweep_commands(subparsers)``; the command's ``func`` returns an
+exit code (0: every point finished, 1: some points failed, see DIR/errors.json). Bad input raises
+:class:`fastblox.errors.FastbloxError` subclasses, which ``fastblox.cli.main`` prints as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import ConfigError
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
+    return v
+
+
+def add_sweep_commands(sub) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="run a grid of configurations (a sweep config in TOML), resumably",
+        description="Run every point of a sweep config (a [base] table of run options and a [grid] of lists; "
+        "see docs/sweeps.md) and write one Parquet + JSON file per point, summary.parquet and errors.json "
+        "into --out DIR. Points already in DIR are skipped, so an interrupted sweep resumes.",
+    )
+    p.add_argument("config", metavar="CONFIG.toml", help="the sweep config")
+    p.add_argument("--out", metavar="DIR", required=True, help="output folder (created; reused to resume)")
+    p.add_argument("--executor", choices=["local", "threads", "serial", "ray"], default="local",
+                   help="local: a process pool (default); threads: a thread pool; serial: one by one; "
+                        "ray: a Ray cluster (pip install 'fastblox[ray]')")
+    p.add_argument("--workers", type=_positive_int, default=None, help="processes or threads (default: CPU count)")
+    p.add_argument("--ray-address", default=None, metavar="ADDR", help="address of a running Ray cluster (ray executor)")
+    p.add_argument("--quiet", action="store_true", help="no progress line even on a terminal")
+    p.set_defaults(func=cmd_sweep)
+
+
+def cmd_sweep(a) -> int:
+    from .run import run_sweep
+
+    if a.ray_address and a.executor != "ray":
+        raise ConfigError("--ray-address needs --executor ray")
+    res = run_sweep(a.config, a.out, executor=a.executor, workers=a.workers, progress=not a.quiet,
+                    ray_address=a.ray_address)
+    print(f"fastblox sweep: {res.num_points} points: {len(res.ran)} run, {len(res.skipped)} already done, "
+          f"{len(res.errors)} failed in {res.wall_s:.2f} s -> {res.out_dir / 'summary.parquet'}")
+    if res.errors:
+        first = next(iter(res.errors.items()))
+        print(f"  failed points are listed in {res.out_dir / 'errors.json'}; e.g. {first[0]}: {first[1]['error']}")
+        return 1
+    return 0
