@@ -2,11 +2,21 @@
 
 Each round ``t = k·R``: credit the jobs that were running (``R / iteration_time`` iterations,
 ``R`` s of attained service), finish those that reached their iterations (finish = ``t``), stop
-when every tracked job is done, take arrivals, admit (all, or load-based ``θ``), sort all active
+when every tracked job is done, take arrivals, admit (all, or load-based ``θ``), order all active
 jobs stably by ``(job_priority, key)``, walk them with Blox's placement (exact-sum scattered fit,
 tail preemption, victims left suspended, head-of-line blocking), then run the starvation guard.
 
-Per round the cost is O(A log A) for the sort of the A active jobs plus the walk.
+How it stays fast without changing a single decision (``fastblox.reference.blox`` is the literal
+version the tests compare against):
+
+* Waiting jobs' keys do not move while they wait, so they live in a queue ``W`` kept sorted by
+  ``(priority, key, id)``. Every running job gains the same ``R`` of service per round, so the
+  running jobs ``Rn`` keep their relative order too: both stay sorted without sorting.
+* Blox's order is the merge of the two. The walk visits it lazily and stops at the first job that
+  does not fit, so a round costs the running jobs' progress plus the jobs the walk touches.
+* The starvation guard is a queue of due rounds: a job that starts waiting at round ``r`` is
+  promoted at round ``r + K - 1`` if it is still waiting then (``K`` = the number of ``R`` steps
+  Blox's counter needs to reach 3,600,000 s), so no round scans the waiting jobs.
 """
 
 from __future__ import annotations
@@ -14,21 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
-from .enums import (
-    DONE,
-    NO_TIME,
-    NOT_ARRIVED,
-    PL_BLOX,
-    POL_FIFO,
-    POL_LAS,
-    POL_LAS_GPU,
-    POL_SJF,
-    POL_SRTF,
-    RUNNING,
-    WAITING,
-)
-from .placement import release
-from .walk import walk
+from .enums import DONE, NO_TIME, NOT_ARRIVED, POL_FIFO, POL_LAS, POL_LAS_GPU, POL_SJF, POL_SRTF, RUNNING, WAITING
+from .placement import fit, release, take
 
 STARVATION_LIMIT_S = 3600.0 * 1000.0  # Blox's priority_thresh
 PRIO_NORMAL = 999
@@ -49,31 +46,16 @@ def grow_rows(a, n):
 
 
 @jit
-def resort(order, n, prio, key):
-    """Insertion-sort ``order[:n]`` by ``(prio, key, job index)``.
-
-    The order is carried from round to round and only a few keys move each round (the running
-    jobs' attained service, new arrivals, promotions), so this costs O(n + displacement) where a
-    full sort would cost O(n log n). Comparing the job index last makes it equal to Blox's stable
-    sort of the active jobs in admission (= index) order."""
-    for i in range(1, n):
-        j = order[i]
-        pj = prio[j]
-        kj = key[j]
-        h = i - 1
-        while h >= 0:
-            o = order[h]
-            po = prio[o]
-            if po < pj or (po == pj and (key[o] < kj or (key[o] == kj and o < j))):
-                break
-            order[h + 1] = o
-            h -= 1
-        order[h + 1] = j
+def _grow(a, n):
+    b = np.empty(max(2 * a.shape[0], n), dtype=a.dtype)
+    b[: a.shape[0]] = a
+    return b
 
 
 @jit
 def _before(a, b, prio, key):
-    """Job ``a`` sorts before job ``b``: by ``(prio, key, job index)``."""
+    """Job ``a`` sorts before job ``b``: by ``(prio, key, job id)`` — Blox's stable sort of jobs
+    held in admission (= id) order."""
     pa = prio[a]
     pb = prio[b]
     if pa != pb:
@@ -86,35 +68,43 @@ def _before(a, b, prio, key):
 
 
 @jit
-def reorder(order, n, status, prio, key, wbuf, rbuf):
-    """Sort ``order[:n]`` by ``(prio, key, job index)``, given that it was sorted by the keys of
-    the last round and that since then only running jobs' keys moved, new jobs were appended and
-    some waiting jobs were promoted.
+def _insert(q, h, n, j, prio, key):
+    """Insert ``j`` into the sorted ``q[h:h+n]`` (room at ``q[h+n]`` is the caller's job)."""
+    lo = h
+    hi = h + n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _before(q[mid], j, prio, key):
+            lo = mid + 1
+        else:
+            hi = mid
+    for p in range(h + n, lo, -1):
+        q[p] = q[p - 1]
+    q[lo] = j
 
-    Waiting jobs keep their keys, so they stay sorted among themselves: split them from the
-    running jobs, insertion-sort both parts (only the newcomers and the few running jobs whose
-    keys crossed move) and merge. O(n + displacement)."""
-    nw = 0
-    nr = 0
-    for a in range(n):
-        j = order[a]
-        if status[j] == RUNNING:
-            rbuf[nr] = j
-            nr += 1
-        else:
-            wbuf[nw] = j
-            nw += 1
-    resort(wbuf, nw, prio, key)
-    resort(rbuf, nr, prio, key)
-    i = 0
+
+@jit
+def _key(policy, j, submit, iter_time, total_iters, attained):
+    if policy == POL_FIFO:
+        return submit[j]
+    if policy == POL_LAS or policy == POL_LAS_GPU:
+        return attained[j]
+    if policy == POL_SRTF:
+        return iter_time[j] * total_iters[j] - attained[j]
+    if policy == POL_SJF:
+        return iter_time[j] * total_iters[j]
+    return 0.0
+
+
+@jit
+def starvation_steps(round_s):
+    """How many rounds of waiting Blox's counter (``+= R`` from 0) needs to reach the limit."""
+    c = 0.0
     k = 0
-    for a in range(n):
-        if k >= nr or (i < nw and _before(wbuf[i], rbuf[k], prio, key)):
-            order[a] = wbuf[i]
-            i += 1
-        else:
-            order[a] = rbuf[k]
-            k += 1
+    while c < STARVATION_LIMIT_S:
+        c += round_s
+        k += 1
+    return k
 
 
 @jit
@@ -140,9 +130,10 @@ def run_blox(
     accept-all, else load-based admission at ``theta × total GPUs``.
 
     Returns ``(code, n_rounds, end_t, finish, first_credit, first_launch, num_preempt, attained,
-    executed, job_priority, round_series)``: times are seconds (``NO_TIME`` when never reached), ``round_series`` is an
-    ``(n_rounds + 1, 6)`` array with, per round, ``[t, preemptions, free GPUs, queued jobs, running
-    jobs, GPU demand]`` (the final round, where the run ends, has ``preemptions = -1``).
+    executed, job_priority, round_series)``: times are seconds (``NO_TIME`` when never reached),
+    ``round_series`` is an ``(n_rounds + 1, 6)`` array with, per round, ``[t, preemptions, free
+    GPUs, queued jobs, running jobs, GPU demand]`` (the final round, where the run ends, has
+    ``preemptions = -1``).
     """
     n_jobs = submit.shape[0]
     num_nodes = node_gpus.shape[0]
@@ -161,34 +152,48 @@ def run_blox(
     executed = np.zeros(n_jobs, dtype=np.float64)
     attained = np.zeros(n_jobs, dtype=np.float64)
     prio = np.full(n_jobs, PRIO_NORMAL, dtype=np.int64)
-    waited = np.zeros(n_jobs, dtype=np.float64)
+    wait_from = np.full(n_jobs, -1, dtype=np.int64)  # first round counted by the guard, -1 = reset
     credited = np.zeros(n_jobs, dtype=np.uint8)
     finish = np.full(n_jobs, NO_TIME)
     first_credit = np.full(n_jobs, NO_TIME)
     first_launch = np.full(n_jobs, NO_TIME)
     num_preempt = np.zeros(n_jobs, dtype=np.int64)
-    stamp = np.full(n_jobs, -1, dtype=np.int64)  # round in which the job was suspended
 
-    order = np.empty(n_jobs, dtype=np.int64)
-    keys = np.empty(n_jobs, dtype=np.float64)
-    wbuf = np.empty(n_jobs, dtype=np.int64)
-    rbuf = np.empty(n_jobs, dtype=np.int64)
+    # W: waiting jobs sorted, in wq[wh:wh+nw]; Rn: running jobs sorted, in rq[:nr]
+    wq = np.empty(2 * n_jobs + 2, dtype=np.int64)
+    wh = 0
+    nw = 0
+    rq = np.empty(n_jobs, dtype=np.int64)
+    rq2 = np.empty(n_jobs, dtype=np.int64)
+    nr = 0
     launched = np.empty(n_jobs, dtype=np.int64)
-    suspended = np.empty(n_jobs, dtype=np.int64)
-    victims = np.empty(n_jobs, dtype=np.int64)
-    victims_pos = np.empty(n_jobs, dtype=np.int64)
-    run_suffix = np.empty(n_jobs + 1, dtype=np.int64)
+    victims = np.empty(n_jobs, dtype=np.int64)  # suspended this round, in the order taken
     tmp = np.empty(total_gpus, dtype=np.int64)
     series = np.empty((1024, 6), dtype=np.float64)
+    due_j = np.empty(1024, dtype=np.int64)  # the guard's queue: (job, first waiting round)
+    due_r = np.empty(1024, dtype=np.int64)
+    dh = 0
+    dn = 0
+    k_starve = starvation_steps(round_s)
+    # the ordering key, read in place where it is a state column (LAS: attained service, FIFO:
+    # submit time); SRTF's remaining time is refreshed as jobs run
+    srtf = policy == POL_SRTF
+    if policy == POL_LAS or policy == POL_LAS_GPU:
+        key = attained
+    elif policy == POL_FIFO:
+        key = submit.copy()
+    else:
+        key = np.zeros(n_jobs, dtype=np.float64)
+        for j in range(n_jobs):
+            key[j] = _key(policy, j, submit, iter_time, total_iters, attained)
 
     tracked_left = 0
     for j in range(n_jobs):
         if tracked[j]:
             tracked_left += 1
 
-    n_active = 0  # active jobs, kept in last round's priority order in ``order[:n_active]``
     demand = 0  # GPUs asked for by active jobs
-    n_running = 0
+    free = total_gpus
     next_arr = 0  # first job not yet arrived
     ov_head = 0  # first arrived job not yet admitted (the overflow queue is [ov_head, next_arr))
     t = 0.0
@@ -196,39 +201,37 @@ def run_blox(
     idle_rounds = 0
     code = OK
     while True:
-        # 1. progress of jobs running since an earlier round; completions at t
+        # 1. progress of the jobs running since an earlier round; completions at t
         w = 0
-        for a in range(n_active):
-            j = order[a]
-            if status[j] == RUNNING:
-                if credited[j] == 0:
-                    credited[j] = 1
-                    first_credit[j] = t
-                attained[j] += round_s
-                executed[j] = round_s / iter_time[j] + executed[j]
-                if executed[j] >= total_iters[j]:
-                    status[j] = DONE
-                    finish[j] = t
-                    o = alloc_off[j]
-                    release(alloc[o:o + gpus[j]], gpus[j], owner, gpu_node, node_base, node_free, node_mask)
-                    demand -= gpus[j]
-                    n_running -= 1
-                    if tracked[j]:
-                        tracked_left -= 1
-                    continue
-            order[w] = j
+        for a in range(nr):
+            j = rq[a]
+            if credited[j] == 0:
+                credited[j] = 1
+                first_credit[j] = t
+            attained[j] += round_s
+            executed[j] = round_s / iter_time[j] + executed[j]
+            if srtf:
+                key[j] = iter_time[j] * total_iters[j] - attained[j]
+            if executed[j] >= total_iters[j]:
+                status[j] = DONE
+                finish[j] = t
+                o = alloc_off[j]
+                release(alloc[o:o + gpus[j]], gpus[j], owner, gpu_node, node_base, node_free, node_mask)
+                free += gpus[j]
+                demand -= gpus[j]
+                if tracked[j]:
+                    tracked_left -= 1
+                continue
+            rq[w] = j
             w += 1
-        n_active = w
+        nr = w
         if rnd + 1 >= series.shape[0]:
             series = grow_rows(series, rnd + 2)
-        free_now = 0
-        for nd in range(num_nodes):
-            free_now += node_free[nd]
         series[rnd, 0] = t
         series[rnd, 1] = 0
-        series[rnd, 2] = free_now
-        series[rnd, 3] = n_active - n_running
-        series[rnd, 4] = n_running
+        series[rnd, 2] = free
+        series[rnd, 3] = nw
+        series[rnd, 4] = nr
         series[rnd, 5] = demand
         # 2. the run ends once every tracked job has finished
         if tracked_left == 0:
@@ -241,7 +244,7 @@ def run_blox(
         # 3. arrivals
         while next_arr < n_jobs and submit[next_arr] <= t:
             next_arr += 1
-        # 4. admission
+        # 4. admission: into the sorted waiting queue
         if theta <= 0.0:
             admit_to = next_arr
         else:
@@ -252,57 +255,138 @@ def run_blox(
                 admit_to += 1
         for j in range(ov_head, admit_to):
             status[j] = WAITING
-            order[n_active] = j
-            n_active += 1
+            if wh + nw + 1 >= wq.shape[0]:
+                wq[:nw] = wq[wh:wh + nw].copy()
+                wh = 0
+            _insert(wq, wh, nw, j, prio, key)
+            nw += 1
             demand += gpus[j]
+            wait_from[j] = rnd
+            if dn >= due_j.shape[0]:
+                due_j = _grow(due_j, dn + 1)
+                due_r = _grow(due_r, dn + 1)
+            due_j[dn] = j
+            due_r[dn] = rnd
+            dn += 1
         ov_head = admit_to
         nl = 0
-        if n_active > n_running:
-            # 5. order (with no waiting job the walk, and so the order, change nothing)
-            for a in range(n_active):
-                j = order[a]
-                if policy == POL_FIFO:
-                    keys[j] = submit[j]
-                elif policy == POL_LAS or policy == POL_LAS_GPU:
-                    keys[j] = attained[j]
-                elif policy == POL_SRTF:
-                    keys[j] = iter_time[j] * total_iters[j] - attained[j]
-                elif policy == POL_SJF:
-                    keys[j] = iter_time[j] * total_iters[j]
+        ns = 0
+        if nw > 0:
+            # 5.+6. walk the merged order of W and Rn lazily; stop at the first job that does not fit
+            i = 0  # next of W
+            k = 0  # next of Rn
+            tail = nr - 1  # victims come from Rn's tail
+            while True:
+                # the next job of the merged order that is not running
+                while k < nr and status[rq[k]] == RUNNING and (i >= nw or _before(rq[k], wq[wh + i], prio, key)):
+                    k += 1
+                from_r = False
+                if k < nr and (i >= nw or _before(rq[k], wq[wh + i], prio, key)):
+                    c = rq[k]  # a victim of this round, now waiting at its place in the order
+                    from_r = True
+                elif i < nw:
+                    c = wq[wh + i]
                 else:
-                    keys[j] = 0.0
-            reorder(order, n_active, status, prio, keys, wbuf, rbuf)
-            # 6. placement walk
-            nl, ns = walk(
-                order, n_active, status, gpus, alloc_off, alloc, owner, gpu_node, node_base, node_gpus,
-                node_free, node_mask, node_up, placement, True, False, True,
-                launched, suspended, victims, victims_pos, run_suffix, tmp,
-            )
-            for q in range(ns):
-                v = suspended[q]
-                num_preempt[v] += 1
-                stamp[v] = rnd
-            n_running += nl - ns
-            for q in range(nl):
-                j = launched[q]
-                if first_launch[j] == NO_TIME:
-                    first_launch[j] = t
+                    break
+                n = gpus[c]
+                got = 0
+                if free >= n:
+                    got = fit(placement, n, node_free, node_mask, node_base, node_gpus, node_up, tmp)
+                if got == 0:
+                    # tail preemption: running jobs ranked after c, lowest first, one at a time
+                    while tail >= 0 and _before(c, rq[tail], prio, key):
+                        v = rq[tail]
+                        tail -= 1
+                        if status[v] != RUNNING:
+                            continue
+                        o = alloc_off[v]
+                        release(alloc[o:o + gpus[v]], gpus[v], owner, gpu_node, node_base, node_free, node_mask)
+                        status[v] = WAITING
+                        free += gpus[v]
+                        victims[ns] = v
+                        ns += 1
+                        num_preempt[v] += 1
+                        if free >= n:
+                            got = fit(placement, n, node_free, node_mask, node_base, node_gpus, node_up, tmp)
+                        if got:
+                            break
+                if got == 0:
+                    break  # head-of-line blocking; the victims stay suspended
+                take(tmp, n, c, owner, gpu_node, node_base, node_free, node_mask)
+                o = alloc_off[c]
+                for q in range(n):
+                    alloc[o + q] = tmp[q]
+                status[c] = RUNNING
+                free -= n
+                if first_launch[c] == NO_TIME:
+                    first_launch[c] = t
+                if from_r:
+                    k += 1  # re-placed victim: it stays in Rn, at its place
+                else:
+                    launched[nl] = c
+                    nl += 1
+                    i += 1
             series[rnd, 1] = ns
-            # 7. starvation guard (running jobs' counters are already 0: they were reset when they
-            # last ran, so with no waiting job there is nothing to do)
-            for a in range(n_active):
-                j = order[a]
-                if status[j] == RUNNING or stamp[j] == rnd:
-                    waited[j] = 0.0
+            # the queue: the walk launched a prefix of W; victims left waiting join it
+            wh += nl
+            nw -= nl
+            for q in range(ns):
+                v = victims[q]
+                if status[v] == WAITING:
+                    if wh + nw + 1 >= wq.shape[0]:
+                        wq[:nw] = wq[wh:wh + nw].copy()
+                        wh = 0
+                    _insert(wq, wh, nw, v, prio, key)
+                    nw += 1
+                    wait_from[v] = rnd + 1
+                    if dn >= due_j.shape[0]:
+                        due_j = _grow(due_j, dn + 1)
+                        due_r = _grow(due_r, dn + 1)
+                    due_j[dn] = v
+                    due_r[dn] = rnd + 1
+                    dn += 1
+            # running jobs: Rn without the victims, merged with the launched (both sorted)
+            a = 0
+            b = 0
+            m = 0
+            while a < nr or b < nl:
+                if a < nr and status[rq[a]] != RUNNING:
+                    a += 1
+                    continue
+                if b >= nl or (a < nr and _before(rq[a], launched[b], prio, key)):
+                    rq2[m] = rq[a]
+                    a += 1
                 else:
-                    waited[j] += round_s
-                    if waited[j] >= STARVATION_LIMIT_S:
-                        prio[j] = PRIO_STARVED
+                    rq2[m] = launched[b]
+                    b += 1
+                    wait_from[rq2[m]] = -1
+                m += 1
+            rq, rq2 = rq2, rq
+            nr = m
+            for q in range(ns):
+                if status[victims[q]] == RUNNING:
+                    wait_from[victims[q]] = -1  # re-placed: its counter is reset
+        # 7. starvation guard: promote jobs that have waited K rounds in a row
+        while dh < dn and due_r[dh] + k_starve - 1 <= rnd:
+            j = due_j[dh]
+            r0 = due_r[dh]
+            dh += 1
+            if status[j] == WAITING and wait_from[j] == r0 and prio[j] != PRIO_STARVED:
+                # move it to the front part of the queue (priority 1 sorts first)
+                p = wh
+                while wq[p] != j:
+                    p += 1
+                for x in range(p, wh + nw - 1):
+                    wq[x] = wq[x + 1]
+                nw -= 1
+                prio[j] = PRIO_STARVED
+                _insert(wq, wh, nw, j, prio, key)
+                nw += 1
         # Nothing runs, nothing is left to arrive: once every waiting job has been promoted by the
         # guard the order is frozen (keys do not move while nothing runs), so nothing ever will.
-        if n_running == 0 and nl == 0 and next_arr == n_jobs and ov_head == n_jobs:
+        if nr == 0 and nl == 0 and next_arr == n_jobs and ov_head == n_jobs:
             idle_rounds += 1
-            if idle_rounds * round_s > STARVATION_LIMIT_S + 2 * round_s:
+            if idle_rounds > k_starve + 2:
                 code = DEADLOCK
                 break
         else:
