@@ -69,7 +69,8 @@ def _before(a, b, prio, key):
 
 @jit
 def _insert(q, h, n, j, prio, key):
-    """Insert ``j`` into the sorted ``q[h:h+n]`` (room at ``q[h+n]`` is the caller's job)."""
+    """Insert ``j`` into the sorted ``q[h:h+n]``, shifting the shorter side; returns the new
+    head ``h`` (the caller keeps a free slot on both sides: ``h > 0`` or room at ``q[h+n]``)."""
     lo = h
     hi = h + n
     while lo < hi:
@@ -78,9 +79,31 @@ def _insert(q, h, n, j, prio, key):
             lo = mid + 1
         else:
             hi = mid
+    if h > 0 and lo - h < h + n - lo:
+        for p in range(h, lo):
+            q[p - 1] = q[p]
+        q[lo - 1] = j
+        return h - 1
     for p in range(h + n, lo, -1):
         q[p] = q[p - 1]
     q[lo] = j
+    return h
+
+
+@jit
+def _merge_into(q, h, n, add, m, prio, key, out):
+    """Merge the sorted ``add[:m]`` into the sorted ``q[h:h+n]``, written to ``out[0:n+m]``."""
+    a = h
+    b = 0
+    w = 0
+    while a < h + n or b < m:
+        if b >= m or (a < h + n and _before(q[a], add[b], prio, key)):
+            out[w] = q[a]
+            a += 1
+        else:
+            out[w] = add[b]
+            b += 1
+        w += 1
 
 
 @jit
@@ -161,6 +184,7 @@ def run_blox(
 
     # W: waiting jobs sorted, in wq[wh:wh+nw]; Rn: running jobs sorted, in rq[:nr]
     wq = np.empty(2 * n_jobs + 2, dtype=np.int64)
+    wq2 = np.empty(2 * n_jobs + 2, dtype=np.int64)
     wh = 0
     nw = 0
     rq = np.empty(n_jobs, dtype=np.int64)
@@ -256,9 +280,9 @@ def run_blox(
         for j in range(ov_head, admit_to):
             status[j] = WAITING
             if wh + nw + 1 >= wq.shape[0]:
-                wq[:nw] = wq[wh:wh + nw].copy()
-                wh = 0
-            _insert(wq, wh, nw, j, prio, key)
+                wq[1:nw + 1] = wq[wh:wh + nw].copy()
+                wh = 1
+            wh = _insert(wq, wh, nw, j, prio, key)
             nw += 1
             demand += gpus[j]
             wait_from[j] = rnd
@@ -330,14 +354,13 @@ def run_blox(
             # the queue: the walk launched a prefix of W; victims left waiting join it
             wh += nl
             nw -= nl
-            for q in range(ns):
+            # victims were taken lowest priority first: reversed, the ones left waiting are sorted
+            nv = 0
+            for q in range(ns - 1, -1, -1):
                 v = victims[q]
                 if status[v] == WAITING:
-                    if wh + nw + 1 >= wq.shape[0]:
-                        wq[:nw] = wq[wh:wh + nw].copy()
-                        wh = 0
-                    _insert(wq, wh, nw, v, prio, key)
-                    nw += 1
+                    launched[nl + nv] = v
+                    nv += 1
                     wait_from[v] = rnd + 1
                     if dn >= due_j.shape[0]:
                         due_j = _grow(due_j, dn + 1)
@@ -345,6 +368,11 @@ def run_blox(
                     due_j[dn] = v
                     due_r[dn] = rnd + 1
                     dn += 1
+            if nv > 0:
+                _merge_into(wq, wh, nw, launched[nl:], nv, prio, key, wq2)
+                wq, wq2 = wq2, wq
+                wh = 0
+                nw += nv
             # running jobs: Rn without the victims, merged with the launched (both sorted)
             a = 0
             b = 0
@@ -380,7 +408,7 @@ def run_blox(
                     wq[x] = wq[x + 1]
                 nw -= 1
                 prio[j] = PRIO_STARVED
-                _insert(wq, wh, nw, j, prio, key)
+                wh = _insert(wq, wh, nw, j, prio, key)
                 nw += 1
         # Nothing runs, nothing is left to arrive: once every waiting job has been promoted by the
         # guard the order is frozen (keys do not move while nothing runs), so nothing ever will.
