@@ -157,7 +157,7 @@ def _str(v, key: str) -> str:
     return v
 
 
-def _check_keys(table: dict, where: str) -> dict:
+def _check_keys(table: dict, where: str, labels: dict) -> dict:
     out = {}
     for k, v in table.items():
         ck = _canon_key(str(k))
@@ -166,15 +166,16 @@ def _check_keys(table: dict, where: str) -> dict:
         if ck in out:
             raise _err(f"[{where}] {k}", f"given twice (as {ck!r} and its alias)")
         out[ck] = v
+        labels[ck] = f"[{where}] {k}"
     return out
 
 
 def _resolve(raw: dict, base_dir: Path, where: dict) -> dict:
-    """Validate one point's raw parameters and fill in defaults. ``where[key]`` names the table a
-    key came from, for messages."""
+    """Validate one point's raw parameters and fill in defaults. ``where[key]`` names the key as
+    the config spelt it (``[grid] policy``), for messages."""
 
     def name(k):
-        return f"[{where.get(k, 'base')}] {k}"
+        return where.get(k, f"[base] {k}")
 
     p = dict(raw)
     # ---- workload source
@@ -335,17 +336,19 @@ def _build(raw: dict, base_dir: Path, path, text) -> SweepConfig:
         raise _err("base", "expected a table of run options")
     if not isinstance(grid, dict):
         raise _err("grid", "expected a table of lists")
-    base = _check_keys(base, "base")
-    grid = _check_keys(grid, "grid")
+    labels: dict = {}
+    base = _check_keys(base, "base", labels)
+    glabels: dict = {}
+    grid = _check_keys(grid, "grid", glabels)
     for k, v in grid.items():
         if not isinstance(v, list):
-            raise _err(f"[grid] {k}", f"expected a list of values, got {v!r}")
+            raise _err(glabels[k], f"expected a list of values, got {v!r}")
         if not v:
-            raise _err(f"[grid] {k}", "an empty list gives an empty sweep")
+            raise _err(glabels[k], "an empty list gives an empty sweep")
         if k == "track" and all(isinstance(x, int) for x in v) and len(v) == 2:
             raise _err("[grid] track", "a list of ranges is expected, e.g. [[0, 199], [3000, 4000]] or ['0:199']")
         if k in base:
-            raise _err(f"[grid] {k}", "also set in [base]; set it in one table only")
+            raise _err(glabels[k], f"also set in [base] (as {labels[k]!r}); set it in one table only")
     seeds = raw.get("seeds")
     repeats = raw.get("repeats")
     if seeds is not None:
@@ -365,7 +368,7 @@ def _build(raw: dict, base_dir: Path, path, text) -> SweepConfig:
 
     keys = list(grid)
     combos = list(itertools.product(*(grid[k] for k in keys))) if keys else [()]
-    where = {k: "grid" for k in keys}
+    where = {**labels, **glabels}
     points, seen = [], {}
     for combo in combos:
         p0 = dict(base)
@@ -379,7 +382,7 @@ def _build(raw: dict, base_dir: Path, path, text) -> SweepConfig:
             p1 = dict(p0)
             if s is not None:
                 p1["seed"] = s
-            params = _resolve(p1, base_dir, {**where, "seed": "seeds"})
+            params = _resolve(p1, base_dir, where if s is None else {**where, "seed": "seeds" if seeds is not None else "repeats"})
             pid = point_id(params)
             if pid in seen:
                 continue  # two grid combinations that resolve to one configuration: run it once
