@@ -35,7 +35,16 @@ class Result:
     summary: dict
     config: dict
     series: pl.DataFrame | None = None
-    _blox: dict = field(default_factory=dict, repr=False)
+    _blox_builder: object = field(default=None, repr=False)
+    _blox: dict | None = field(default=None, repr=False)
+
+    def blox_files(self) -> dict:
+        """Blox's five output files as Python objects (compat runs only; built on first use)."""
+        if self._blox is None:
+            if self._blox_builder is None:
+                raise ValueError("Blox's JSON files exist for --blox-compat runs only")
+            self._blox = self._blox_builder()
+        return self._blox
 
     def __repr__(self) -> str:
         s = self.summary
@@ -61,9 +70,7 @@ class Result:
 
     def write_blox_json(self, out_dir, prefix: str = "blox", load: float | None = None) -> list[Path]:
         """Blox's five output files, named and laid out as Blox writes them (compat runs only)."""
-        if not self._blox:
-            raise ValueError("Blox's JSON files exist for --blox-compat runs only")
-        b = self._blox
+        b = self.blox_files()
         lo, hi = b["track"]
         load_s = str(float(load)) if load is not None else "trace"
         stem = f"{prefix}_{lo}_{hi}_{b['policy']}_{b['admission']}_load_{load_s}_"
@@ -194,43 +201,44 @@ def _build_compat(w, cluster, cfg, tracked, out, sim_s, compile_s, blox_policy, 
     summ["num_steps"] = n_rounds
     series_df = pl.DataFrame({c: series[:, i] for i, c in enumerate(SERIES_COLUMNS)}) if cfg.record_series else None
 
-    # Blox's five files. Its ids are its admission counter, i.e. arrival order, as here.
-    ids = np.arange(len(w))
-    tr = np.flatnonzero(tracked)
-    lo, hi = (int(ids[tr].min()), int(ids[tr].max())) if cfg.track is None else cfg.track
-    done_tr = tr[finish[tr] >= 0]
-    # Blox logs completions as they happen: by round, then in admission order within a round
-    by_finish = done_tr[np.lexsort((done_tr, finish[done_tr]))]
-    job_stats = {str(int(j)): [_blox_num(w.submit_s[j]), _blox_num(finish[j])] for j in by_finish}
-    cred = tr[first_credit[tr] >= 0]
-    by_cred = cred[np.lexsort((cred, first_credit[cred]))]
-    resp = {str(int(j)): [_blox_num(w.submit_s[j]), _blox_num(first_credit[j])] for j in by_cred}
-    custom = {str(_blox_num(series[r, 0])): {"num_preemptions": int(series[r, 1])} for r in range(n_rounds)}
-    last = series[n_rounds]
-    # Blox keys its cluster stats by a clock that never advances: one entry, the final round's.
-    cluster_stats = {"0": {"total_jobs": int(last[3] + last[4]), "jobs_in_queue": int(last[3]),
-                           "jobs_running": int(last[4]), "free_gpus": int(last[2]), "gpu_demand": int(last[5])}}
-    its = w.total_iters
-    itt = w.blox_iter_time
-    run_time = {
-        str(int(j)): {
-            "job_id": int(j),
-            "job_arrival_time": _blox_num(w.submit_s[j]),
-            "submit_time": _blox_num(w.submit_s[j]),
-            "job_iteration_time": _blox_num(itt[j]),
-            "job_total_iteration": float(its[j]),
-            "job_executed_iteration": float(executed[j]),
-            "job_gpu_demand": int(w.num_gpus[j]),
-            "num_GPUs": int(w.num_gpus[j]),
-            "tracked_metrics": {"per_iter_time": _blox_num(itt[j]), "attained_service": _blox_num(attained[j]), "job_exit": True},
-            "time_since_scheduled": 0,
-            "job_priority": int(prio[j]),
-            "previously_launched": True,
-            "is_running": True,
-            "simulation": True,
+    def build() -> dict:
+        # Blox's five files. Its ids are its admission counter, i.e. arrival order, as here.
+        ids = np.arange(len(w))
+        tr = np.flatnonzero(tracked)
+        lo, hi = (int(ids[tr].min()), int(ids[tr].max())) if cfg.track is None else cfg.track
+        done_tr = tr[finish[tr] >= 0]
+        # Blox logs completions as they happen: by round, then in admission order within a round
+        by_finish = done_tr[np.lexsort((done_tr, finish[done_tr]))]
+        job_stats = {str(int(j)): [_blox_num(w.submit_s[j]), _blox_num(finish[j])] for j in by_finish}
+        cred = tr[first_credit[tr] >= 0]
+        by_cred = cred[np.lexsort((cred, first_credit[cred]))]
+        resp = {str(int(j)): [_blox_num(w.submit_s[j]), _blox_num(first_credit[j])] for j in by_cred}
+        custom = {str(_blox_num(series[r, 0])): {"num_preemptions": int(series[r, 1])} for r in range(n_rounds)}
+        last = series[n_rounds]
+        # Blox keys its cluster stats by a clock that never advances: one entry, the final round's.
+        cluster_stats = {"0": {"total_jobs": int(last[3] + last[4]), "jobs_in_queue": int(last[3]),
+                               "jobs_running": int(last[4]), "free_gpus": int(last[2]), "gpu_demand": int(last[5])}}
+        its = w.total_iters
+        itt = w.blox_iter_time
+        run_time = {
+            str(int(j)): {
+                "job_id": int(j),
+                "job_arrival_time": _blox_num(w.submit_s[j]),
+                "submit_time": _blox_num(w.submit_s[j]),
+                "job_iteration_time": _blox_num(itt[j]),
+                "job_total_iteration": float(its[j]),
+                "job_executed_iteration": float(executed[j]),
+                "job_gpu_demand": int(w.num_gpus[j]),
+                "num_GPUs": int(w.num_gpus[j]),
+                "tracked_metrics": {"per_iter_time": _blox_num(itt[j]), "attained_service": _blox_num(attained[j]), "job_exit": True},
+                "time_since_scheduled": 0,
+                "job_priority": int(prio[j]),
+                "previously_launched": True,
+                "is_running": True,
+                "simulation": True,
+            }
+            for j in by_finish
         }
-        for j in by_finish
-    }
-    blox = {"track": (lo, hi), "policy": blox_policy, "admission": blox_admission, "job_stats": job_stats,
-            "responsiveness": resp, "custom_metrics": custom, "cluster_stats": cluster_stats, "run_time_stats": run_time}
-    return Result(jobs, summ, cfg.as_dict(), series_df, blox)
+        return {"track": (lo, hi), "policy": blox_policy, "admission": blox_admission, "job_stats": job_stats,
+                "responsiveness": resp, "custom_metrics": custom, "cluster_stats": cluster_stats, "run_time_stats": run_time}
+    return Result(jobs, summ, cfg.as_dict(), series_df, build)

@@ -76,7 +76,7 @@ def _compare(w, node_gpus, policy, theta, track):
                             admission=f"load:{theta}" if theta else "accept-all", track=track)
     ref = simulate_blox_reference(w.submit_s, w.num_gpus, w.blox_iter_time, w.total_iters, node_gpus,
                                   policy=REF_POL[policy], admission=theta or None, track=track)
-    b = res._blox
+    b = res.blox_files()
     assert b["job_stats"] == {str(k): v for k, v in ref.job_stats.items()}
     assert list(b["job_stats"]) == [str(k) for k in ref.job_stats]  # Blox's completion order
     assert b["responsiveness"] == {str(k): v for k, v in ref.responsiveness.items()}
