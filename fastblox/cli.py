@@ -181,12 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     pp = sub.add_parser("parts", help="list the registered policies, placements, admissions and time models")
     pp.set_defaults(func=cmd_parts)
-    try:
-        from .traces.cli import add_trace_commands
-    except ImportError:
-        pass
-    else:
-        add_trace_commands(sub)
+    from .traces.cli import add_trace_commands
+
+    add_trace_commands(sub)
+    from .sweep.cli import add_sweep_commands
+
+    add_sweep_commands(sub)
     return ap
 
 
