@@ -135,6 +135,24 @@ def _summary(w, cluster, tracked, finish, first_start, n_preempt, attained_gpu, 
     return s
 
 
+def _jobs_table(w, first, finish, n_preempt, attained, attained_gpu, tracked, extra=None) -> pl.DataFrame:
+    """The per-job table (times in seconds, NaN where never reached)."""
+    cols = {
+        "job_id": w.job_id,
+        "submit_s": w.submit_s,
+        "num_gpus": w.num_gpus,
+        "duration_s": w.duration_s,
+        "first_start_s": _nan_where_unset(first),
+        "finish_s": _nan_where_unset(finish),
+        "jct_s": np.where(finish >= 0, finish - w.submit_s, np.nan),
+        "queue_s": np.where(first >= 0, first - w.submit_s, np.nan),
+    }
+    cols.update(extra or {})
+    cols.update({"num_preemptions": n_preempt, "attained_s": attained, "attained_gpu_s": attained_gpu,
+                 "tracked": tracked.copy()})
+    return pl.DataFrame(cols)
+
+
 def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, sim_s=0.0, compile_s=0.0,
                  blox_policy=None, blox_admission=None) -> Result:
     if compat_out is not None:
@@ -149,20 +167,7 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
     attained_gpu = st.attained_gpu + el * w.num_gpus
     finish = st.finish
     first = st.first_start
-    jobs = pl.DataFrame({
-        "job_id": w.job_id,
-        "submit_s": w.submit_s,
-        "num_gpus": w.num_gpus,
-        "duration_s": w.duration_s,
-        "first_start_s": _nan_where_unset(first),
-        "finish_s": _nan_where_unset(finish),
-        "jct_s": np.where(finish >= 0, finish - w.submit_s, np.nan),
-        "queue_s": np.where(first >= 0, first - w.submit_s, np.nan),
-        "num_preemptions": st.n_preempt.copy(),
-        "attained_s": attained,
-        "attained_gpu_s": attained_gpu,
-        "tracked": tracked.copy(),
-    })
+    jobs = _jobs_table(w, first, finish, st.n_preempt.copy(), attained, attained_gpu, tracked)
     summ = _summary(w, cluster, tracked, finish, first, st.n_preempt, attained_gpu, float(w.submit_s.min()), t_end,
                     sim_s, compile_s)
     summ["num_steps"] = int(st.si[kengine.I_N_STEPS])
@@ -179,21 +184,8 @@ def _build_compat(w, cluster, cfg, tracked, out, sim_s, compile_s, blox_policy, 
     code, n_rounds, t_end, finish, first_credit, first_launch, n_pre, attained, executed, prio, series = out
     n_rounds = int(n_rounds)
     attained_gpu = attained * w.num_gpus
-    jobs = pl.DataFrame({
-        "job_id": w.job_id,
-        "submit_s": w.submit_s,
-        "num_gpus": w.num_gpus,
-        "duration_s": w.duration_s,
-        "first_start_s": _nan_where_unset(first_launch),
-        "finish_s": _nan_where_unset(finish),
-        "jct_s": np.where(finish >= 0, finish - w.submit_s, np.nan),
-        "queue_s": np.where(first_launch >= 0, first_launch - w.submit_s, np.nan),
-        "responsiveness_s": np.where(first_credit >= 0, first_credit - w.submit_s, np.nan),
-        "num_preemptions": n_pre,
-        "attained_s": attained,
-        "attained_gpu_s": attained_gpu,
-        "tracked": tracked.copy(),
-    })
+    resp = {"responsiveness_s": np.where(first_credit >= 0, first_credit - w.submit_s, np.nan)}
+    jobs = _jobs_table(w, first_launch, finish, n_pre, attained, attained_gpu, tracked, resp)
     summ = _summary(w, cluster, tracked, finish, first_launch, n_pre, attained_gpu, 0.0, float(t_end), sim_s, compile_s)
     m = tracked & (first_credit >= 0)
     summ["avg_responsiveness_s"] = float((first_credit[m] - w.submit_s[m]).mean()) if m.any() else float("nan")
