@@ -1,4 +1,4 @@
-"""``fastblox trace ...``: inspect, convert and list trace formats.
+"""``fastblox trace ...``: inspect, convert, scale up and list trace formats.
 
 ``add_trace_commands(subparsers)`` adds the ``trace`` command to the main parser; each leaf sets
 ``func(args) -> exit code``. Bad input raises FastbloxError subclasses (the main CLI prints them in
@@ -81,6 +81,32 @@ def cmd_convert(a) -> int:
     return 0
 
 
+def cmd_scale(a) -> int:
+    from .scale import format_report, scale_trace
+    from .schema import write_parquet
+
+    out = Path(a.out)
+    if out.suffix.lower() != ".parquet":
+        raise ConfigError(f"trace scale writes Parquet: --out must end in .parquet, got {a.out!r}")
+    if out.parent and not out.parent.exists():
+        raise ConfigError(f"the folder of {a.out!r} does not exist")
+    if a.jobs <= 0:
+        raise ConfigError(f"--jobs must be positive, got {a.jobs}")
+    if a.streams is not None and a.streams <= 0:
+        raise ConfigError(f"--streams must be positive, got {a.streams}")
+    total = _total_gpus(a.cluster)
+    w = _read(a, max_gpus=total if (total is not None and a.on_bad_rows == "drop") else None)
+    syn, rep = scale_trace(w, a.jobs, seed=a.seed, streams=a.streams, first_weekday=a.first_weekday,
+                           total_gpus=total, source_path=a.path)
+    rep["source_dropped"] = {str(k): int(v) for k, v in w.dropped.items()}
+    write_parquet(syn, out)
+    side = out.with_name(out.name + ".json")
+    side.write_text(json.dumps(rep, indent=2, sort_keys=True, default=float) + "\n")
+    print(format_report(rep))
+    print(f"wrote {len(syn):,} jobs to {out} and the report to {side}")
+    return 0
+
+
 def cmd_formats(a) -> int:
     from .registry import FORMATS
 
@@ -93,7 +119,7 @@ def cmd_formats(a) -> int:
 
 
 def add_trace_commands(subparsers) -> None:
-    """Add ``trace inspect``, ``trace convert`` and ``trace formats`` to an argparse subparsers object."""
+    """Add ``trace inspect``, ``trace convert``, ``trace scale`` and ``trace formats`` to an argparse subparsers object."""
     tp = subparsers.add_parser("trace", help="inspect or convert job traces",
                                description="Read job traces of many formats: summarise them or convert them to Parquet.")
     tsub = tp.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
@@ -123,6 +149,24 @@ def add_trace_commands(subparsers) -> None:
     cp.add_argument("--cluster", default=None, metavar="SPEC",
                     help="jobs larger than this cluster are bad rows (dropped with --on-bad-rows drop)")
     cp.set_defaults(func=cmd_convert)
+
+    sp = tsub.add_parser("scale", help="scale a trace up to N jobs (day-block bootstrap, superposed streams)",
+                         description="Make a synthetic trace of exactly N jobs from a source trace: whole jobs, "
+                                     "days resampled within their day-of-week stratum, K = ceil(N/len) streams "
+                                     "superposed (grow the cluster by K). Writes OUT.parquet, OUT.parquet.json "
+                                     "(validation report) and prints a validation table; see docs/traces.md.")
+    sp.add_argument("path", metavar="SRC")
+    sp.add_argument("--jobs", type=int, required=True, metavar="N", help="number of jobs to make")
+    sp.add_argument("--out", required=True, metavar="OUT.parquet", help="where to write the synthetic trace")
+    sp.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    sp.add_argument("--streams", type=int, default=None, metavar="K", help="streams to superpose (default ceil(N/len))")
+    sp.add_argument("--first-weekday", type=int, default=None, choices=range(7), metavar="D",
+                    help="weekday of the trace's first day (0 = Monday): strata become weekday/weekend "
+                         "(default: day index mod 7)")
+    _common(sp)
+    sp.add_argument("--cluster", default=None, metavar="SPEC",
+                    help="the source's cluster, e.g. 32x4: the report gives the offered load on it and on K times it")
+    sp.set_defaults(func=cmd_scale)
 
     fp = tsub.add_parser("formats", help="list the trace formats and their options")
     fp.set_defaults(func=cmd_formats)
