@@ -22,9 +22,9 @@ a source workload ``w``:
   bootstrapped streams (``streams`` overrides), each as long as the source, each shifted by a random
   offset in ``[0, shift_s)``. The default ``shift_s`` is one hour: a sub-day shift that breaks exact
   coincidences between streams without smearing the hour-of-day profile (a shift spread over the
-  whole day would flatten it). If the K streams fall short of ``num_jobs`` (bootstrap noise), every
-  stream is extended by more bootstrapped days. The result is truncated to exactly ``num_jobs`` by
-  submit time, sorted, with job ids ``0 … num_jobs-1``.
+  whole day would flatten it). If the K streams fall short of ``num_jobs`` (fewer streams given, or
+  unbalanced draws), every stream is extended by more bootstrapped days. The result is truncated to
+  exactly ``num_jobs`` by submit time, sorted, with job ids ``0 … num_jobs-1``.
 * **The cluster must grow by K** to carry the same offered load: ``report["cluster_multiplier"]``.
 
 All of it is numpy over arrays (no Python loop over jobs or days) and deterministic for a given
@@ -157,7 +157,8 @@ def scale_trace(workload: Workload, num_jobs: int, seed: int = 0, streams: int |
     d_total = n_days
     src_days = draw(np.broadcast_to(np.arange(d_total), (k, d_total)))
     while counts[src_days].sum() < num_jobs:
-        extra = max(1, n_days // 4)
+        deficit = num_jobs - int(counts[src_days].sum())
+        extra = max(1, math.ceil(1.1 * deficit / (k * n_src / n_days)))  # ~enough days at the mean rate
         more = draw(np.broadcast_to(np.arange(d_total, d_total + extra), (k, extra)))
         src_days = np.concatenate([src_days, more], axis=1)
         d_total += extra
