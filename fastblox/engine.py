@@ -20,6 +20,7 @@ from .errors import ConfigError, SimulationError, WorkloadError
 from .kernels import compat as kcompat
 from .kernels import engine as kengine
 from .kernels import enums
+from .kernels import placement as kplacement
 from .results import Result, build_result
 from .workload import Workload
 
@@ -127,8 +128,10 @@ class NativeState:
         self.cluster = (
             ng, c.node_base, c.gpu_node, ng.copy(),
             np.array([(1 << int(g)) - 1 if g < 64 else (1 << 64) - 1 for g in ng], dtype=np.uint64),
-            np.ones(c.num_nodes, dtype=np.uint8), np.full(c.total_gpus, enums.FREE, dtype=np.int64),
+            np.ones(c.num_nodes, dtype=np.uint8),
         )
+        self.cluster += (kplacement.node_bits_of(self.cluster[3], self.cluster[5]),
+                         np.full(c.total_gpus, enums.FREE, dtype=np.int64))
         self.queues = (
             np.empty(n, dtype=np.int64),  # wq: waiting jobs sorted by key
             np.zeros(n, dtype=np.float64),  # wkey: a waiting job's key

@@ -25,7 +25,7 @@ import numpy as np
 
 from ._jit import jit
 from .enums import DONE, NO_TIME, NOT_ARRIVED, POL_FIFO, POL_LAS, POL_LAS_GPU, POL_SJF, POL_SRTF, RUNNING, WAITING
-from .placement import fit, release, take
+from .placement import fit, node_bits_of, release, take
 
 STARVATION_LIMIT_S = 3600.0 * 1000.0  # Blox's priority_thresh
 PRIO_NORMAL = 999
@@ -168,6 +168,7 @@ def run_blox(
     for nd in range(num_nodes):
         node_mask[nd] = (np.uint64(1) << np.uint64(node_gpus[nd])) - np.uint64(1) if node_gpus[nd] < 64 else ~np.uint64(0)
     node_up = np.ones(num_nodes, dtype=np.uint8)
+    node_bits = node_bits_of(node_free, node_up)
     owner = np.full(total_gpus, -1, dtype=np.int64)
     alloc = np.zeros(alloc_off[n_jobs], dtype=np.int64)
 
@@ -241,7 +242,7 @@ def run_blox(
                 status[j] = DONE
                 finish[j] = t
                 o = alloc_off[j]
-                release(alloc[o:o + gpus[j]], gpus[j], owner, gpu_node, node_base, node_free, node_mask)
+                release(alloc[o:o + gpus[j]], gpus[j], owner, gpu_node, node_base, node_free, node_mask, node_bits)
                 free += gpus[j]
                 demand -= gpus[j]
                 if tracked[j]:
@@ -316,7 +317,7 @@ def run_blox(
                 n = gpus[c]
                 got = 0
                 if free >= n:
-                    got = fit(placement, n, node_free, node_mask, node_base, node_gpus, node_up, tmp)
+                    got = fit(placement, n, node_free, node_mask, node_base, node_gpus, node_up, node_bits, tmp)
                 if got == 0:
                     # tail preemption: running jobs ranked after c, lowest first, one at a time
                     while tail >= 0 and _before(c, rq[tail], prio, key):
@@ -325,19 +326,19 @@ def run_blox(
                         if status[v] != RUNNING:
                             continue
                         o = alloc_off[v]
-                        release(alloc[o:o + gpus[v]], gpus[v], owner, gpu_node, node_base, node_free, node_mask)
+                        release(alloc[o:o + gpus[v]], gpus[v], owner, gpu_node, node_base, node_free, node_mask, node_bits)
                         status[v] = WAITING
                         free += gpus[v]
                         victims[ns] = v
                         ns += 1
                         num_preempt[v] += 1
                         if free >= n:
-                            got = fit(placement, n, node_free, node_mask, node_base, node_gpus, node_up, tmp)
+                            got = fit(placement, n, node_free, node_mask, node_base, node_gpus, node_up, node_bits, tmp)
                         if got:
                             break
                 if got == 0:
                     break  # head-of-line blocking; the victims stay suspended
-                take(tmp, n, c, owner, gpu_node, node_base, node_free, node_mask)
+                take(tmp, n, c, owner, gpu_node, node_base, node_free, node_mask, node_bits)
                 o = alloc_off[c]
                 for q in range(n):
                     alloc[o + q] = tmp[q]

@@ -238,7 +238,7 @@ def _sorted_by_key(idx, n, key):
 def advance(
     submit, gpus, work, tracked, alloc_off,  # jobs (read-only)
     status, work_left, attained, attained_gpu, launch_t, first_start, finish, n_preempt, rate, version, alloc,
-    node_gpus, node_base, gpu_node, node_free, node_mask, node_up, owner,  # cluster
+    node_gpus, node_base, gpu_node, node_free, node_mask, node_up, node_bits, owner,  # cluster
     wq, wkey, rq, rpos,  # waiting queue (sorted by key) and running list
     active, order, keys, prio, launched, suspended, victims, victims_pos, run_suffix, tmp,  # scratch
     heap_t, heap_j, heap_v,
@@ -324,7 +324,7 @@ def advance(
                 finish[j] = te
                 status[j] = DONE
                 o = alloc_off[j]
-                release(alloc[o:o + gpus[j]], gpus[j], owner, gpu_node, node_base, node_free, node_mask)
+                release(alloc[o:o + gpus[j]], gpus[j], owner, gpu_node, node_base, node_free, node_mask, node_bits)
                 free += gpus[j]
                 si[I_DEMAND] -= gpus[j]
                 si[I_N_RUNNING] = rq_remove(rq, rpos, si[I_N_RUNNING], j)
@@ -376,7 +376,7 @@ def advance(
             stable_order(keys, prio, active, na, order)
             nl, ns = walk(
                 order, na, status, gpus, alloc_off, alloc, owner, gpu_node, node_base, node_gpus,
-                node_free, node_mask, node_up, placement, preempt, True, False,
+                node_free, node_mask, node_up, node_bits, placement, preempt, True, False,
                 launched, suspended, victims, victims_pos, run_suffix, tmp,
             )
         else:
@@ -392,9 +392,9 @@ def advance(
                 g = gpus[w]
                 got = 0
                 if g <= free:
-                    got = fit(placement, g, node_free, node_mask, node_base, node_gpus, node_up, tmp)
+                    got = fit(placement, g, node_free, node_mask, node_base, node_gpus, node_up, node_bits, tmp)
                 if got:
-                    take(tmp, g, w, owner, gpu_node, node_base, node_free, node_mask)
+                    take(tmp, g, w, owner, gpu_node, node_base, node_free, node_mask, node_bits)
                     o = alloc_off[w]
                     for q in range(g):
                         alloc[o + q] = tmp[q]
@@ -451,7 +451,7 @@ def advance(
                     no += 1
                 nl2, ns = walk(
                     order, no, status, gpus, alloc_off, alloc, owner, gpu_node, node_base, node_gpus,
-                    node_free, node_mask, node_up, placement, True, True, False,
+                    node_free, node_mask, node_up, node_bits, placement, True, True, False,
                     launched[nl:], suspended, victims, victims_pos, run_suffix, tmp,
                 )
                 nl += nl2
@@ -500,6 +500,10 @@ def advance(
                     free += node_free[nd]
         si[I_N_PREEMPT] += ns
         si[I_N_STEPS] += 1
+        if nr == 0 and nw > 0 and si[I_NEXT_ARR] == n_jobs and si[I_OV_HEAD] == n_jobs:
+            # the cluster is empty and nothing is left to arrive, yet no waiting job fits it: no
+            # order and no amount of waiting will change that
+            return DEADLOCK, series
         if ci[C_SERIES] != 0:
             r = si[I_N_SERIES]
             if r >= series.shape[0]:

@@ -3,7 +3,8 @@
 Cluster state (all length-``num_nodes`` unless said otherwise):
 ``node_gpus`` GPUs per node, ``node_base`` global id of the node's first GPU, ``node_free`` free
 GPU count, ``node_mask`` bit ``i`` set when local GPU ``i`` is free (nodes hold at most 64 GPUs),
-``node_up`` 1 while the node is in service. ``owner`` (length ``num_gpus``) is the job index that
+``node_up`` 1 while the node is in service, ``node_bits`` one bit per node set while it has a
+free GPU and is up (64 nodes a word: placement skips full nodes a word at a time). ``owner`` (length ``num_gpus``) is the job index that
 holds each GPU, or ``FREE``; ``gpu_node`` maps a GPU to its node.
 
 ``fit_*`` only look: they write the chosen global GPU ids into ``out[:n]`` and return ``n`` on
@@ -34,41 +35,62 @@ def _lowest_bits(mask, k, base, out, pos):
 
 
 @jit
-def fit_first(n, node_free, node_mask, node_base, node_up, out):
-    """Any free GPUs: lowest-numbered first, node by node (a correct scattered placement)."""
-    total = 0
-    for nd in range(node_free.shape[0]):
-        if node_up[nd]:
-            total += node_free[nd]
-    if total < n:
-        return 0
-    pos = 0
-    for nd in range(node_free.shape[0]):
-        f = node_free[nd]
-        if f == 0 or not node_up[nd]:
-            continue
-        k = min(f, n - pos)
-        pos = _lowest_bits(node_mask[nd], k, node_base[nd], out, pos)
-        if pos == n:
-            break
-    return n
+def next_node(node_bits, start):
+    """The first node ``>= start`` with a free GPU (its bit set in ``node_bits``), or -1."""
+    wi = start >> 6
+    if wi >= node_bits.shape[0]:
+        return -1
+    word = node_bits[wi] & ~((np.uint64(1) << np.uint64(start & 63)) - np.uint64(1))
+    while True:
+        if word != 0:
+            low = word & (~word + np.uint64(1))  # the lowest set bit alone: a power of two
+            return (wi << 6) + int(np.log2(np.float64(low)))
+        wi += 1
+        if wi >= node_bits.shape[0]:
+            return -1
+        word = node_bits[wi]
 
 
 @jit
-def fit_blox(n, node_free, node_mask, node_base, node_up, out):
+def node_bits_of(node_free, node_up):
+    """The ``node_bits`` words of a cluster state."""
+    bits = np.zeros((node_free.shape[0] + 63) >> 6, dtype=np.uint64)
+    for nd in range(node_free.shape[0]):
+        if node_free[nd] > 0 and node_up[nd]:
+            bits[nd >> 6] |= np.uint64(1) << np.uint64(nd & 63)
+    return bits
+
+
+@jit
+def fit_first(n, node_free, node_mask, node_base, node_up, node_bits, out):
+    """Any free GPUs: lowest-numbered first, node by node (a correct scattered placement).
+    The caller has checked that at least ``n`` GPUs are free."""
+    pos = 0
+    nd = next_node(node_bits, 0)
+    while nd >= 0:
+        k = min(node_free[nd], n - pos)
+        pos = _lowest_bits(node_mask[nd], k, node_base[nd], out, pos)
+        if pos == n:
+            return n
+        nd = next_node(node_bits, nd + 1)
+    return 0
+
+
+@jit
+def fit_blox(n, node_free, node_mask, node_base, node_up, node_bits, out):
     """Blox's ``_scattered_placement``: take ``min(free, n)`` from each node in order; the running
     total must equal ``n`` exactly at some node, else the job does not fit (Blox's quirk)."""
     pos = 0
-    for nd in range(node_free.shape[0]):
+    nd = next_node(node_bits, 0)
+    while nd >= 0:
         f = node_free[nd]
-        if f == 0 or not node_up[nd]:
-            continue
         k = min(f, n)
         if pos + k > n:
             return 0
         pos = _lowest_bits(node_mask[nd], k, node_base[nd], out, pos)
         if pos == n:
             return n
+        nd = next_node(node_bits, nd + 1)
     return 0
 
 
@@ -120,19 +142,19 @@ def fit_consolidated(n, node_free, node_mask, node_base, node_gpus, node_up, out
 
 
 @jit
-def fit(kind, n, node_free, node_mask, node_base, node_gpus, node_up, out):
+def fit(kind, n, node_free, node_mask, node_base, node_gpus, node_up, node_bits, out):
     """Dispatch on the placement code (see ``enums``)."""
     if kind == PL_FIRST_FIT:
-        return fit_first(n, node_free, node_mask, node_base, node_up, out)
+        return fit_first(n, node_free, node_mask, node_base, node_up, node_bits, out)
     if kind == PL_BLOX:
-        return fit_blox(n, node_free, node_mask, node_base, node_up, out)
+        return fit_blox(n, node_free, node_mask, node_base, node_up, node_bits, out)
     if kind == PL_CONSOLIDATED:
         return fit_consolidated(n, node_free, node_mask, node_base, node_gpus, node_up, out)
     return 0
 
 
 @jit
-def take(gpu_ids, n, job, owner, gpu_node, node_base, node_free, node_mask):
+def take(gpu_ids, n, job, owner, gpu_node, node_base, node_free, node_mask, node_bits):
     """Give GPUs ``gpu_ids[:n]`` (all free) to ``job``."""
     one = np.uint64(1)
     for k in range(n):
@@ -141,10 +163,12 @@ def take(gpu_ids, n, job, owner, gpu_node, node_base, node_free, node_mask):
         owner[g] = job
         node_free[nd] -= 1
         node_mask[nd] = node_mask[nd] & ~(one << np.uint64(g - node_base[nd]))
+        if node_free[nd] == 0:
+            node_bits[nd >> 6] &= ~(one << np.uint64(nd & 63))
 
 
 @jit
-def release(gpu_ids, n, owner, gpu_node, node_base, node_free, node_mask):
+def release(gpu_ids, n, owner, gpu_node, node_base, node_free, node_mask, node_bits):
     """Free GPUs ``gpu_ids[:n]``."""
     one = np.uint64(1)
     for k in range(n):
@@ -153,3 +177,4 @@ def release(gpu_ids, n, owner, gpu_node, node_base, node_free, node_mask):
         owner[g] = FREE
         node_free[nd] += 1
         node_mask[nd] = node_mask[nd] | (one << np.uint64(g - node_base[nd]))
+        node_bits[nd >> 6] |= one << np.uint64(nd & 63)

@@ -39,6 +39,7 @@ def walk(
     node_free,
     node_mask,
     node_up,
+    node_bits,
     kind,
     preempt,
     restore,
@@ -76,7 +77,7 @@ def walk(
         n = gpus[j]
         got = 0
         if total_free >= n:
-            got = fit(kind, n, node_free, node_mask, node_base, node_gpus, node_up, tmp)
+            got = fit(kind, n, node_free, node_mask, node_base, node_gpus, node_up, node_bits, tmp)
         nv = 0
         # With restore, a job that cannot fit even if every lower-priority job stopped is not
         # worth a search; Blox (no restore) searches anyway and leaves the victims suspended.
@@ -86,21 +87,21 @@ def walk(
                 v = order[p]
                 if status[v] == RUNNING:
                     o = alloc_off[v]
-                    release(alloc[o:o + gpus[v]], gpus[v], owner, gpu_node, node_base, node_free, node_mask)
+                    release(alloc[o:o + gpus[v]], gpus[v], owner, gpu_node, node_base, node_free, node_mask, node_bits)
                     status[v] = WAITING
                     total_free += gpus[v]
                     victims[nv] = v
                     victims_pos[nv] = p
                     nv += 1
                     if total_free >= n:
-                        got = fit(kind, n, node_free, node_mask, node_base, node_gpus, node_up, tmp)
+                        got = fit(kind, n, node_free, node_mask, node_base, node_gpus, node_up, node_bits, tmp)
                     if got:
                         p -= 1
                         break
                 p -= 1
             tail = p
         if got:
-            take(tmp, n, j, owner, gpu_node, node_base, node_free, node_mask)
+            take(tmp, n, j, owner, gpu_node, node_base, node_free, node_mask, node_bits)
             o = alloc_off[j]
             for k in range(n):
                 alloc[o + k] = tmp[k]
@@ -119,7 +120,7 @@ def walk(
                         put_back = False
                         break
             if put_back:
-                take(alloc[o:o + gpus[v]], gpus[v], v, owner, gpu_node, node_base, node_free, node_mask)
+                take(alloc[o:o + gpus[v]], gpus[v], v, owner, gpu_node, node_base, node_free, node_mask, node_bits)
                 status[v] = RUNNING
                 total_free -= gpus[v]
                 if victims_pos[q] > tail:

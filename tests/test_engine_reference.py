@@ -152,6 +152,18 @@ def test_preemption_happens_and_costs():
     assert fifo.jobs["finish_s"].to_list() == [1000, 1100]
 
 
+@pytest.mark.parametrize("tm", ["events", "rounds"])
+@pytest.mark.parametrize("policy", ["fifo", "las"])
+def test_unplaceable_job_is_reported_not_looped(tm, policy):
+    """Blox's exact-sum fit never places a 3-GPU gang on 2-GPU nodes: an error, never a hang."""
+    w = fastblox.Workload.from_arrays(submit_s=[0, 200], num_gpus=[1, 3], duration_s=[100, 100])
+    with pytest.raises(fastblox.SimulationError, match="never be placed"):
+        fastblox.simulate(w, cluster="2x2", scheduler=policy, placement="blox", time_model=tm)
+    ref = simulate_native_reference(w.submit_s, w.num_gpus, w.duration_s, [2, 2], policy=policy, placement="blox",
+                                    time_model=tm)
+    assert ref["deadlock"]
+
+
 def test_gang_waits_for_whole_gang():
     w = fastblox.Workload.from_arrays(submit_s=[0, 1, 2], num_gpus=[3, 2, 1], duration_s=[100, 50, 10])
     res = fastblox.simulate(w, cluster="1x4", scheduler="fifo")

@@ -239,6 +239,9 @@ def simulate_native_reference(
             heapq.heappush(heap, (t + restart_s + job.work_left / 1.0, job.i, job.version))
         assert len(cl.owner) <= total
         steps += 1
+        if not cl.owner and next_arr == n and not overflow and any(j.state == WAITING for j in active):
+            deadlock = True  # an empty cluster no waiting job fits, and nothing left to arrive
+            break
     return {
         "finish": [j.finish for j in jobs],
         "first_start": [j.first_start for j in jobs],
