@@ -20,6 +20,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 HOUR = 3600.0
+# distinct line styles and markers, so that curves lying on top of each other stay visible
+_STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"), ((0, (1, 2)), "x")]
+
+
+def _style(i: int) -> dict:
+    ls, mk = _STYLES[i % len(_STYLES)]
+    return {"linestyle": ls, "marker": mk}
 
 
 def _save(fig, stem) -> list[Path]:
@@ -43,19 +50,20 @@ def _as_array(x) -> np.ndarray:
 def jct_cdf(jct_by_label: dict, stem, title: str = "JCT CDF", unit_s: float = HOUR, unit: str = "h") -> list[Path]:
     """CDF of the JCTs (seconds; any array-like or polars Series, NaN ignored) of each label."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for label, jct in jct_by_label.items():
+    for i, (label, jct) in enumerate(jct_by_label.items()):
         a = np.sort(_as_array(jct)) / unit_s
         a = a[a > 0]
         if not len(a):
             continue
         y = np.arange(1, len(a) + 1) / len(a)
-        ax.step(a, y, where="post", label=f"{label} (n={len(a)})")
+        st = _style(i)
+        ax.step(a, y, where="post", linestyle=st["linestyle"], linewidth=1.6, label=f"{label} (n={len(a)})")
     ax.set_xscale("log")
     ax.set_xlabel(f"job completion time ({unit}, log scale)")
     ax.set_ylabel("fraction of jobs")
     ax.set_ylim(0, 1.02)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", fontsize="small", framealpha=0.9)
     ax.set_title(title)
     return _save(fig, stem)
 
@@ -68,9 +76,10 @@ def avg_jct_vs_load(summary, stem, metric: str = "avg_jct_s", by: str = "schedul
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     df = summary.sort(x)
-    for key in sorted(df[by].unique().to_list()):
+    for i, key in enumerate(sorted(df[by].unique().to_list())):
         d = df.filter(pl.col(by) == key)
-        ax.plot(d[x].to_numpy(), d[metric].to_numpy() / unit_s, marker="o", label=str(key).upper())
+        ax.plot(d[x].to_numpy(), d[metric].to_numpy() / unit_s, label=str(key).upper(), markersize=7 - i,
+                linewidth=1.6, **_style(i))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel or f"{metric.removesuffix('_s').replace('_', ' ')} ({unit})")
     if logy:
@@ -112,10 +121,10 @@ def timeseries(series_by_label: dict, stem, title: str = "cluster state over tim
     a ``Result.series`` table (polars, columns ``t_s``, ``free_gpus``, ``queued_jobs``, ``gpu_demand``)."""
     panels = [("free_gpus", "free GPUs"), ("queued_jobs", "queued jobs"), ("gpu_demand", "GPU demand (GPUs)")]
     fig, axes = plt.subplots(len(panels), 1, figsize=(7.2, 7.0), sharex=True)
-    for label, s in series_by_label.items():
+    for i, (label, s) in enumerate(series_by_label.items()):
         t = s["t_s"].to_numpy() / unit_s
         for ax, (col, _) in zip(axes, panels):
-            ax.plot(t, s[col].to_numpy(), label=str(label), linewidth=0.9)
+            ax.plot(t, s[col].to_numpy(), label=str(label), linewidth=0.9, linestyle=_style(i)["linestyle"])
     for ax, (_, name) in zip(axes, panels):
         ax.set_ylabel(name)
         ax.grid(True, alpha=0.3)
@@ -127,15 +136,21 @@ def timeseries(series_by_label: dict, stem, title: str = "cluster state over tim
 
 def preemptions(series_by_label: dict, stem, title: str = "preemptions per step", unit_s: float = HOUR,
                 unit: str = "h") -> list[Path]:
-    """Preemptions in each scheduling step (round in compat mode) over time, one line per label."""
-    fig, ax = plt.subplots(figsize=(7.2, 4.0))
-    for label, s in series_by_label.items():
+    """Preemptions in each scheduling step (round in compat mode) over time (top) and their running
+    total (bottom), one line per label. Negative entries (unset rows) are ignored."""
+    fig, (ax, axc) = plt.subplots(2, 1, figsize=(7.2, 6.0), sharex=True)
+    for i, (label, s) in enumerate(series_by_label.items()):
         t = s["t_s"].to_numpy() / unit_s
-        n = s["num_preemptions"].to_numpy()
-        ax.plot(t, n, label=f"{label} (total {int(np.nansum(n))})", linewidth=0.8, alpha=0.85)
-    ax.set_xlabel(f"simulated time ({unit})")
+        n = s["num_preemptions"].to_numpy().astype(np.float64)
+        n = np.where(n >= 0, n, 0.0)
+        ls = _style(i)["linestyle"]
+        ax.plot(t, n, label=f"{label} (total {int(n.sum()):,})", linewidth=0.8, alpha=0.8, linestyle=ls)
+        axc.plot(t, np.cumsum(n), label=str(label), linewidth=1.4, linestyle=ls)
     ax.set_ylabel("preemptions in the step")
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize="small")
+    axc.set_ylabel("total preemptions so far")
+    axc.set_xlabel(f"simulated time ({unit})")
+    for a in (ax, axc):
+        a.grid(True, alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small", framealpha=0.9)
     ax.set_title(title)
     return _save(fig, stem)
