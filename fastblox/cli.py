@@ -184,9 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .traces.cli import add_trace_commands
 
     add_trace_commands(sub)
+    from .experiments_cli import add_experiment_commands
     from .sweep.cli import add_sweep_commands
 
     add_sweep_commands(sub)
+    add_experiment_commands(sub)
     return ap
 
 

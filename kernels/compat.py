@@ -36,6 +36,8 @@ OK = 0
 DEADLOCK = 1  # nothing runs, nothing arrives, and the head job can never be placed
 ROUND_LIMIT = 2
 
+HEADROOM = 256  # free slots kept before the waiting queue's head
+
 
 @jit
 def grow_rows(a, n):
@@ -91,11 +93,11 @@ def _insert(q, h, n, j, prio, key):
 
 
 @jit
-def _merge_into(q, h, n, add, m, prio, key, out):
-    """Merge the sorted ``add[:m]`` into the sorted ``q[h:h+n]``, written to ``out[0:n+m]``."""
+def _merge_into(q, h, n, add, m, prio, key, out, off):
+    """Merge the sorted ``add[:m]`` into the sorted ``q[h:h+n]``, written to ``out[off:off+n+m]``."""
     a = h
     b = 0
-    w = 0
+    w = off
     while a < h + n or b < m:
         if b >= m or (a < h + n and _before(q[a], add[b], prio, key)):
             out[w] = q[a]
@@ -371,9 +373,11 @@ def run_blox(
                     due_r[dn] = rnd + 1
                     dn += 1
             if nv > 0:
-                _merge_into(wq, wh, nw, launched[nl:], nv, prio, key, wq2)
+                # leave room in front: newcomers (LAS: no service yet) are inserted at the head
+                off = min(HEADROOM, wq.shape[0] - (nw + nv) - 1)
+                _merge_into(wq, wh, nw, launched[nl:], nv, prio, key, wq2, off)
                 wq, wq2 = wq2, wq
-                wh = 0
+                wh = off
                 nw += nv
             # running jobs: Rn without the victims, merged with the launched (both sorted)
             a = 0
