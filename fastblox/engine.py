@@ -98,11 +98,14 @@ def _warm(kind: str) -> float:
     return time.perf_counter() - t0
 
 
-def _run_compat(w: Workload, c: Cluster, pol: int, pl: int, theta: float, round_s: float, tracked, max_rounds=50_000_000):
-    return kcompat.run_blox(
-        w.submit_s, w.num_gpus, w.blox_iter_time, w.total_iters, tracked, _alloc_offsets(w.num_gpus),
-        c.node_gpus, c.node_base, c.gpu_node, pol, pl, float(theta), float(round_s), int(max_rounds),
-    )
+def _compat_args(w: Workload, c: Cluster, pol: int, pl: int, theta: float, round_s: float, tracked, max_rounds=50_000_000):
+    """The compat kernel's arguments (prepared outside the timed simulation)."""
+    return (w.submit_s, w.num_gpus, w.blox_iter_time, w.total_iters, tracked, _alloc_offsets(w.num_gpus),
+            c.node_gpus, c.node_base, c.gpu_node, pol, pl, float(theta), float(round_s), int(max_rounds))
+
+
+def _run_compat(*args, **kw):
+    return kcompat.run_blox(*_compat_args(*args, **kw))
 
 
 class NativeState:
@@ -192,6 +195,10 @@ class NativeState:
 
 
 def _run_native(w, c, policy: parts.Policy, pl, theta, tm, round_s, restart_s, preempt, tracked, series):
+    return _drive(_native_state(w, c, policy, pl, theta, tm, round_s, restart_s, preempt, tracked, series), policy)
+
+
+def _native_state(w, c, policy: parts.Policy, pl, theta, tm, round_s, restart_s, preempt, tracked, series):
     ci = np.zeros(kengine.C_SIZE, dtype=np.int64)
     ci[kengine.C_POLICY] = policy.code
     ci[kengine.C_PLACEMENT] = pl
@@ -204,7 +211,11 @@ def _run_native(w, c, policy: parts.Policy, pl, theta, tm, round_s, restart_s, p
     cf[kengine.CF_ROUND_S] = round_s
     cf[kengine.CF_RESTART_S] = restart_s
     cf[kengine.CF_THETA] = theta
-    st = NativeState(w, c, tracked, ci, cf)
+    return NativeState(w, c, tracked, ci, cf)
+
+
+def _drive(st: NativeState, policy: parts.Policy):
+    """Advance a native run to its end, answering a user policy's requests for priorities."""
     while True:
         code = st.advance()
         if code != kengine.NEED_KEYS:
@@ -272,8 +283,9 @@ def simulate(
         blox_name, pol_code = parts.BLOX_POLICIES[key]
         cfg = RunConfig(c.spec, key, pl_name, adm.name, "rounds", float(round_s), 0.0, True, track, True, record_series)
         compile_s = _warm("compat")
+        args = _compat_args(workload, c, pol_code, pl, adm.theta, round_s, tracked)
         t0 = time.perf_counter()
-        out = _run_compat(workload, c, pol_code, pl, adm.theta, round_s, tracked)
+        out = kcompat.run_blox(*args)
         sim_s = time.perf_counter() - t0
         code = int(out[0])
         if code == kcompat.DEADLOCK:
@@ -296,9 +308,10 @@ def simulate(
     cfg = RunConfig(c.spec, pol.name, pl_name, adm.name, tm_name, float(round_s), float(restart_s), do_preempt,
                     track, False, record_series)
     compile_s = _warm("native")
+    st = _native_state(workload, c, pol, pl, adm.theta, tm, float(round_s), float(restart_s), do_preempt,
+                       tracked, record_series)
     t0 = time.perf_counter()
-    code, st = _run_native(workload, c, pol, pl, adm.theta, tm, float(round_s), float(restart_s), do_preempt,
-                           tracked, record_series)
+    code, st = _drive(st, pol)
     sim_s = time.perf_counter() - t0
     if code == kengine.DEADLOCK:
         stuck = np.flatnonzero((st.status != enums.DONE) & tracked)
