@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from . import parts
+from ._argtypes import nonneg_float, positive_float
 from .errors import ConfigError, FastbloxError
 
 BLOX_DEFAULT_TRACK = (3000, 4000)
@@ -19,26 +20,6 @@ def _track(s: str) -> tuple[int, int]:
         return int(a), int(b)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected FIRST:LAST job ids like 3000:4000, got {s!r}") from None
-
-
-def _positive_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}")
-    return v
-
-
-def _nonneg_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"expected zero or a positive number, got {s!r}")
-    return v
 
 
 def _add_run(sub) -> None:
@@ -56,7 +37,7 @@ def _add_run(sub) -> None:
     src.add_argument("--format", default=None, help="trace format when it cannot be detected")
     src.add_argument("--on-bad-rows", choices=["error", "drop"], default="error",
                      help="what to do with unusable trace rows: stop with an error (default) or drop and count them")
-    src.add_argument("--load", type=_positive_float, default=6.0, help="jobs per hour for --workload blox (default 6)")
+    src.add_argument("--load", type=positive_float, default=6.0, help="jobs per hour for --workload blox (default 6)")
     src.add_argument("--num-jobs", type=int, default=None, help="number of jobs for a generated workload")
     src.add_argument("--seed", type=int, default=None, help="generator seed (blox: 1 as in Blox; gavel: 0)")
     sch = p.add_argument_group("scheduler")
@@ -67,8 +48,8 @@ def _add_run(sub) -> None:
                      "(default first-fit; blox with --blox-compat)")
     sch.add_argument("--admission", default="accept-all", help="accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)")
     sch.add_argument("--time-model", choices=parts.TIME_MODELS.names(), default=None, help="events (default) or rounds")
-    sch.add_argument("--round-s", type=_positive_float, default=300.0, help="round length in seconds (default 300)")
-    sch.add_argument("--restart-s", type=_nonneg_float, default=0.0, help="seconds lost at every (re)launch (default 0)")
+    sch.add_argument("--round-s", type=positive_float, default=300.0, help="round length in seconds (default 300)")
+    sch.add_argument("--restart-s", type=nonneg_float, default=0.0, help="seconds lost at every (re)launch (default 0)")
     pre = sch.add_mutually_exclusive_group()
     pre.add_argument("--preempt", dest="preempt", action="store_true", default=None, help="let waiting jobs suspend lower-priority ones")
     pre.add_argument("--no-preempt", dest="preempt", action="store_false", help="never suspend running jobs")

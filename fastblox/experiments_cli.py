@@ -9,15 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
-    return v
+from ._argtypes import positive_int
 
 
 def add_experiment_commands(sub) -> None:
@@ -35,7 +27,7 @@ def add_experiment_commands(sub) -> None:
     p.add_argument("--quick", action="store_true", help="a smaller grid (a few seconds)")
     p.add_argument("--executor", choices=["local", "threads", "serial", "ray"], default="threads",
                    help="how the sweep's points run (default: threads)")
-    p.add_argument("--workers", type=_positive_int, default=None, help="threads or processes (default: CPU count)")
+    p.add_argument("--workers", type=positive_int, default=None, help="threads or processes (default: CPU count)")
     p.add_argument("--no-report", action="store_true", help="do not write DIR/report.html")
     p.set_defaults(func=cmd_experiment)
 

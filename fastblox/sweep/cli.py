@@ -9,17 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from .._argtypes import positive_int
 from ..errors import ConfigError
-
-
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
-    return v
 
 
 def add_sweep_commands(sub) -> None:
@@ -35,7 +26,7 @@ def add_sweep_commands(sub) -> None:
     p.add_argument("--executor", choices=["local", "threads", "serial", "ray"], default="local",
                    help="local: a process pool (default); threads: a thread pool; serial: one by one; "
                         "ray: a Ray cluster (pip install 'fastblox[ray]')")
-    p.add_argument("--workers", type=_positive_int, default=None, help="processes or threads (default: CPU count)")
+    p.add_argument("--workers", type=positive_int, default=None, help="processes or threads (default: CPU count)")
     p.add_argument("--ray-address", default=None, metavar="ADDR", help="address of a running Ray cluster (ray executor)")
     p.add_argument("--quiet", action="store_true", help="no progress line even on a terminal")
     p.set_defaults(func=cmd_sweep)
