@@ -25,7 +25,7 @@ import numpy as np
 
 from ._jit import jit
 from .enums import DONE, NO_TIME, NOT_ARRIVED, POL_FIFO, POL_LAS, POL_LAS_GPU, POL_SJF, POL_SRTF, RUNNING, WAITING
-from .placement import fit, node_bits_of, release, take
+from .placement import assign, fit, node_bits_of, release
 
 STARVATION_LIMIT_S = 3600.0 * 1000.0  # Blox's priority_thresh
 PRIO_NORMAL = 999
@@ -340,10 +340,7 @@ def run_blox(
                             break
                 if got == 0:
                     break  # head-of-line blocking; the victims stay suspended
-                take(tmp, n, c, owner, gpu_node, node_base, node_free, node_mask, node_bits)
-                o = alloc_off[c]
-                for q in range(n):
-                    alloc[o + q] = tmp[q]
+                assign(tmp, n, c, alloc, alloc_off, owner, gpu_node, node_base, node_free, node_mask, node_bits)
                 status[c] = RUNNING
                 free -= n
                 if first_launch[c] == NO_TIME:

@@ -39,7 +39,7 @@ from .enums import (
     TM_EVENTS,
     WAITING,
 )
-from .placement import fit, release, take
+from .placement import assign, fit, release
 from .walk import stable_order, walk
 
 INF = np.inf
@@ -394,10 +394,7 @@ def advance(
                 if g <= free:
                     got = fit(placement, g, node_free, node_mask, node_base, node_gpus, node_up, node_bits, tmp)
                 if got:
-                    take(tmp, g, w, owner, gpu_node, node_base, node_free, node_mask, node_bits)
-                    o = alloc_off[w]
-                    for q in range(g):
-                        alloc[o + q] = tmp[q]
+                    assign(tmp, g, w, alloc, alloc_off, owner, gpu_node, node_base, node_free, node_mask, node_bits)
                     status[w] = RUNNING
                     free -= g
                     launched[nl] = w

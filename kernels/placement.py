@@ -168,6 +168,16 @@ def take(gpu_ids, n, job, owner, gpu_node, node_base, node_free, node_mask, node
 
 
 @jit
+def assign(gpu_ids, n, job, alloc, alloc_off, owner, gpu_node, node_base, node_free, node_mask, node_bits):
+    """Give GPUs ``gpu_ids[:n]`` to ``job`` and record them as its allocation
+    (``alloc[alloc_off[job]:][:n]``, where ``release`` finds them)."""
+    take(gpu_ids, n, job, owner, gpu_node, node_base, node_free, node_mask, node_bits)
+    o = alloc_off[job]
+    for k in range(n):
+        alloc[o + k] = gpu_ids[k]
+
+
+@jit
 def release(gpu_ids, n, owner, gpu_node, node_base, node_free, node_mask, node_bits):
     """Free GPUs ``gpu_ids[:n]``."""
     one = np.uint64(1)

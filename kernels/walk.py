@@ -21,7 +21,7 @@ import numpy as np
 
 from ._jit import jit
 from .enums import FREE, RUNNING, WAITING
-from .placement import fit, release, take
+from .placement import assign, fit, release, take
 
 
 @jit
@@ -101,10 +101,7 @@ def walk(
                 p -= 1
             tail = p
         if got:
-            take(tmp, n, j, owner, gpu_node, node_base, node_free, node_mask, node_bits)
-            o = alloc_off[j]
-            for k in range(n):
-                alloc[o + k] = tmp[k]
+            assign(tmp, n, j, alloc, alloc_off, owner, gpu_node, node_base, node_free, node_mask, node_bits)
             status[j] = RUNNING
             total_free -= n
             launched_out[nl] = j
