@@ -3,7 +3,8 @@
 Two engines sit behind one call:
 
 * native (default): ``kernels.engine.advance`` — events or rounds, exact completion times,
-  correct placements, victims put back when unused, backfilling, optional restart cost;
+  heterogeneous GPUs and throughputs, placement effects, restart and checkpoint costs, node
+  failures, correct placements, victims put back when unused, backfilling;
 * ``blox_compat=True``: ``kernels.compat.run_blox`` — Blox's simulator, round for round.
 """
 
@@ -20,8 +21,10 @@ from .errors import ConfigError, SimulationError, WorkloadError
 from .kernels import compat as kcompat
 from .kernels import engine as kengine
 from .kernels import enums
-from .kernels import placement as kplacement
+from .kernels.state import ClusterEvents as KEvents
+from .kernels.state import Jobs, PolicyParams, Queues, Run, Scratch, copy_nodes, make_nodes
 from .results import Result, build_result
+from .speed import SpeedModel, build_speed_model, check_runnable
 from .workload import Workload
 
 DEFAULT_ROUND_S = 300.0
@@ -42,9 +45,17 @@ class RunConfig:
     track: tuple | None
     blox_compat: bool
     record_series: bool
+    checkpoint_s: float = 0.0
+    throughput: str | None = None
+    multi_node_factor: float = 1.0
+    rack_factor: float = 1.0
+    cluster_events: str | None = None
+    policy_opts: tuple = ()
 
     def as_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        d["policy_opts"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.policy_opts}
+        return d
 
 
 def _tracked_mask(workload: Workload, track) -> np.ndarray:
@@ -92,8 +103,9 @@ def _warm(kind: str) -> float:
     if kind == "compat":
         _run_compat(tiny, c, enums.POL_LAS, enums.PL_BLOX, 0.0, 300.0, np.ones(2, dtype=np.bool_))
     else:
-        _run_native(tiny, c, parts.POLICIES.get("fifo"), enums.PL_FIRST_FIT, 0.0, enums.TM_EVENTS, 300.0, 0.0, True,
-                    np.ones(2, dtype=np.bool_), False)
+        st = NativeState(tiny, c, np.ones(2, dtype=np.bool_), parts.POLICIES.get("fifo"), {}, enums.PL_FIRST_FIT,
+                         0.0, enums.TM_EVENTS, 300.0, 0.0, True, False)
+        st.advance()
     _WARM.add(kind)
     return time.perf_counter() - t0
 
@@ -108,126 +120,204 @@ def _run_compat(*args, **kw):
     return kcompat.run_blox(*_compat_args(*args, **kw))
 
 
-class NativeState:
-    """All arrays of a native run. Owning them here lets a run pause (user policies), resume and
-    be copied to simulate ahead."""
+def _policy_params(policy: parts.Policy, opts: dict) -> PolicyParams:
+    thr = np.asarray(opts.get("thresholds", ()), dtype=np.float64).reshape(-1)
+    gx = np.asarray(opts.get("_gittins_x", [0.0]), dtype=np.float64)
+    gv = np.asarray(opts.get("_gittins_v", [0.0]), dtype=np.float64)
+    return PolicyParams(thr, gx, gv)
 
-    def __init__(self, w: Workload, c: Cluster, tracked: np.ndarray, ci: np.ndarray, cf: np.ndarray):
+
+class NativeState:
+    """All arrays of a native run. Owning them here lets a run pause (user policies, planners,
+    a stop time), resume, and be copied to simulate ahead (:meth:`copy`)."""
+
+    def __init__(self, w: Workload, c: Cluster, tracked: np.ndarray, policy: parts.Policy, opts: dict, pl: int,
+                 theta: float, tm: int, round_s: float, restart_s: float, preempt: bool, series: bool,
+                 speed: SpeedModel | None = None, checkpoint_s: float = 0.0, rack_factor: float = 1.0,
+                 events=None, max_gpus: np.ndarray | None = None):
         n = len(w)
-        self.w, self.c = w, c
-        self.jobs = (w.submit_s, w.num_gpus, w.duration_s, tracked.astype(np.bool_), _alloc_offsets(w.num_gpus))
-        self.status = np.zeros(n, dtype=np.int8)
-        self.work_left = w.duration_s.copy()
-        self.attained = np.zeros(n)
-        self.attained_gpu = np.zeros(n)
-        self.launch_t = np.zeros(n)
-        self.first_start = np.full(n, enums.NO_TIME)
-        self.finish = np.full(n, enums.NO_TIME)
-        self.n_preempt = np.zeros(n, dtype=np.int64)
-        self.rate = np.ones(n)
-        self.version = np.zeros(n, dtype=np.int64)
-        self.alloc = np.zeros(int(w.num_gpus.sum()), dtype=np.int64)
-        ng = c.node_gpus
-        self.cluster = (
-            ng, c.node_base, c.gpu_node, ng.copy(),
-            np.array([(1 << int(g)) - 1 if g < 64 else (1 << 64) - 1 for g in ng], dtype=np.uint64),
-            np.ones(c.num_nodes, dtype=np.uint8),
+        self.w, self.c, self.policy, self.opts = w, c, policy, opts
+        sm = speed if speed is not None else build_speed_model(w, c, None)
+        self.speed = sm
+        slots = w.num_gpus if max_gpus is None else np.maximum(max_gpus, w.num_gpus)
+        self.jobs = Jobs(w.submit_s, w.num_gpus, sm.work, tracked.astype(np.bool_), _alloc_offsets(slots),
+                         sm.cls, sm.ref_rate)
+        self.rates = sm.rates
+        self.run = Run(
+            status=np.zeros(n, dtype=np.int8), work_left=sm.work.copy(), attained=np.zeros(n),
+            attained_gpu=np.zeros(n), launch_t=np.zeros(n), first_start=np.full(n, enums.NO_TIME),
+            finish=np.full(n, enums.NO_TIME), n_preempt=np.zeros(n, dtype=np.int64),
+            n_fail=np.zeros(n, dtype=np.int64), rate=np.ones(n), version=np.zeros(n, dtype=np.int64),
+            alloc=np.zeros(int(slots.sum()), dtype=np.int64), held=np.zeros(n, dtype=np.int64),
+            held_type=np.full(n, -1, dtype=np.int64), want=w.num_gpus.astype(np.int64).copy(),
+            want_type=np.full(n, enums.ANY_TYPE, dtype=np.int64), lost_s=np.zeros(n), wait_t=np.zeros(n),
+            rank=np.zeros(n, dtype=np.int64), last_run_s=np.zeros(n),
         )
-        self.cluster += (kplacement.node_bits_of(self.cluster[3], self.cluster[5]),
-                         np.full(c.total_gpus, enums.FREE, dtype=np.int64))
-        self.queues = (
-            np.empty(n, dtype=np.int64),  # wq: waiting jobs sorted by key
-            np.zeros(n, dtype=np.float64),  # wkey: a waiting job's key
-            np.empty(n, dtype=np.int64),  # rq: running jobs
-            np.zeros(n, dtype=np.int64),  # rpos: a running job's slot in rq
+        start_down = events.start_down if events is not None else None
+        self.nodes = make_nodes(c.node_gpus, c.node_type, c.racks,
+                                None if start_down is None else (~start_down).astype(np.uint8))
+        self.events = (KEvents(events.t_s, events.node, events.kind) if events is not None else
+                       KEvents(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+        self.q = Queues(
+            wq=np.empty(n, dtype=np.int64), wkey=np.zeros(n), wrank=np.zeros(n, dtype=np.int64),
+            rq=np.empty(n, dtype=np.int64), rpos=np.zeros(n, dtype=np.int64),
+            heap_t=np.empty(n + 1), heap_j=np.empty(n + 1, dtype=np.int64), heap_v=np.empty(n + 1, dtype=np.int64),
+            wake_t=np.empty(n + 1), wake_j=np.empty(n + 1, dtype=np.int64), wake_v=np.empty(n + 1, dtype=np.int64),
         )
-        self.active = np.empty(n, dtype=np.int64)
-        self.scratch = (
-            np.empty(n, dtype=np.int64),  # order
-            np.empty(n, dtype=np.float64),  # keys
-            np.zeros(n, dtype=np.int64),  # prio (native mode: none)
-            np.empty(n, dtype=np.int64),  # launched
-            np.empty(n, dtype=np.int64),  # suspended
-            np.empty(n, dtype=np.int64),  # victims
-            np.empty(n, dtype=np.int64),  # victims_pos
-            np.empty(n + 1, dtype=np.int64),  # run_suffix
-            np.empty(max(c.total_gpus, 1), dtype=np.int64),  # tmp
+        self.s = Scratch(
+            active=np.empty(n, dtype=np.int64), order=np.empty(n, dtype=np.int64), keys=np.empty(n),
+            prio=np.zeros(n, dtype=np.int64), launched=np.empty(n, dtype=np.int64),
+            suspended=np.empty(n, dtype=np.int64), victims=np.empty(n, dtype=np.int64),
+            victims_pos=np.empty(n, dtype=np.int64), run_suffix=np.empty(n + 1, dtype=np.int64),
+            tmp=np.empty(max(c.total_gpus, 1), dtype=np.int64),
         )
-        self.heap = (np.empty(n + 1), np.empty(n + 1, dtype=np.int64), np.empty(n + 1, dtype=np.int64))
-        self.series = np.empty((1024 if ci[kengine.C_SERIES] else 1, 6))
+        self.pp = _policy_params(policy, opts)
+        self.series = np.empty((1024 if series else 1, kengine.SERIES_COLS))
         self.si = np.zeros(kengine.I_SIZE, dtype=np.int64)
         self.si[kengine.I_TRACKED_LEFT] = int(tracked.sum())
         self.sf = np.zeros(kengine.F_SIZE)
+        self.sf[kengine.F_DIRTY] = np.inf
+        ci = np.zeros(kengine.C_SIZE, dtype=np.int64)
+        ci[kengine.C_PLACEMENT] = pl
+        ci[kengine.C_PREEMPT] = int(preempt)
+        ci[kengine.C_TIME_MODEL] = tm
+        ci[kengine.C_SERIES] = int(series)
+        ci[kengine.C_N_TYPES] = len(c.gpu_types)
+        cf = np.zeros(kengine.CF_SIZE)
+        cf[kengine.CF_ROUND_S] = round_s
+        cf[kengine.CF_RESTART_S] = restart_s
+        cf[kengine.CF_THETA] = theta
+        cf[kengine.CF_CKPT_S] = checkpoint_s
+        cf[kengine.CF_RACK_FACTOR] = rack_factor
+        cf[kengine.CF_STOP_T] = np.inf
         self.ci, self.cf = ci, cf
+        self.planner = None
+        self._set_policy(policy, opts)
+
+    def _set_policy(self, policy: parts.Policy, opts: dict) -> None:
+        self.policy, self.opts = policy, opts
+        ci, cf = self.ci, self.cf
+        ci[kengine.C_POLICY] = policy.code
+        ci[kengine.C_DYNAMIC] = int(policy.dynamic)
+        ci[kengine.C_KIND] = policy.kind
+        ci[kengine.C_PY] = int(policy.fn is not None or policy.planner is not None)
+        cf[kengine.CF_PROMOTE] = float(opts.get("promote", 0.0))
+        cf[kengine.CF_THEMIS_F] = float(opts.get("f", 0.0))
+        self.pp = _policy_params(policy, opts)
+        self.planner = policy.planner(self, opts) if policy.planner is not None else None
+
+    def set_policy(self, policy: parts.Policy, opts: dict | None = None, preempt: bool | None = None) -> None:
+        """Switch a paused run to another policy (the waiting queue is re-keyed)."""
+        opts = policy.resolve_options(opts)
+        self._set_policy(policy, opts)
+        if preempt is not None:
+            self.ci[kengine.C_PREEMPT] = int(preempt)
+        kengine.rekey_waiting(policy.code, float(self.sf[kengine.F_T]), self.jobs, self.run, self.q, self.pp,
+                              int(self.si[kengine.I_NW]), float(self.cf[kengine.CF_RESTART_S]))
+
+    def copy(self) -> "NativeState":
+        """An independent copy of the whole run state (for look-ahead simulation)."""
+        new = object.__new__(NativeState)
+        new.__dict__.update(self.__dict__)
+        new.run = Run(*(a.copy() for a in self.run))
+        new.nodes = copy_nodes(self.nodes)
+        new.q = Queues(*(a.copy() for a in self.q))
+        new.s = Scratch(*(a.copy() for a in self.s))
+        new.series = self.series.copy()
+        new.si, new.sf, new.ci, new.cf = self.si.copy(), self.sf.copy(), self.ci.copy(), self.cf.copy()
+        new.planner = self.planner.copy(new) if self.planner is not None and hasattr(self.planner, "copy") else (
+            self.policy.planner(new, self.opts) if self.policy.planner is not None else None)
+        return new
 
     def advance(self) -> int:
-        code, self.series = kengine.advance(
-            *self.jobs,
-            self.status, self.work_left, self.attained, self.attained_gpu, self.launch_t, self.first_start,
-            self.finish, self.n_preempt, self.rate, self.version, self.alloc,
-            *self.cluster,
-            *self.queues,
-            self.active, *self.scratch,
-            *self.heap,
-            self.series,
-            self.si, self.sf, self.ci, self.cf,
-        )
+        code, self.series = kengine.advance(self.jobs, self.run, self.nodes, self.q, self.s, self.rates, self.events,
+                                            self.pp, self.series, self.si, self.sf, self.ci, self.cf)
         return int(code)
 
-    @property
-    def keys(self) -> np.ndarray:
-        return self.scratch[1]
+    def drive(self, stop_t: float = np.inf) -> int:
+        """Advance to the end (or to ``stop_t``: ``PAUSED``), answering the policy's requests."""
+        self.cf[kengine.CF_STOP_T] = stop_t
+        while True:
+            code = self.advance()
+            if code == kengine.NEED_KEYS:
+                self._answer_keys()
+            elif code == kengine.NEED_PLAN:
+                self._answer_plan()
+            else:
+                return code
 
-    def job_view(self) -> parts.JobView:
+    @property
+    def now(self) -> float:
+        return float(self.sf[kengine.F_T])
+
+    def active_idx(self) -> np.ndarray:
+        return self.s.active[: self.si[kengine.I_N_ACTIVE]]
+
+    def job_view(self, idx: np.ndarray | None = None) -> parts.JobView:
         """The active jobs' columns at the current time (for user policies)."""
-        idx = self.active[: self.si[kengine.I_N_ACTIVE]]
-        t = self.sf[kengine.F_T]
-        running = self.status[idx] == enums.RUNNING
-        el = np.where(running, t - self.launch_t[idx], 0.0)
+        idx = self.active_idx() if idx is None else idx
+        t = self.now
+        r = self.run
+        running = r.status[idx] == enums.RUNNING
+        el = np.where(running, t - r.launch_t[idx], 0.0)
         restart = self.cf[kengine.CF_RESTART_S]
         w = self.w
+        left = r.work_left[idx] - np.maximum(0.0, el - restart) * r.rate[idx] * running
         return parts.JobView(
             job_id=w.job_id[idx], submit_s=w.submit_s[idx], num_gpus=w.num_gpus[idx], duration_s=w.duration_s[idx],
-            attained_s=self.attained[idx] + el, attained_gpu_s=self.attained_gpu[idx] + el * w.num_gpus[idx],
-            remaining_s=self.work_left[idx] - np.maximum(0.0, el - restart) * self.rate[idx] * running,
-            running=running.astype(np.int8), num_preemptions=self.n_preempt[idx],
+            attained_s=r.attained[idx] + el, attained_gpu_s=r.attained_gpu[idx] + el * r.held[idx],
+            remaining_s=left / self.jobs.ref_rate[idx], running=running.astype(np.int8), num_preemptions=r.n_preempt[idx],
         )
 
-
-def _run_native(w, c, policy: parts.Policy, pl, theta, tm, round_s, restart_s, preempt, tracked, series):
-    return _drive(_native_state(w, c, policy, pl, theta, tm, round_s, restart_s, preempt, tracked, series), policy)
-
-
-def _native_state(w, c, policy: parts.Policy, pl, theta, tm, round_s, restart_s, preempt, tracked, series):
-    ci = np.zeros(kengine.C_SIZE, dtype=np.int64)
-    ci[kengine.C_POLICY] = policy.code
-    ci[kengine.C_PLACEMENT] = pl
-    ci[kengine.C_PREEMPT] = int(preempt)
-    ci[kengine.C_TIME_MODEL] = tm
-    ci[kengine.C_DYNAMIC] = int(policy.dynamic)
-    ci[kengine.C_SERIES] = int(series)
-    ci[kengine.C_CUSTOM] = int(policy.fn is not None)
-    cf = np.zeros(kengine.CF_SIZE)
-    cf[kengine.CF_ROUND_S] = round_s
-    cf[kengine.CF_RESTART_S] = restart_s
-    cf[kengine.CF_THETA] = theta
-    return NativeState(w, c, tracked, ci, cf)
-
-
-def _drive(st: NativeState, policy: parts.Policy):
-    """Advance a native run to its end, answering a user policy's requests for priorities."""
-    while True:
-        code = st.advance()
-        if code != kengine.NEED_KEYS:
-            return code, st
-        view = st.job_view()
-        keys = np.asarray(policy.fn(view, float(st.sf[kengine.F_T])), dtype=np.float64)
+    def _answer_keys(self) -> None:
+        view = self.job_view()
+        policy = self.policy
+        keys = np.asarray(policy.fn(view, self.now), dtype=np.float64)
         if keys.shape != (len(view.job_id),) or not np.isfinite(keys).all():
             raise ConfigError(
                 f"policy {policy.name!r} must return one finite priority per active job "
                 f"(expected shape ({len(view.job_id)},), got {keys.shape})"
             )
-        st.keys[: len(keys)] = keys
+        self.s.keys[: len(keys)] = keys
+
+    def _answer_plan(self) -> None:
+        idx = self.active_idx()
+        keys, types, sizes = self.planner.plan(idx, self.now)
+        a = len(idx)
+        keys = np.asarray(keys, dtype=np.float64)
+        types = np.asarray(types, dtype=np.int64)
+        sizes = np.asarray(sizes, dtype=np.int64)
+        name = self.policy.name
+        if keys.shape != (a,) or types.shape != (a,) or sizes.shape != (a,):
+            raise ConfigError(f"planner {name!r} must return keys, GPU types and sizes for each of the {a} active jobs")
+        if not np.isfinite(keys).all():
+            raise ConfigError(f"planner {name!r} returned a non-finite key")
+        run_it = types != enums.NO_RUN
+        cap = np.diff(self.jobs.alloc_off)[idx]
+        if (run_it & ((sizes < 1) | (sizes > cap))).any():
+            raise ConfigError(f"planner {name!r} asked for a size outside 1..max GPUs of a job")
+        if ((types < enums.NO_RUN) | (types >= len(self.c.gpu_types))).any():
+            raise ConfigError(f"planner {name!r} returned an unknown GPU type")
+        self.s.keys[:a] = keys
+        self.run.want_type[idx] = types
+        self.run.want[idx] = np.where(run_it, sizes, self.run.want[idx])
+
+
+def _start_down_ok(c: Cluster, events) -> None:
+    if events is not None and events.start_down.all():
+        raise ConfigError("--cluster-events: every node starts out of service (each one's first event is 'add')")
+
+
+def _parse_events(cluster_events, c: Cluster):
+    from .cluster_events import ClusterEvents
+
+    if cluster_events is None:
+        return None
+    if isinstance(cluster_events, ClusterEvents):
+        return cluster_events
+    if isinstance(cluster_events, (list, tuple)):
+        return ClusterEvents.from_records(cluster_events, c)
+    return ClusterEvents.read(cluster_events, c)
 
 
 def simulate(
@@ -243,14 +333,26 @@ def simulate(
     track: tuple | None = None,
     blox_compat: bool = False,
     record_series: bool = False,
+    checkpoint_s: float = 0.0,
+    throughput=None,
+    multi_node_factor: float = 1.0,
+    rack_factor: float = 1.0,
+    cluster_events=None,
+    policy_opts: dict | None = None,
+    reference_gpu: str | None = None,
 ) -> Result:
     """Replay ``workload`` on ``cluster`` with a scheduler composed of named parts.
 
     ``scheduler`` is a policy name (``fastblox.parts.POLICIES``), a registered user policy, or a
-    function ``fn(jobs, now_s) -> keys``. ``placement`` defaults to ``first-fit`` (``blox`` in compat
-    mode); ``admission`` is ``accept-all`` or ``load:θ``; ``time_model`` is ``events`` (default) or
-    ``rounds`` of ``round_s`` seconds (compat mode: always rounds). ``restart_s`` is paid at every
-    (re)launch. ``track=(first_id, last_id)`` (inclusive) limits the averages and ends the run when
+    function ``fn(jobs, now_s) -> keys``; ``policy_opts`` its parameters. ``placement`` defaults
+    to ``first-fit`` (``blox`` in compat mode); ``admission`` is ``accept-all`` or ``load:θ``;
+    ``time_model`` is ``events`` (default) or ``rounds`` of ``round_s`` seconds (compat mode:
+    always rounds). ``restart_s`` is paid at every (re)launch; with ``checkpoint_s`` > 0 a job
+    that is stopped loses its progress since its last checkpoint. ``throughput`` is a throughput
+    table (``"gavel"``, a file, a ``ThroughputTable``; default: one when the cluster has several
+    GPU types, else none). ``multi_node_factor``/``rack_factor`` slow gangs that span nodes/racks.
+    ``cluster_events`` is a file or ``(time_s, event, node)`` records of node failures and
+    additions. ``track=(first_id, last_id)`` (inclusive) limits the averages and ends the run when
     those jobs are done. Returns a :class:`fastblox.results.Result`.
     """
     if not isinstance(workload, Workload):
@@ -261,6 +363,10 @@ def simulate(
         raise ConfigError(f"--round-s must be a positive number of seconds, got {round_s!r}")
     if not (np.isfinite(restart_s) and restart_s >= 0):
         raise ConfigError(f"--restart-s must be zero or a positive number of seconds, got {restart_s!r}")
+    if not (np.isfinite(checkpoint_s) and checkpoint_s >= 0):
+        raise ConfigError(f"--checkpoint-s must be zero or a positive number of seconds, got {checkpoint_s!r}")
+    if not (0 < rack_factor <= 1):
+        raise ConfigError(f"--rack-factor must be in (0, 1], got {rack_factor!r}")
     if len(workload) == 0:
         raise WorkloadError(f"workload {workload.name!r} has no jobs")
     tracked = _tracked_mask(workload, track)
@@ -275,10 +381,20 @@ def simulate(
             raise ConfigError("--blox-compat simulates Blox's fixed rounds; --time-model events is not available with it")
         if preempt is False:
             raise ConfigError("--blox-compat always preempts, as Blox does; drop --no-preempt")
-        if restart_s:
-            raise ConfigError("--blox-compat has no restart cost (Blox has none); drop --restart-s")
+        for flag, val, off in (("--restart-s", restart_s, 0.0), ("--checkpoint-s", checkpoint_s, 0.0),
+                               ("--multi-node-factor", multi_node_factor, 1.0), ("--rack-factor", rack_factor, 1.0)):
+            if val != off:
+                raise ConfigError(f"--blox-compat models none of Blox's missing costs; drop {flag}")
+        for flag, val in (("--throughput", throughput), ("--cluster-events", cluster_events),
+                          ("--policy-opt", policy_opts), ("--reference-gpu", reference_gpu)):
+            if val:
+                raise ConfigError(f"--blox-compat replays Blox as it is; {flag} is not available with it")
+        if len(c.gpu_types) > 1 or c.node_rack is not None:
+            raise ConfigError("--blox-compat: Blox's clusters have one GPU type and no racks")
         pl_name = placement or "blox"
         pl = parts.PLACEMENTS.get(pl_name)
+        if pl == enums.PL_TOPOLOGY:
+            raise ConfigError("--blox-compat: use placement blox, first-fit or consolidated (Blox has no racks)")
         _check_fits(workload, c)
         blox_name, pol_code = parts.BLOX_POLICIES[key]
         cfg = RunConfig(c.spec, key, pl_name, adm.name, "rounds", float(round_s), 0.0, True, track, True, record_series)
@@ -299,28 +415,55 @@ def simulate(
                             blox_policy=blox_name, blox_admission=adm.blox_name)
 
     pol = parts.resolve_policy(scheduler)
+    opts = pol.resolve_options(policy_opts)
     pl_name = placement or "first-fit"
     pl = parts.PLACEMENTS.get(pl_name)
-    tm_name = time_model or "events"
+    tm_name = time_model or pol.default_time_model or "events"
     tm = parts.TIME_MODELS.get(tm_name)
     do_preempt = pol.preemptive if preempt is None else bool(preempt)
-    _check_fits(workload, c)
+    if throughput is None and len(c.gpu_types) > 1:
+        throughput = "gavel"
+    max_gpus = None
+    if pol.kind == enums.KIND_PLAN and opts.get("max_gpus_per_job"):
+        max_gpus = np.minimum(np.maximum(workload.num_gpus, int(opts["max_gpus_per_job"])), c.largest_gang())
+    sm = build_speed_model(workload, c, throughput, max_gpus=None if max_gpus is None else int(max_gpus.max()),
+                           multi_node_factor=multi_node_factor, reference=reference_gpu)
+    check_runnable(workload, c, sm)
+    events = _parse_events(cluster_events, c)
+    _start_down_ok(c, events)
+    opts = _prepare_opts(pol, opts, workload, sm)
+    table = sm.table_name if sm.table_name else None
     cfg = RunConfig(c.spec, pol.name, pl_name, adm.name, tm_name, float(round_s), float(restart_s), do_preempt,
-                    track, False, record_series)
+                    track, False, record_series, float(checkpoint_s), table, float(multi_node_factor),
+                    float(rack_factor), None if events is None else events.source,
+                    tuple(sorted((k, v) for k, v in opts.items() if not k.startswith("_"))))
     compile_s = _warm("native")
-    st = _native_state(workload, c, pol, pl, adm.theta, tm, float(round_s), float(restart_s), do_preempt,
-                       tracked, record_series)
+    st = NativeState(workload, c, tracked, pol, opts, pl, adm.theta, tm, float(round_s), float(restart_s), do_preempt,
+                     record_series, speed=sm, checkpoint_s=float(checkpoint_s), rack_factor=float(rack_factor),
+                     events=events, max_gpus=max_gpus)
     t0 = time.perf_counter()
-    code, st = _drive(st, pol)
+    code = st.drive()
     sim_s = time.perf_counter() - t0
     if code == kengine.DEADLOCK:
-        stuck = np.flatnonzero((st.status != enums.DONE) & tracked)
+        stuck = np.flatnonzero((st.run.status != enums.DONE) & tracked)
         ids = ", ".join(str(int(workload.job_id[i])) for i in stuck[:5])
         raise SimulationError(
             f"{len(stuck)} tracked job(s) can never be placed with placement {pl_name!r} on {c.spec!r} (e.g. job ids {ids}); "
-            "try --placement first-fit"
+            "try --placement first-fit" + (" or check the cluster events (nodes left out of service)" if events is not None else "")
         )
-    return build_result(workload, c, cfg, tracked, native_state=st, sim_s=sim_s, compile_s=compile_s)
+    res = build_result(workload, c, cfg, tracked, native_state=st, sim_s=sim_s, compile_s=compile_s)
+    res.summary.update(sm.describe())
+    if events is not None:
+        res.summary["cluster_events"] = events.counts()
+    return res
+
+
+def _prepare_opts(pol: parts.Policy, opts: dict, workload: Workload, sm: SpeedModel) -> dict:
+    """Options a policy derives from the workload (e.g. the Gittins index table)."""
+    from .policies import PREPARE
+
+    prep = PREPARE.get(pol.name)
+    return prep(opts, workload, sm) if prep is not None else opts
 
 
 def simulate_blox_workload(load: float, seed: int = 1, track: tuple | None = (3000, 4000),

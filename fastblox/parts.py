@@ -61,12 +61,26 @@ class JobView(NamedTuple):
 
 
 @dataclass(frozen=True)
+class Option:
+    """A policy parameter: name, default, a parser ``str|value -> value`` that raises ValueError
+    with a reason, and a one-line help."""
+
+    name: str
+    default: object
+    parse: Callable
+    help: str
+
+
+@dataclass(frozen=True)
 class Policy:
-    """A scheduling policy: an ordering of the active jobs (lower key runs first).
+    """A scheduling policy: an ordering of the active jobs (lower key runs first), or a planner.
 
     ``code`` selects a built-in kernel; a user policy has ``fn(jobs: JobView, now_s) -> keys``.
-    ``dynamic`` says the keys move while jobs run (so no round may be skipped); ``preemptive`` is
-    the default for whether waiting jobs may suspend running ones."""
+    ``kind`` (``enums.KIND_*``) says how its keys behave: fixed while a job waits (a sorted
+    queue), re-computed for every job each step, or a full plan (key, GPU type, size per job)
+    from ``planner(context, options) -> object with .plan(view, now_s)``. ``dynamic`` says the
+    keys move while jobs run (so no round may be skipped); ``preemptive`` is the default for
+    whether waiting jobs may suspend running ones; ``options`` its parameters."""
 
     name: str
     code: int
@@ -75,13 +89,32 @@ class Policy:
     description: str
     fn: Callable | None = None
     blox_name: str | None = None  # the name Blox prints, for --blox-compat and its file names
+    kind: int = enums.KIND_STATIC
+    planner: Callable | None = None
+    options: tuple = ()
+    default_time_model: str | None = None  # e.g. Gavel's rounds
+
+    def resolve_options(self, given: dict | None) -> dict:
+        """Defaults overridden by ``given`` (values or strings); unknown names and bad values raise."""
+        known = {o.name: o for o in self.options}
+        out = {o.name: o.default for o in self.options}
+        for k, v in (given or {}).items():
+            key = str(k).replace("-", "_").lower()
+            if key not in known:
+                avail = ", ".join(sorted(known)) or "none"
+                raise ConfigError(f"--policy-opt: policy {self.name!r} has no option {k!r} (its options: {avail})")
+            try:
+                out[key] = known[key].parse(v)
+            except (TypeError, ValueError) as e:
+                raise ConfigError(f"--policy-opt {k}={v!r} for policy {self.name!r}: {e}") from None
+        return out
 
 
 POLICIES = Registry("policy")
 for _p in (
     Policy("fifo", enums.POL_FIFO, False, False, "first in, first out by submit time (non-preemptive; backfills)", blox_name="Fifo"),
     Policy("las", enums.POL_LAS, True, True, "least attained service, wall-seconds run (as Blox)", blox_name="Las"),
-    Policy("las-gpu", enums.POL_LAS_GPU, True, True, "least attained service in GPU-seconds (Tiresias' 2D service)"),
+    Policy("las-gpu", enums.POL_LAS_GPU, True, True, "least attained service in GPU-seconds (continuous 2D-LAS)"),
     Policy("srtf", enums.POL_SRTF, True, True, "shortest remaining time first (oracle remaining work)", blox_name="Srtf"),
     Policy("sjf", enums.POL_SJF, False, False, "shortest job first (oracle total work), non-preemptive"),
 ):
@@ -100,6 +133,7 @@ PLACEMENTS = Registry("placement")
 PLACEMENTS.register("blox", enums.PL_BLOX)
 PLACEMENTS.register("first-fit", enums.PL_FIRST_FIT)
 PLACEMENTS.register("consolidated", enums.PL_CONSOLIDATED)
+PLACEMENTS.register("topology", enums.PL_TOPOLOGY)
 
 TIME_MODELS = Registry("time model")
 TIME_MODELS.register("rounds", enums.TM_ROUNDS)

@@ -13,7 +13,7 @@ import polars as pl
 
 from .kernels import enums
 
-SERIES_COLUMNS = ("t_s", "num_preemptions", "free_gpus", "queued_jobs", "running_jobs", "gpu_demand")
+SERIES_COLUMNS = ("t_s", "num_preemptions", "free_gpus", "queued_jobs", "running_jobs", "gpu_demand", "gpus_up")
 
 
 def _nan_where_unset(a: np.ndarray) -> np.ndarray:
@@ -135,7 +135,7 @@ def _summary(w, cluster, tracked, finish, first_start, n_preempt, attained_gpu, 
     return s
 
 
-def _jobs_table(w, first, finish, n_preempt, attained, attained_gpu, tracked, extra=None) -> pl.DataFrame:
+def _jobs_table(w, first, finish, n_preempt, attained, attained_gpu, tracked, extra=None, more=None) -> pl.DataFrame:
     """The per-job table (times in seconds, NaN where never reached)."""
     cols = {
         "job_id": w.job_id,
@@ -148,8 +148,9 @@ def _jobs_table(w, first, finish, n_preempt, attained, attained_gpu, tracked, ex
         "queue_s": np.where(first >= 0, first - w.submit_s, np.nan),
     }
     cols.update(extra or {})
-    cols.update({"num_preemptions": n_preempt, "attained_s": attained, "attained_gpu_s": attained_gpu,
-                 "tracked": tracked.copy()})
+    cols["num_preemptions"] = n_preempt
+    cols.update(more or {})
+    cols.update({"attained_s": attained, "attained_gpu_s": attained_gpu, "tracked": tracked.copy()})
     return pl.DataFrame(cols)
 
 
@@ -160,17 +161,28 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
     st = native_state
     from .kernels import engine as kengine
 
+    r = st.run
     t_end = float(st.sf[kengine.F_T])
-    running = st.status == enums.RUNNING
-    el = np.where(running, t_end - st.launch_t, 0.0)
-    attained = st.attained + el
-    attained_gpu = st.attained_gpu + el * w.num_gpus
-    finish = st.finish
-    first = st.first_start
-    jobs = _jobs_table(w, first, finish, st.n_preempt.copy(), attained, attained_gpu, tracked)
-    summ = _summary(w, cluster, tracked, finish, first, st.n_preempt, attained_gpu, float(w.submit_s.min()), t_end,
+    running = r.status == enums.RUNNING
+    el = np.where(running, t_end - r.launch_t, 0.0)
+    attained = r.attained + el
+    attained_gpu = r.attained_gpu + el * r.held
+    finish = r.finish
+    first = r.first_start
+    extra = {}
+    if len(cluster.gpu_types) > 1:
+        # the GPU type of each job's last launch
+        types = np.asarray(cluster.gpu_types, dtype=object)
+        extra["gpu_type"] = np.where(r.held_type >= 0, types[np.maximum(r.held_type, 0)], None).astype(str)
+    jobs = _jobs_table(w, first, finish, r.n_preempt.copy(), attained, attained_gpu, tracked, extra,
+                       more={"num_failures": r.n_fail.copy(), "lost_s": r.lost_s.copy()})
+    summ = _summary(w, cluster, tracked, finish, first, r.n_preempt, attained_gpu, float(w.submit_s.min()), t_end,
                     sim_s, compile_s)
     summ["num_steps"] = int(st.si[kengine.I_N_STEPS])
+    summ["num_failures"] = int(st.si[kengine.I_N_FAIL])
+    summ["lost_gpu_s"] = float(st.sf[kengine.F_LOST_GPU_S])
+    if int(st.si[kengine.I_N_MIGRATE]):
+        summ["num_migrations"] = int(st.si[kengine.I_N_MIGRATE])
     if cfg.time_model == "rounds":
         summ["num_rounds"] = int(round(t_end / cfg.round_s))
     series = None
@@ -191,7 +203,10 @@ def _build_compat(w, cluster, cfg, tracked, out, sim_s, compile_s, blox_policy, 
     summ["avg_responsiveness_s"] = float((first_credit[m] - w.submit_s[m]).mean()) if m.any() else float("nan")
     summ["num_rounds"] = n_rounds
     summ["num_steps"] = n_rounds
-    series_df = pl.DataFrame({c: series[:, i] for i, c in enumerate(SERIES_COLUMNS)}) if cfg.record_series else None
+    series_df = None
+    if cfg.record_series:
+        series_df = pl.DataFrame({c: series[:, i] for i, c in enumerate(SERIES_COLUMNS[:6])})
+        series_df = series_df.with_columns(pl.lit(float(cluster.total_gpus)).alias("gpus_up"))
 
     def build() -> dict:
         # Blox's five files. Its ids are its admission counter, i.e. arrival order, as here.

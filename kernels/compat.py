@@ -25,7 +25,7 @@ import numpy as np
 
 from ._jit import jit
 from .enums import DONE, NO_TIME, NOT_ARRIVED, POL_FIFO, POL_LAS, POL_LAS_GPU, POL_SJF, POL_SRTF, RUNNING, WAITING
-from .placement import assign, fit, node_bits_of, release
+from .placement import assign, fit, fresh_nodes, release
 
 STARVATION_LIMIT_S = 3600.0 * 1000.0  # Blox's priority_thresh
 PRIO_NORMAL = 999
@@ -165,13 +165,7 @@ def run_blox(
     total_gpus = 0
     for nd in range(num_nodes):
         total_gpus += node_gpus[nd]
-    node_free = node_gpus.copy()
-    node_mask = np.zeros(num_nodes, dtype=np.uint64)
-    for nd in range(num_nodes):
-        node_mask[nd] = (np.uint64(1) << np.uint64(node_gpus[nd])) - np.uint64(1) if node_gpus[nd] < 64 else ~np.uint64(0)
-    node_up = np.ones(num_nodes, dtype=np.uint8)
-    node_bits = node_bits_of(node_free, node_up)
-    owner = np.full(total_gpus, -1, dtype=np.int64)
+    nodes = fresh_nodes(node_gpus, node_base, gpu_node)
     alloc = np.zeros(alloc_off[n_jobs], dtype=np.int64)
 
     status = np.full(n_jobs, NOT_ARRIVED, dtype=np.int8)
@@ -244,7 +238,7 @@ def run_blox(
                 status[j] = DONE
                 finish[j] = t
                 o = alloc_off[j]
-                release(alloc[o:o + gpus[j]], gpus[j], owner, gpu_node, node_base, node_free, node_mask, node_bits)
+                release(alloc[o:o + gpus[j]], gpus[j], nodes)
                 free += gpus[j]
                 demand -= gpus[j]
                 if tracked[j]:
@@ -319,7 +313,7 @@ def run_blox(
                 n = gpus[c]
                 got = 0
                 if free >= n:
-                    got = fit(placement, n, node_free, node_mask, node_base, node_gpus, node_up, node_bits, tmp)
+                    got = fit(placement, n, 0, nodes, tmp)
                 if got == 0:
                     # tail preemption: running jobs ranked after c, lowest first, one at a time
                     while tail >= 0 and _before(c, rq[tail], prio, key):
@@ -328,19 +322,19 @@ def run_blox(
                         if status[v] != RUNNING:
                             continue
                         o = alloc_off[v]
-                        release(alloc[o:o + gpus[v]], gpus[v], owner, gpu_node, node_base, node_free, node_mask, node_bits)
+                        release(alloc[o:o + gpus[v]], gpus[v], nodes)
                         status[v] = WAITING
                         free += gpus[v]
                         victims[ns] = v
                         ns += 1
                         num_preempt[v] += 1
                         if free >= n:
-                            got = fit(placement, n, node_free, node_mask, node_base, node_gpus, node_up, node_bits, tmp)
+                            got = fit(placement, n, 0, nodes, tmp)
                         if got:
                             break
                 if got == 0:
                     break  # head-of-line blocking; the victims stay suspended
-                assign(tmp, n, c, alloc, alloc_off, owner, gpu_node, node_base, node_free, node_mask, node_bits)
+                assign(tmp, n, c, alloc, alloc_off[c], nodes)
                 status[c] = RUNNING
                 free -= n
                 if first_launch[c] == NO_TIME:

@@ -3,21 +3,29 @@
 Semantics (``docs/semantics.md`` has the full statement, ``fastblox.reference.native`` the
 plain-Python twin):
 
-* A running job progresses at ``rate`` work-seconds per second after a restart cost of
-  ``restart_s`` per (re)launch; it finishes at its exact completion time.
-* Scheduling steps happen at arrivals and completions (``events``), or at round boundaries
-  ``k·R`` (``rounds``: arrivals wait for the next boundary, GPUs freed mid-round stay idle until
-  it; rounds in which provably nothing can change are skipped).
-* A step: completions, arrivals, admission, then the active jobs are ordered by the policy key
-  (ties in arrival order) and walked (``kernels.walk``) with the chosen placement, preemption
-  with victims put back when unused, and backfilling.
+* A running job progresses at ``rate`` work units per second (its throughput on the GPU type and
+  gang size it holds, times the placement effects) after a restart cost of ``restart_s`` per
+  (re)launch; it finishes at its exact completion time. A job stopped by the scheduler or by a
+  node failure keeps its progress up to its last checkpoint (``checkpoint_s``; 0: all of it).
+* Scheduling steps happen at arrivals, completions, node events and policy wake-ups
+  (``events``), or at round boundaries ``k·R`` (``rounds``: arrivals wait for the next boundary,
+  GPUs freed mid-round stay idle until it; node events happen at their own time; rounds in which
+  provably nothing can change are skipped).
+* A step: completions, node events, wake-ups, arrivals, admission, then one of three paths by the
+  policy's kind: ``KIND_STATIC`` (a sorted waiting queue; the merged order with the running jobs
+  is built only when a job that could preempt is blocked), ``KIND_FULL`` (every active job
+  re-ordered by keys computed now, in the kernel or by a Python policy), ``KIND_PLAN`` (a
+  planner gives every active job a key, a GPU type and a size; running jobs whose plan changed
+  are stopped, then the plan is placed in key order).
 
-All state lives in arrays owned by the caller, so a run can pause to ask Python for priorities
-(user policies written in numpy: ``advance`` returns ``NEED_KEYS``) and resume, and a state can be
-copied to simulate ahead.
+All state lives in NamedTuples of arrays owned by the caller (``kernels.state``), so a run can
+pause to ask Python for keys or a plan (``NEED_KEYS``/``NEED_PLAN``), stop at a given time
+(``PAUSED``), resume, and be copied to simulate ahead.
 
-Cost per step: O(A log A) for ordering A active jobs, O(A) for the walk and the compaction of the
-active list, O(log H) per completion (a binary heap of end times, lazy deletion).
+Cost per step: O(W) for the walk over W waiting jobs (a sorted insert per arrival is
+O(log W + shift)); O(A log A) for ordering the A active jobs when the preempting path is taken
+(``KIND_FULL``/``KIND_PLAN``: every step); O(log H) per completion (a binary heap of end times,
+lazy deletion).
 """
 
 from __future__ import annotations
@@ -28,19 +36,28 @@ import numpy as np
 
 from ._jit import jit
 from .enums import (
+    ANY_TYPE,
     DONE,
+    EV_FAIL,
+    KIND_FULL,
+    KIND_PLAN,
+    NO_RUN,
     OVERFLOW,
     POL_FIFO,
+    POL_GITTINS,
     POL_LAS,
     POL_LAS_GPU,
     POL_SJF,
     POL_SRTF,
+    POL_THEMIS,
+    POL_TIRESIAS,
     RUNNING,
     TM_EVENTS,
     WAITING,
 )
-from .placement import assign, fit, release
-from .walk import stable_order, walk
+from .placement import assign, release, set_node_bit, spans
+from .rates import launch_rate
+from .walk import place, sort_jobs, stable_order, walk
 
 INF = np.inf
 
@@ -48,6 +65,8 @@ INF = np.inf
 FINISHED = 0
 NEED_KEYS = 1
 DEADLOCK = 2
+PAUSED = 3
+NEED_PLAN = 4
 
 # slots of the int scalar state ``si``
 I_N_ACTIVE = 0
@@ -61,13 +80,20 @@ I_DEMAND = 7
 I_STARTED = 8
 I_N_PREEMPT = 9
 I_N_SERIES = 10
-I_PENDING = 11  # a step is under way, waiting for keys from Python
+I_PENDING = 11  # a step is under way, waiting for keys or a plan from Python
 I_NW = 12  # jobs in the waiting queue
-I_SIZE = 16
+I_NEXT_EV = 13  # next node event
+I_WAKE_N = 14  # size of the wake-up heap
+I_N_FAIL = 15  # jobs killed by node failures
+I_N_MIGRATE = 16  # running jobs a plan moved to another type or size
+I_SIZE = 24
 
 # slots of the float scalar state ``sf``
 F_T = 0
 F_BUSY_GPU_S = 1  # GPU-seconds held by jobs (including restart cost)
+F_LAST_B = 2  # time of the last scheduling step (rounds: the last boundary)
+F_DIRTY = 3  # rounds: earliest node event since the last boundary (INF: none)
+F_LOST_GPU_S = 4  # GPU-seconds of progress lost to kills (since the last checkpoint)
 F_SIZE = 8
 
 # config ints ``ci``
@@ -77,14 +103,23 @@ C_PREEMPT = 2
 C_TIME_MODEL = 3
 C_DYNAMIC = 4  # keys change while jobs run (LAS, SRTF, user policies): rounds cannot be skipped
 C_SERIES = 5  # record one row per step
-C_CUSTOM = 6  # keys come from Python
-C_SIZE = 8
+C_KIND = 6  # KIND_STATIC / KIND_FULL / KIND_PLAN
+C_PY = 7  # keys or plans come from Python
+C_N_TYPES = 8  # GPU types in the cluster
+C_SIZE = 12
 
 # config floats ``cf``
 CF_ROUND_S = 0
 CF_RESTART_S = 1
 CF_THETA = 2  # <= 0: accept all
-CF_SIZE = 4
+CF_CKPT_S = 3  # checkpoint interval of productive time (0: nothing is lost when a job stops)
+CF_RACK_FACTOR = 4  # rate multiplier of a gang spanning racks (on top of the node factor)
+CF_STOP_T = 5  # advance returns PAUSED instead of stepping past this time
+CF_PROMOTE = 6  # Tiresias: promote a job that waited promote × its last run time (0: never)
+CF_THEMIS_F = 7  # Themis: fairness knob f in [0, 1)
+CF_SIZE = 12
+
+SERIES_COLS = 7
 
 
 @jit
@@ -131,13 +166,12 @@ def heap_pop(ht, hj, hv, n):
 
 
 @jit
-def heap_compact(ht, hj, hv, n, status, version):
-    """Drop stale entries (jobs no longer running that version) and rebuild; returns the size.
-    Live entries are at most one per running job, so a heap of capacity N + 1 always has room."""
+def heap_compact(ht, hj, hv, n, version):
+    """Drop stale entries (their job has moved on to another version) and rebuild; returns the size.
+    Live entries are at most one per job, so a heap of capacity N + 1 always has room."""
     w = 0
     for i in range(n):
-        j = hj[i]
-        if status[j] == RUNNING and version[j] == hv[i]:
+        if version[hj[i]] == hv[i]:
             ht[w] = ht[i]
             hj[w] = hj[i]
             hv[w] = hv[i]
@@ -149,20 +183,11 @@ def heap_compact(ht, hj, hv, n, status, version):
 
 
 @jit
-def _key(policy, j, t, submit, gpus, work, work_left, attained, attained_gpu, launch_t, status, rate, restart_s):
-    if policy == POL_FIFO:
-        return submit[j]
-    run = status[j] == RUNNING
-    el = t - launch_t[j] if run else 0.0
-    if policy == POL_LAS:
-        return attained[j] + el
-    if policy == POL_LAS_GPU:
-        return attained_gpu[j] + el * gpus[j]
-    if policy == POL_SRTF:
-        return work_left[j] - (max(0.0, el - restart_s) * rate[j] if run else 0.0)
-    if policy == POL_SJF:
-        return work[j]
-    return 0.0
+def heap_add(ht, hj, hv, n, t, j, v, version):
+    """``heap_push`` that first compacts a full heap."""
+    if n >= ht.shape[0]:
+        n = heap_compact(ht, hj, hv, n, version)
+    return heap_push(ht, hj, hv, n, t, j, v)
 
 
 @jit
@@ -183,157 +208,353 @@ def rq_remove(rq, rpos, nr, j):
 
 
 @jit
-def _wait_key(policy, j, submit, work, work_left, attained, attained_gpu):
-    """Key of a waiting job: it does not move while the job waits (built-in policies)."""
-    if policy == POL_FIFO:
-        return submit[j]
-    if policy == POL_LAS:
-        return attained[j]
-    if policy == POL_LAS_GPU:
-        return attained_gpu[j]
-    if policy == POL_SRTF:
-        return work_left[j]
-    if policy == POL_SJF:
-        return work[j]
-    return 0.0
+def _level(thresholds, service):
+    """Tiresias' queue of a job with ``service`` attained GPU-seconds: the number of thresholds
+    at or below it (queue 0 is the highest priority)."""
+    k = 0
+    while k < thresholds.shape[0] and service >= thresholds[k]:
+        k += 1
+    return k
 
 
 @jit
-def _before(ka, a, kb, b):
-    """(key, job index) order: the policy key, ties in arrival order."""
+def _gittins(pp, service):
+    """The Gittins index at ``service`` attained GPU-seconds (a step function, see PolicyParams)."""
+    xs = pp.gittins_x
+    lo = 0
+    hi = xs.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if xs[mid] <= service:
+            lo = mid + 1
+        else:
+            hi = mid
+    return pp.gittins_v[lo - 1] if lo > 0 else pp.gittins_v[0]
+
+
+@jit
+def run_level(pp, j, t, run):
+    """Tiresias' queue of running job ``j`` at ``t``: it moves down at the instant
+    ``launch_t + (threshold - service at launch) / GPUs`` (the time its wake-up is set for, so
+    the two agree to the bit)."""
+    thr = pp.thresholds
+    ag = run.attained_gpu[j]
+    g = run.held[j]
+    k = _level(thr, ag)
+    while k < thr.shape[0] and run.launch_t[j] + (thr[k] - ag) / g <= t:
+        k += 1
+    return k
+
+
+@jit
+def rank_key(policy, j, t, jobs, run, pp, restart_s):
+    """``(rank, key)`` of active job ``j`` at time ``t``: lower runs first, ties in arrival order.
+    For a waiting job of a ``KIND_STATIC`` policy this does not change while it waits (except at
+    a Tiresias promotion, which is a wake-up)."""
+    running = run.status[j] == RUNNING
+    el = t - run.launch_t[j] if running else 0.0
+    if policy == POL_FIFO:
+        return 0, jobs.submit[j]
+    if policy == POL_LAS:
+        return 0, run.attained[j] + el
+    if policy == POL_LAS_GPU:
+        return 0, run.attained_gpu[j] + el * run.held[j]
+    if policy == POL_SRTF:
+        left = run.work_left[j] - (max(0.0, el - restart_s) * run.rate[j] if running else 0.0)
+        return 0, left / jobs.ref_rate[j]
+    if policy == POL_SJF:
+        return 0, jobs.work[j] / jobs.ref_rate[j]
+    if policy == POL_TIRESIAS or policy == POL_GITTINS:
+        # a waiting job keeps the queue it was stopped in (0 when new or promoted)
+        lvl = run_level(pp, j, t, run) if running else run.rank[j]
+        if policy == POL_TIRESIAS:
+            return lvl, jobs.submit[j]
+        return lvl, -_gittins(pp, run.attained_gpu[j] + el * run.held[j])
+    return 0, 0.0
+
+
+@jit
+def themis_key(j, t, jobs, run, restart_s):
+    """Finish-time fairness: ``-rho`` with ``rho = (t - submit + remaining alone) / time alone``,
+    times at the reference speed on the GPUs asked for (so the worst-off job sorts first)."""
+    running = run.status[j] == RUNNING
+    el = t - run.launch_t[j] if running else 0.0
+    left = run.work_left[j] - (max(0.0, el - restart_s) * run.rate[j] if running else 0.0)
+    alone = jobs.work[j] / jobs.ref_rate[j]
+    return -((t - jobs.submit[j]) + left / jobs.ref_rate[j]) / alone
+
+
+@jit
+def _before(ra, ka, a, rb, kb, b):
+    """(rank, key, job index) order."""
+    if ra != rb:
+        return ra < rb
     return ka < kb or (ka == kb and a < b)
 
 
 @jit
-def wq_insert(wq, nw, wkey, j):
-    """Insert job ``j`` into the waiting queue ``wq[:nw]`` sorted by (wkey, index); O(log n + shift)."""
+def wq_insert(q, nw, j):
+    """Insert job ``j`` into the waiting queue ``q.wq[:nw]`` sorted by (wrank, wkey, index)."""
     lo = 0
     hi = nw
-    kj = wkey[j]
+    kj = q.wkey[j]
+    rj = q.wrank[j]
     while lo < hi:
         mid = (lo + hi) >> 1
-        m = wq[mid]
-        if _before(wkey[m], m, kj, j):
+        m = q.wq[mid]
+        if _before(q.wrank[m], q.wkey[m], m, rj, kj, j):
             lo = mid + 1
         else:
             hi = mid
     for p in range(nw, lo, -1):
-        wq[p] = wq[p - 1]
-    wq[lo] = j
+        q.wq[p] = q.wq[p - 1]
+    q.wq[lo] = j
     return nw + 1
 
 
 @jit
-def _sorted_by_key(idx, n, key):
-    """``idx[:n]`` reordered by (key[j], j)."""
-    ids = np.sort(idx[:n])
-    k = np.empty(n)
-    for a in range(n):
-        k[a] = key[ids[a]]
-    perm = np.argsort(k, kind="mergesort")
-    return ids[perm]
+def wq_remove(q, nw, j):
+    """Remove job ``j`` from the waiting queue; returns the new length."""
+    p = 0
+    while q.wq[p] != j:
+        p += 1
+    for x in range(p, nw - 1):
+        q.wq[x] = q.wq[x + 1]
+    return nw - 1
 
 
 @jit
-def advance(
-    submit, gpus, work, tracked, alloc_off,  # jobs (read-only)
-    status, work_left, attained, attained_gpu, launch_t, first_start, finish, n_preempt, rate, version, alloc,
-    node_gpus, node_base, gpu_node, node_free, node_mask, node_up, node_bits, owner,  # cluster
-    wq, wkey, rq, rpos,  # waiting queue (sorted by key) and running list
-    active, order, keys, prio, launched, suspended, victims, victims_pos, run_suffix, tmp,  # scratch
-    heap_t, heap_j, heap_v,
-    series,
-    si, sf, ci, cf,
-):
-    """Run until every tracked job has finished (``FINISHED``), a user policy must supply keys
-    for ``active[:si[I_N_ACTIVE]]`` into ``keys`` (``NEED_KEYS``; call again to resume), or no
-    progress is possible (``DEADLOCK``). Returns ``(code, series)``: ``series`` may be a new, larger
-    array (rows ``[t, preemptions, free GPUs, queued, running, GPU demand]``).
+def enqueue(policy, j, t, jobs, run, q, pp, nw, restart_s):
+    """Key a job that starts waiting and insert it into the waiting queue."""
+    r, k = rank_key(policy, j, t, jobs, run, pp, restart_s)
+    q.wrank[j] = r
+    q.wkey[j] = k
+    return wq_insert(q, nw, j)
 
-    Waiting jobs sit in ``wq`` sorted by their key (a waiting job's key does not move), running
-    jobs in the unordered ``rq``. A step walks ``wq`` in order and places what fits; only when a
-    waiting job that some running job ranks below fails to fit is the merged order of the rest
-    built and handed to the preempting walk."""
-    n_jobs = submit.shape[0]
+
+@jit
+def wake_time(policy, j, t, jobs, run, pp, promote):
+    """When the key of job ``j`` next moves on its own (``INF``: never). Tiresias and Gittins: a
+    running job crossing its next queue threshold; a waiting job reaching its starvation limit."""
+    if policy != POL_TIRESIAS and policy != POL_GITTINS:
+        return INF
+    if run.status[j] == RUNNING:
+        k = run_level(pp, j, t, run)
+        if k >= pp.thresholds.shape[0]:
+            return INF
+        return run.launch_t[j] + (pp.thresholds[k] - run.attained_gpu[j]) / run.held[j]
+    if promote > 0.0 and run.rank[j] > 0 and run.last_run_s[j] > 0.0:
+        return run.wait_t[j] + promote * run.last_run_s[j]
+    return INF
+
+
+@jit
+def stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp):
+    """Account for a running job stopped at ``t`` (suspended or killed): progress up to its last
+    checkpoint is kept, service counts every second it held GPUs, Tiresias' queue is kept in
+    ``rank``. The caller frees its GPUs."""
+    if policy == POL_TIRESIAS or policy == POL_GITTINS:
+        run.rank[j] = run_level(pp, j, t, run)
+    el = t - run.launch_t[j]
+    prod = max(0.0, el - restart_s)
+    kept = prod
+    if ckpt_s > 0.0:
+        kept = math.floor(prod / ckpt_s) * ckpt_s
+    run.work_left[j] -= kept * run.rate[j]
+    if prod > kept:
+        run.lost_s[j] += prod - kept
+        sf[F_LOST_GPU_S] += (prod - kept) * run.held[j]
+    run.attained[j] += el
+    run.attained_gpu[j] += el * run.held[j]
+    run.last_run_s[j] = el
+    sf[F_BUSY_GPU_S] += el * run.held[j]
+    run.version[j] += 1
+
+
+@jit
+def _free_up(nodes):
+    total = 0
+    free = 0
+    for nd in range(nodes.gpus.shape[0]):
+        if nodes.up[nd]:
+            total += nodes.gpus[nd]
+            free += nodes.free[nd]
+    return total, free
+
+
+@jit
+def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
+    """Run until every tracked job has finished (``FINISHED``), Python must supply keys
+    (``NEED_KEYS``: into ``s.keys[:n]`` for ``s.active[:n]``, ``n = si[I_N_ACTIVE]``) or a plan
+    (``NEED_PLAN``: keys as above plus ``run.want``/``run.want_type`` of those jobs), the next
+    step would pass ``cf[CF_STOP_T]`` (``PAUSED``), or no progress is possible (``DEADLOCK``).
+    Call again to resume. Returns ``(code, series)``: ``series`` may be a new, larger array
+    (rows ``[t, preemptions, free GPUs, queued, running, GPU demand, GPUs up]``)."""
+    n_jobs = jobs.submit.shape[0]
+    n_ev = ev.t.shape[0]
     policy = ci[C_POLICY]
     placement = ci[C_PLACEMENT]
     preempt = ci[C_PREEMPT] != 0
     events = ci[C_TIME_MODEL] == TM_EVENTS
     dynamic = ci[C_DYNAMIC] != 0
-    custom = ci[C_CUSTOM] != 0
+    kind = ci[C_KIND]
+    py = ci[C_PY] != 0
+    n_types = ci[C_N_TYPES]
     round_s = cf[CF_ROUND_S]
     restart_s = cf[CF_RESTART_S]
     theta = cf[CF_THETA]
-    total_gpus = 0
-    free = 0
-    for nd in range(node_gpus.shape[0]):
-        if node_up[nd]:
-            total_gpus += node_gpus[nd]
-            free += node_free[nd]
+    ckpt_s = cf[CF_CKPT_S]
+    rack_factor = cf[CF_RACK_FACTOR]
+    stop_t = cf[CF_STOP_T]
+    promote = cf[CF_PROMOTE]
+    total_gpus, free = _free_up(nodes)
+    status = run.status
 
     while True:
         t = sf[F_T]
         if si[I_PENDING] == 0:
-            # ---- pick the time of the next step
+            # ---- the time of the next step; a rounds-mode node event between boundaries is
+            # handled at its own time without a scheduling pass (``boundary`` False)
+            t_clu = ev.t[si[I_NEXT_EV]] if si[I_NEXT_EV] < n_ev else INF
+            boundary = True
             if si[I_STARTED] == 0:
-                si[I_STARTED] = 1
                 if events:
-                    t = submit[0] if n_jobs > 0 else 0.0
+                    t_new = jobs.submit[0] if n_jobs > 0 else 0.0
+                    if t_clu < t_new:
+                        t_new = t_clu
                 else:
-                    t = 0.0
+                    t_new = 0.0
             else:
                 # jobs held back by admission only get in after a completion: no event of their own
-                t_arr = submit[si[I_NEXT_ARR]] if si[I_NEXT_ARR] < n_jobs else INF
-                # drop stale heap tops (suspended or finished jobs)
-                while si[I_HEAP_N] > 0:
-                    j0 = heap_j[0]
-                    if status[j0] == RUNNING and version[j0] == heap_v[0]:
+                t_arr = jobs.submit[si[I_NEXT_ARR]] if si[I_NEXT_ARR] < n_jobs else INF
+                while si[I_HEAP_N] > 0:  # drop stale tops (suspended or finished jobs)
+                    j0 = q.heap_j[0]
+                    if status[j0] == RUNNING and run.version[j0] == q.heap_v[0]:
                         break
-                    si[I_HEAP_N] = heap_pop(heap_t, heap_j, heap_v, si[I_HEAP_N])
-                t_end = heap_t[0] if si[I_HEAP_N] > 0 else INF
+                    si[I_HEAP_N] = heap_pop(q.heap_t, q.heap_j, q.heap_v, si[I_HEAP_N])
+                t_end = q.heap_t[0] if si[I_HEAP_N] > 0 else INF
+                while si[I_WAKE_N] > 0 and run.version[q.wake_j[0]] != q.wake_v[0]:
+                    si[I_WAKE_N] = heap_pop(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N])
+                t_wake = q.wake_t[0] if si[I_WAKE_N] > 0 else INF
                 if events:
-                    t_new = min(t_arr, t_end)
+                    t_new = min(min(t_arr, t_end), min(t_clu, t_wake))
                 else:
-                    if dynamic and si[I_NW] > 0:
-                        t_new = t + round_s
+                    tb = sf[F_LAST_B]
+                    if (dynamic and si[I_NW] > 0) or (kind == KIND_PLAN and si[I_NW] + si[I_N_RUNNING] > 0):
+                        t_new = tb + round_s
                     else:
-                        t_ev = min(t_arr, t_end)
+                        t_ev = min(min(t_arr, t_end), sf[F_DIRTY])
+                        if si[I_NW] > 0:
+                            t_ev = min(t_ev, t_wake)
                         if t_ev == INF:
                             t_new = INF
                         else:
-                            k = math.ceil(t_ev / round_s)
-                            t_new = max(k * round_s, t + round_s)
+                            t_new = max(math.ceil(t_ev / round_s) * round_s, tb + round_s)
+                    if t_clu < t_new:
+                        t_new = t_clu
+                        boundary = False
                 if t_new == INF:
-                    sf[F_T] = t
                     return DEADLOCK, series
-                t = t_new
+            if t_new > stop_t:
+                return PAUSED, series
+            si[I_STARTED] = 1
+            t = t_new
             sf[F_T] = t
             # ---- completions up to t (exact finish times)
-            while si[I_HEAP_N] > 0 and heap_t[0] <= t:
-                j = heap_j[0]
-                te = heap_t[0]
-                valid = status[j] == RUNNING and version[j] == heap_v[0]
-                si[I_HEAP_N] = heap_pop(heap_t, heap_j, heap_v, si[I_HEAP_N])
+            while si[I_HEAP_N] > 0 and q.heap_t[0] <= t:
+                j = q.heap_j[0]
+                te = q.heap_t[0]
+                valid = status[j] == RUNNING and run.version[j] == q.heap_v[0]
+                si[I_HEAP_N] = heap_pop(q.heap_t, q.heap_j, q.heap_v, si[I_HEAP_N])
                 if not valid:
                     continue
-                el = te - launch_t[j]
-                attained[j] += el
-                attained_gpu[j] += el * gpus[j]
-                sf[F_BUSY_GPU_S] += el * gpus[j]
-                work_left[j] = 0.0
-                finish[j] = te
+                el = te - run.launch_t[j]
+                g = run.held[j]
+                run.attained[j] += el
+                run.attained_gpu[j] += el * g
+                sf[F_BUSY_GPU_S] += el * g
+                run.work_left[j] = 0.0
+                run.finish[j] = te
                 status[j] = DONE
-                o = alloc_off[j]
-                release(alloc[o:o + gpus[j]], gpus[j], owner, gpu_node, node_base, node_free, node_mask, node_bits)
-                free += gpus[j]
-                si[I_DEMAND] -= gpus[j]
-                si[I_N_RUNNING] = rq_remove(rq, rpos, si[I_N_RUNNING], j)
-                if tracked[j]:
+                run.version[j] += 1
+                o = jobs.alloc_off[j]
+                release(run.alloc[o:o + g], g, nodes)
+                free += g  # a node going down kills its jobs first: these nodes are up
+                run.held[j] = 0
+                si[I_DEMAND] -= jobs.gpus[j]
+                si[I_N_RUNNING] = rq_remove(q.rq, q.rpos, si[I_N_RUNNING], j)
+                if jobs.tracked[j]:
                     si[I_TRACKED_LEFT] -= 1
             if si[I_TRACKED_LEFT] == 0:
                 return FINISHED, series
+            # ---- node events up to t, at their own times
+            while si[I_NEXT_EV] < n_ev and ev.t[si[I_NEXT_EV]] <= t:
+                e = si[I_NEXT_EV]
+                si[I_NEXT_EV] += 1
+                nd = ev.node[e]
+                te = ev.t[e]
+                if ev.kind[e] == EV_FAIL:
+                    if not nodes.up[nd]:
+                        continue
+                    for k in range(nodes.gpus[nd]):
+                        j = nodes.owner[nodes.base[nd] + k]
+                        if j < 0:
+                            continue
+                        # kill the job: all its GPUs are freed, it waits again
+                        stop_job(j, te, run, sf, restart_s, ckpt_s, policy, pp)
+                        o = jobs.alloc_off[j]
+                        g = run.held[j]
+                        for x in range(g):
+                            if nodes.up[nodes.gpu_node[run.alloc[o + x]]]:
+                                free += 1
+                        release(run.alloc[o:o + g], g, nodes)
+                        run.held[j] = 0
+                        run.n_fail[j] += 1
+                        si[I_N_FAIL] += 1
+                        status[j] = WAITING
+                        run.wait_t[j] = te
+                        si[I_N_RUNNING] = rq_remove(q.rq, q.rpos, si[I_N_RUNNING], j)
+                        si[I_NW] = enqueue(policy, j, te, jobs, run, q, pp, si[I_NW], restart_s)
+                        tw = wake_time(policy, j, te, jobs, run, pp, promote)
+                        if tw < INF:
+                            si[I_WAKE_N] = heap_add(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N], tw, j,
+                                                    run.version[j], run.version)
+                    free -= nodes.free[nd]
+                    total_gpus -= nodes.gpus[nd]
+                    nodes.up[nd] = 0
+                else:
+                    if nodes.up[nd]:
+                        continue
+                    nodes.up[nd] = 1
+                    free += nodes.free[nd]
+                    total_gpus += nodes.gpus[nd]
+                set_node_bit(nodes, nd)
+                if te < sf[F_DIRTY]:
+                    sf[F_DIRTY] = te
+            if not boundary:
+                continue
+            sf[F_LAST_B] = t
+            sf[F_DIRTY] = INF
+            # ---- wake-ups up to t: a waiting job promoted for starving moves to queue 0
+            while si[I_WAKE_N] > 0 and q.wake_t[0] <= t:
+                j = q.wake_j[0]
+                valid = run.version[j] == q.wake_v[0]
+                si[I_WAKE_N] = heap_pop(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N])
+                if not valid:
+                    continue
+                if status[j] == WAITING:
+                    si[I_NW] = wq_remove(q, si[I_NW], j)
+                    run.rank[j] = 0
+                    si[I_NW] = enqueue(policy, j, t, jobs, run, q, pp, si[I_NW], restart_s)
+                elif status[j] == RUNNING:
+                    # crossed a queue threshold (running keys are computed when needed): set
+                    # the next crossing
+                    tw = wake_time(policy, j, t, jobs, run, pp, promote)
+                    if tw < INF:
+                        si[I_WAKE_N] = heap_add(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N], tw, j,
+                                                run.version[j], run.version)
             # ---- arrivals and admission
-            while si[I_NEXT_ARR] < n_jobs and submit[si[I_NEXT_ARR]] <= t:
+            while si[I_NEXT_ARR] < n_jobs and jobs.submit[si[I_NEXT_ARR]] <= t:
                 status[si[I_NEXT_ARR]] = OVERFLOW
                 si[I_NEXT_ARR] += 1
             if theta <= 0.0:
@@ -342,62 +563,97 @@ def advance(
                 added = 0
                 admit_to = si[I_OV_HEAD]
                 while si[I_DEMAND] + added <= theta * total_gpus and admit_to < si[I_NEXT_ARR]:
-                    added += gpus[admit_to]
+                    added += jobs.gpus[admit_to]
                     admit_to += 1
             for j in range(si[I_OV_HEAD], admit_to):
                 status[j] = WAITING
-                wkey[j] = _wait_key(policy, j, submit, work, work_left, attained, attained_gpu)
-                si[I_NW] = wq_insert(wq, si[I_NW], wkey, j)
-                si[I_DEMAND] += gpus[j]
+                run.wait_t[j] = t
+                si[I_NW] = enqueue(policy, j, t, jobs, run, q, pp, si[I_NW], restart_s)
+                si[I_DEMAND] += jobs.gpus[j]
             si[I_OV_HEAD] = admit_to
-            if si[I_NW] == 0 or (free == 0 and not preempt):
+            if kind == KIND_PLAN:
+                if si[I_NW] + si[I_N_RUNNING] == 0:
+                    continue
+            elif si[I_NW] == 0 or (free == 0 and not preempt):
                 continue  # nothing can start: no step
-            if custom:
-                # the user policy sees every active job, in arrival order
+            if py or kind == KIND_FULL:
+                # every active job, in arrival order
                 na = 0
                 for a in range(si[I_NW]):
-                    active[na] = wq[a]
+                    s.active[na] = q.wq[a]
                     na += 1
                 for a in range(si[I_N_RUNNING]):
-                    active[na] = rq[a]
+                    s.active[na] = q.rq[a]
                     na += 1
-                active[:na] = np.sort(active[:na])
+                s.active[:na] = np.sort(s.active[:na])
                 si[I_N_ACTIVE] = na
-                si[I_PENDING] = 1
-                return NEED_KEYS, series
+                if py:
+                    si[I_PENDING] = 1
+                    return (NEED_PLAN if kind == KIND_PLAN else NEED_KEYS), series
         si[I_PENDING] = 0
         nw = si[I_NW]
         nr = si[I_N_RUNNING]
         nl = 0
         ns = 0
-        slow_from = -1
-        if custom:
+        slow = False
+        n_pre = 0  # jobs a plan stopped before the walk
+        if kind == KIND_PLAN:
             na = si[I_N_ACTIVE]
-            stable_order(keys, prio, active, na, order)
-            nl, ns = walk(
-                order, na, status, gpus, alloc_off, alloc, owner, gpu_node, node_base, node_gpus,
-                node_free, node_mask, node_up, node_bits, placement, preempt, True, False,
-                launched, suspended, victims, victims_pos, run_suffix, tmp,
-            )
+            # stop running jobs whose plan differs from what they hold
+            for a in range(na):
+                j = s.active[a]
+                if status[j] != RUNNING:
+                    continue
+                wt = run.want_type[j]
+                if wt == NO_RUN or run.want[j] != run.held[j] or (wt != ANY_TYPE and wt != run.held_type[j]):
+                    if wt != NO_RUN:
+                        si[I_N_MIGRATE] += 1
+                    stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp)
+                    o = jobs.alloc_off[j]
+                    release(run.alloc[o:o + run.held[j]], run.held[j], nodes)
+                    free += run.held[j]
+                    run.held[j] = 0
+                    run.n_preempt[j] += 1
+                    status[j] = WAITING
+                    run.wait_t[j] = t
+                    nr = rq_remove(q.rq, q.rpos, nr, j)
+                    nw = enqueue(policy, j, t, jobs, run, q, pp, nw, restart_s)
+                    n_pre += 1
+            stable_order(s.keys, s.prio, s.active, na, s.order)
+            nl, ns = walk(s.order, na, jobs, run, rates, nodes, placement, n_types, False, False,
+                          s.launched, s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
+            slow = True
+        elif py or kind == KIND_FULL:
+            na = si[I_N_ACTIVE]
+            if not py:
+                for a in range(na):
+                    s.keys[a] = themis_key(s.active[a], t, jobs, run, restart_s)
+            stable_order(s.keys, s.prio, s.active, na, s.order)
+            nl, ns = walk(s.order, na, jobs, run, rates, nodes, placement, n_types, preempt, False,
+                          s.launched, s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
+            slow = True
         else:
             # ---- the walk over the waiting queue; the last running job in the order bounds the
-            # jobs that could preempt
-            # (computed only when a job fails to fit or nothing is free: at light load, never)
+            # jobs that could preempt (computed only when a job fails to fit or nothing is free)
             have_r = preempt and nr > 0
+            rmax = 0
             kmax = 0.0
             jmax = -1
+            slow_from = -1
             i = 0
             while i < nw:
-                w = wq[i]
-                g = gpus[w]
-                got = 0
+                w = q.wq[i]
+                g = run.want[w]
+                got = -1
                 if g <= free:
-                    got = fit(placement, g, node_free, node_mask, node_base, node_gpus, node_up, node_bits, tmp)
-                if got:
-                    assign(tmp, g, w, alloc, alloc_off, owner, gpu_node, node_base, node_free, node_mask, node_bits)
+                    got = place(w, g, run.want_type[w], jobs, rates, nodes, placement, n_types, s.tmp)
+                if got >= 0:
+                    assign(s.tmp, g, w, run.alloc, jobs.alloc_off[w], nodes)
                     status[w] = RUNNING
+                    run.held[w] = g
+                    run.held_type[w] = got
                     free -= g
-                    launched[nl] = w
+                    s.launched[nl] = w
                     nl += 1
                     if free > 0 or have_r:
                         i += 1
@@ -407,17 +663,15 @@ def advance(
                     # the last running job in the order (jobs launched in this step rank before
                     # every job still waiting, so they never bound it)
                     for a in range(nr):
-                        r = rq[a]
-                        if policy == POL_LAS:
-                            kr = attained[r] + (t - launch_t[r])
-                        else:
-                            kr = _key(policy, r, t, submit, gpus, work, work_left, attained, attained_gpu,
-                                      launch_t, status, rate, restart_s)
-                        keys[r] = kr
-                        if jmax < 0 or _before(kmax, jmax, kr, r):
+                        r = q.rq[a]
+                        rr, kr = rank_key(policy, r, t, jobs, run, pp, restart_s)
+                        s.prio[r] = rr
+                        s.keys[r] = kr
+                        if jmax < 0 or _before(rmax, kmax, jmax, rr, kr, r):
+                            rmax = rr
                             kmax = kr
                             jmax = r
-                if have_r and _before(wkey[w], w, kmax, jmax):
+                if have_r and _before(q.wrank[w], q.wkey[w], w, rmax, kmax, jmax):
                     slow_from = i
                     break
                 if free == 0:
@@ -426,80 +680,93 @@ def advance(
             if slow_from >= 0:
                 # the merged order from the blocked job on: the rest of the queue and the running
                 # jobs ranked after it, sorted by their keys now
-                w0 = wq[slow_from]
-                k0 = wkey[w0]
+                w0 = q.wq[slow_from]
+                r0 = q.wrank[w0]
+                k0 = q.wkey[w0]
                 nra = 0
                 for a in range(nr):
-                    r = rq[a]
-                    if status[r] == RUNNING and _before(k0, w0, keys[r], r):
-                        victims[nra] = r
+                    r = q.rq[a]
+                    if status[r] == RUNNING and _before(r0, k0, w0, s.prio[r], s.keys[r], r):
+                        s.victims[nra] = r
                         nra += 1
-                rs = _sorted_by_key(victims, nra, keys)
+                sort_jobs(s.victims, nra, s.prio, s.keys, s.suspended)
                 no = 0
                 a = slow_from
                 b = 0
                 while a < nw or b < nra:
-                    if b >= nra or (a < nw and _before(wkey[wq[a]], wq[a], keys[rs[b]], rs[b])):
-                        order[no] = wq[a]
+                    if b >= nra:
+                        take_w = True
+                    elif a >= nw:
+                        take_w = False
+                    else:
+                        wa = q.wq[a]
+                        rb = s.suspended[b]
+                        take_w = _before(q.wrank[wa], q.wkey[wa], wa, s.prio[rb], s.keys[rb], rb)
+                    if take_w:
+                        s.order[no] = q.wq[a]
                         a += 1
                     else:
-                        order[no] = rs[b]
+                        s.order[no] = s.suspended[b]
                         b += 1
                     no += 1
-                nl2, ns = walk(
-                    order, no, status, gpus, alloc_off, alloc, owner, gpu_node, node_base, node_gpus,
-                    node_free, node_mask, node_up, node_bits, placement, True, True, False,
-                    launched[nl:], suspended, victims, victims_pos, run_suffix, tmp,
-                )
+                nl2, ns = walk(s.order, no, jobs, run, rates, nodes, placement, n_types, True, False,
+                               s.launched[nl:], s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
                 nl += nl2
+                slow = True
         # ---- settle: suspensions first (a victim may be re-placed in the same step), then launches
-        for q in range(ns):
-            v = suspended[q]
-            el = t - launch_t[v]
-            work_left[v] -= max(0.0, el - restart_s) * rate[v]
-            attained[v] += el
-            attained_gpu[v] += el * gpus[v]
-            sf[F_BUSY_GPU_S] += el * gpus[v]
-            n_preempt[v] += 1
-            version[v] += 1
-            nr = rq_remove(rq, rpos, nr, v)
+        for x in range(ns):
+            v = s.suspended[x]
+            # a victim re-placed in this walk holds its new GPUs already; its old launch is
+            # settled with the size it had (the same: only plans change sizes, before the walk)
+            stop_job(v, t, run, sf, restart_s, ckpt_s, policy, pp)
+            run.n_preempt[v] += 1
+            nr = rq_remove(q.rq, q.rpos, nr, v)
+            if status[v] == WAITING:
+                run.held[v] = 0
+                run.wait_t[v] = t
         # the queue loses the jobs that started and gains the victims left waiting
         if nl > 0:
             wn = 0
             for a in range(nw):
-                j = wq[a]
+                j = q.wq[a]
                 if status[j] == WAITING:
-                    wq[wn] = j
+                    q.wq[wn] = j
                     wn += 1
             nw = wn
-        for q in range(ns):
-            v = suspended[q]
+        for x in range(ns):
+            v = s.suspended[x]
             if status[v] == WAITING:
-                wkey[v] = _wait_key(policy, v, submit, work, work_left, attained, attained_gpu)
-                nw = wq_insert(wq, nw, wkey, v)
-        for q in range(nl):
-            j = launched[q]
-            launch_t[j] = t
-            if first_start[j] < 0.0:
-                first_start[j] = t
-            version[j] += 1
-            rate[j] = 1.0
-            nr = rq_add(rq, rpos, nr, j)
-            if si[I_HEAP_N] >= heap_t.shape[0]:
-                si[I_HEAP_N] = heap_compact(heap_t, heap_j, heap_v, si[I_HEAP_N], status, version)
-            si[I_HEAP_N] = heap_push(heap_t, heap_j, heap_v, si[I_HEAP_N], t + restart_s + work_left[j] / rate[j], j, version[j])
+                nw = enqueue(policy, v, t, jobs, run, q, pp, nw, restart_s)
+                tw = wake_time(policy, v, t, jobs, run, pp, promote)
+                if tw < INF:
+                    si[I_WAKE_N] = heap_add(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N], tw, v, run.version[v],
+                                            run.version)
+        for x in range(nl):
+            j = s.launched[x]
+            run.launch_t[j] = t
+            if run.first_start[j] < 0.0:
+                run.first_start[j] = t
+            run.version[j] += 1
+            g = run.held[j]
+            o = jobs.alloc_off[j]
+            multi_node, multi_rack = spans(run.alloc[o:o + g], g, nodes)
+            run.rate[j] = launch_rate(jobs, rates, j, run.held_type[j], g, multi_node, multi_rack, rack_factor)
+            nr = rq_add(q.rq, q.rpos, nr, j)
+            si[I_HEAP_N] = heap_add(q.heap_t, q.heap_j, q.heap_v, si[I_HEAP_N],
+                                    t + restart_s + run.work_left[j] / run.rate[j], j, run.version[j], run.version)
+            tw = wake_time(policy, j, t, jobs, run, pp, promote)
+            if tw < INF:
+                si[I_WAKE_N] = heap_add(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N], tw, j, run.version[j], run.version)
         si[I_NW] = nw
         si[I_N_RUNNING] = nr
-        if custom or ns > 0 or slow_from >= 0:
-            free = 0
-            for nd in range(node_free.shape[0]):
-                if node_up[nd]:
-                    free += node_free[nd]
-        si[I_N_PREEMPT] += ns
+        if slow or ns > 0:
+            total_gpus, free = _free_up(nodes)
+        si[I_N_PREEMPT] += ns + n_pre
         si[I_N_STEPS] += 1
-        if nr == 0 and nw > 0 and si[I_NEXT_ARR] == n_jobs and si[I_OV_HEAD] == n_jobs:
-            # the cluster is empty and nothing is left to arrive, yet no waiting job fits it: no
-            # order and no amount of waiting will change that
+        if (nr == 0 and nw > 0 and si[I_NEXT_ARR] == n_jobs and si[I_OV_HEAD] == n_jobs
+                and si[I_NEXT_EV] == n_ev and si[I_WAKE_N] == 0):
+            # the cluster is empty and nothing is left to arrive or change, yet no waiting job
+            # fits it: no order and no amount of waiting will change that
             return DEADLOCK, series
         if ci[C_SERIES] != 0:
             r = si[I_N_SERIES]
@@ -508,9 +775,22 @@ def advance(
                 bigger[: series.shape[0]] = series
                 series = bigger
             series[r, 0] = t
-            series[r, 1] = ns
+            series[r, 1] = ns + n_pre
             series[r, 2] = free
             series[r, 3] = nw
             series[r, 4] = nr
             series[r, 5] = si[I_DEMAND]
+            series[r, 6] = total_gpus
             si[I_N_SERIES] = r + 1
+
+
+@jit
+def rekey_waiting(policy, t, jobs, run, q, pp, nw, restart_s):
+    """Re-key and re-sort the waiting queue (after the policy changed on a paused run)."""
+    for a in range(nw):
+        j = q.wq[a]
+        r, k = rank_key(policy, j, t, jobs, run, pp, restart_s)
+        q.wrank[j] = r
+        q.wkey[j] = k
+    tmp = q.wq[:nw].copy()
+    sort_jobs(tmp, nw, q.wrank, q.wkey, q.wq)

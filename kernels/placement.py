@@ -1,14 +1,12 @@
 """Placement kernels: find GPUs for a gang, take them, give them back.
 
-Cluster state (all length-``num_nodes`` unless said otherwise):
-``node_gpus`` GPUs per node, ``node_base`` global id of the node's first GPU, ``node_free`` free
-GPU count, ``node_mask`` bit ``i`` set when local GPU ``i`` is free (nodes hold at most 64 GPUs),
-``node_up`` 1 while the node is in service, ``node_bits`` one bit per node set while it has a
-free GPU and is up (64 nodes a word: placement skips full nodes a word at a time). ``owner`` (length ``num_gpus``) is the job index that
-holds each GPU, or ``FREE``; ``gpu_node`` maps a GPU to its node.
+The cluster state is a :class:`kernels.state.Nodes`. ``fit_*`` only look: they write the chosen
+global GPU ids into ``out[:n]`` and return ``n`` on success, 0 when the gang does not fit.
+``take``/``release``/``assign`` change the state.
 
-``fit_*`` only look: they write the chosen global GPU ids into ``out[:n]`` and return ``n`` on
-success, 0 when the job does not fit. ``take``/``release`` change the state.
+Every ``fit`` takes ``row``: 0 searches every node, ``1 + t`` only the nodes of GPU type ``t``
+(a gang always runs on one type). The caller has checked that the cluster (or the type) has at
+least ``n`` free GPUs in total where that is cheap to know.
 """
 
 from __future__ import annotations
@@ -16,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
-from .enums import FREE, PL_BLOX, PL_CONSOLIDATED, PL_FIRST_FIT
+from .enums import FREE, PL_BLOX, PL_CONSOLIDATED, PL_FIRST_FIT, PL_TOPOLOGY
+from .state import Nodes
 
 
 @jit
@@ -35,156 +34,259 @@ def _lowest_bits(mask, k, base, out, pos):
 
 
 @jit
-def next_node(node_bits, start):
-    """The first node ``>= start`` with a free GPU (its bit set in ``node_bits``), or -1."""
+def next_node(bits, row, start):
+    """The first node ``>= start`` whose bit is set in ``bits[row]`` (up, with a free GPU), or -1."""
     wi = start >> 6
-    if wi >= node_bits.shape[0]:
+    nw = bits.shape[1]
+    if wi >= nw:
         return -1
-    word = node_bits[wi] & ~((np.uint64(1) << np.uint64(start & 63)) - np.uint64(1))
+    word = bits[row, wi] & ~((np.uint64(1) << np.uint64(start & 63)) - np.uint64(1))
     while True:
         if word != 0:
             low = word & (~word + np.uint64(1))  # the lowest set bit alone: a power of two
             return (wi << 6) + int(np.log2(np.float64(low)))
         wi += 1
-        if wi >= node_bits.shape[0]:
+        if wi >= nw:
             return -1
-        word = node_bits[wi]
+        word = bits[row, wi]
 
 
 @jit
-def node_bits_of(node_free, node_up):
-    """The ``node_bits`` words of a cluster state."""
-    bits = np.zeros((node_free.shape[0] + 63) >> 6, dtype=np.uint64)
-    for nd in range(node_free.shape[0]):
-        if node_free[nd] > 0 and node_up[nd]:
-            bits[nd >> 6] |= np.uint64(1) << np.uint64(nd & 63)
-    return bits
+def set_node_bit(nodes, nd):
+    """Recompute node ``nd``'s bits from its free count and service state."""
+    b = np.uint64(1) << np.uint64(nd & 63)
+    r = nodes.row[nd]
+    if nodes.free[nd] > 0 and nodes.up[nd]:
+        nodes.bits[0, nd >> 6] |= b
+        if r:
+            nodes.bits[r, nd >> 6] |= b
+    else:
+        nodes.bits[0, nd >> 6] &= ~b
+        if r:
+            nodes.bits[r, nd >> 6] &= ~b
 
 
 @jit
-def fit_first(n, node_free, node_mask, node_base, node_up, node_bits, out):
-    """Any free GPUs: lowest-numbered first, node by node (a correct scattered placement).
-    The caller has checked that at least ``n`` GPUs are free."""
+def _eligible(nodes, nd, row):
+    return nodes.up[nd] != 0 and (row == 0 or nodes.row[nd] == row)
+
+
+@jit
+def fit_first(n, row, nodes, out):
+    """Any free GPUs: lowest-numbered first, node by node (a correct scattered placement)."""
     pos = 0
-    nd = next_node(node_bits, 0)
+    nd = next_node(nodes.bits, row, 0)
     while nd >= 0:
-        k = min(node_free[nd], n - pos)
-        pos = _lowest_bits(node_mask[nd], k, node_base[nd], out, pos)
+        k = min(nodes.free[nd], n - pos)
+        pos = _lowest_bits(nodes.mask[nd], k, nodes.base[nd], out, pos)
         if pos == n:
             return n
-        nd = next_node(node_bits, nd + 1)
+        nd = next_node(nodes.bits, row, nd + 1)
     return 0
 
 
 @jit
-def fit_blox(n, node_free, node_mask, node_base, node_up, node_bits, out):
+def fit_blox(n, row, nodes, out):
     """Blox's ``_scattered_placement``: take ``min(free, n)`` from each node in order; the running
     total must equal ``n`` exactly at some node, else the job does not fit (Blox's quirk)."""
     pos = 0
-    nd = next_node(node_bits, 0)
+    nd = next_node(nodes.bits, row, 0)
     while nd >= 0:
-        f = node_free[nd]
-        k = min(f, n)
+        k = min(nodes.free[nd], n)
         if pos + k > n:
             return 0
-        pos = _lowest_bits(node_mask[nd], k, node_base[nd], out, pos)
+        pos = _lowest_bits(nodes.mask[nd], k, nodes.base[nd], out, pos)
         if pos == n:
             return n
-        nd = next_node(node_bits, nd + 1)
+        nd = next_node(nodes.bits, row, nd + 1)
     return 0
 
 
 @jit
-def fit_consolidated(n, node_free, node_mask, node_base, node_gpus, node_up, out):
-    """Fewest nodes. A gang that fits in one node goes to the fullest node that still holds it
-    (best fit; ties to the lowest node id). A larger gang takes the emptiest nodes first and fits
-    only if it then spans the minimum possible number of nodes ``ceil(n / max node size)``."""
-    num_nodes = node_free.shape[0]
-    max_g = 0
-    for nd in range(num_nodes):
-        if node_up[nd] and node_gpus[nd] > max_g:
-            max_g = node_gpus[nd]
-    if max_g == 0:
-        return 0
-    if n <= max_g:
-        best = -1
-        best_free = 1 << 30
-        for nd in range(num_nodes):
-            f = node_free[nd]
-            if node_up[nd] and f >= n and f < best_free:
-                best = nd
-                best_free = f
-        if best < 0:
-            return 0
-        _lowest_bits(node_mask[best], n, node_base[best], out, 0)
-        return n
-    k_min = (n + max_g - 1) // max_g
-    # nodes by descending free count, ties by id: a stable sort of -free
+def _best_node(n, row, nodes):
+    """The fullest eligible node that still holds ``n`` free GPUs (lowest id on ties), or -1."""
+    best = -1
+    best_free = 1 << 30
+    for nd in range(nodes.free.shape[0]):
+        f = nodes.free[nd]
+        if f >= n and f < best_free and _eligible(nodes, nd, row):
+            best = nd
+            best_free = f
+    return best
+
+
+@jit
+def _max_node_size(row, nodes):
+    m = 0
+    for nd in range(nodes.gpus.shape[0]):
+        if nodes.gpus[nd] > m and _eligible(nodes, nd, row):
+            m = nodes.gpus[nd]
+    return m
+
+
+@jit
+def _take_emptiest(n, row, nodes, out, k_max, rack):
+    """Fill ``out[:n]`` from the emptiest eligible nodes (of ``rack``, or any when ``rack < 0``),
+    ties by id; fails when that needs more than ``k_max`` nodes."""
+    num_nodes = nodes.free.shape[0]
     keys = np.empty(num_nodes, dtype=np.int64)
     for nd in range(num_nodes):
-        keys[nd] = -node_free[nd] if node_up[nd] else 1
+        ok = _eligible(nodes, nd, row) and nodes.free[nd] > 0 and (rack < 0 or nodes.rack[nd] == rack)
+        keys[nd] = -nodes.free[nd] if ok else 1
     idx = np.argsort(keys, kind="mergesort")
     pos = 0
     used = 0
     for r in range(num_nodes):
         nd = idx[r]
-        f = node_free[nd]
-        if f == 0 or not node_up[nd]:
+        if keys[nd] > 0:
             return 0
         used += 1
-        if used > k_min:
+        if used > k_max:
             return 0
-        k = min(f, n - pos)
-        pos = _lowest_bits(node_mask[nd], k, node_base[nd], out, pos)
+        k = min(nodes.free[nd], n - pos)
+        pos = _lowest_bits(nodes.mask[nd], k, nodes.base[nd], out, pos)
         if pos == n:
             return n
     return 0
 
 
 @jit
-def fit(kind, n, node_free, node_mask, node_base, node_gpus, node_up, node_bits, out):
+def fit_consolidated(n, row, nodes, out):
+    """Fewest nodes. A gang that fits in one node goes to the fullest node that still holds it
+    (best fit; ties to the lowest node id). A larger gang takes the emptiest nodes first and fits
+    only if it then spans the minimum possible number of nodes ``ceil(n / max node size)``."""
+    max_g = _max_node_size(row, nodes)
+    if max_g == 0:
+        return 0
+    if n <= max_g:
+        best = _best_node(n, row, nodes)
+        if best < 0:
+            return 0
+        _lowest_bits(nodes.mask[best], n, nodes.base[best], out, 0)
+        return n
+    return _take_emptiest(n, row, nodes, out, (n + max_g - 1) // max_g, -1)
+
+
+@jit
+def fit_topology(n, row, nodes, out):
+    """Topology-aware: one node if the gang fits in one (best fit); else one rack, the fullest rack
+    that holds it (ties to the lowest rack id), emptiest nodes first; else across racks, emptiest
+    nodes first. Never waits for a better spot: it only ranks the spots there are."""
+    best = _best_node(n, row, nodes)
+    if best >= 0:
+        _lowest_bits(nodes.mask[best], n, nodes.base[best], out, 0)
+        return n
+    num_nodes = nodes.free.shape[0]
+    n_racks = 0
+    for nd in range(num_nodes):
+        if nodes.rack[nd] + 1 > n_racks:
+            n_racks = nodes.rack[nd] + 1
+    rack_free = np.zeros(n_racks, dtype=np.int64)
+    total = 0
+    for nd in range(num_nodes):
+        if _eligible(nodes, nd, row):
+            rack_free[nodes.rack[nd]] += nodes.free[nd]
+            total += nodes.free[nd]
+    if total < n:
+        return 0
+    best_r = -1
+    for r in range(n_racks):
+        if rack_free[r] >= n and (best_r < 0 or rack_free[r] < rack_free[best_r]):
+            best_r = r
+    if best_r >= 0:
+        return _take_emptiest(n, row, nodes, out, num_nodes, best_r)
+    return _take_emptiest(n, row, nodes, out, num_nodes, -1)
+
+
+@jit
+def fit(kind, n, row, nodes, out):
     """Dispatch on the placement code (see ``enums``)."""
     if kind == PL_FIRST_FIT:
-        return fit_first(n, node_free, node_mask, node_base, node_up, node_bits, out)
+        return fit_first(n, row, nodes, out)
     if kind == PL_BLOX:
-        return fit_blox(n, node_free, node_mask, node_base, node_up, node_bits, out)
+        return fit_blox(n, row, nodes, out)
     if kind == PL_CONSOLIDATED:
-        return fit_consolidated(n, node_free, node_mask, node_base, node_gpus, node_up, out)
+        return fit_consolidated(n, row, nodes, out)
+    if kind == PL_TOPOLOGY:
+        return fit_topology(n, row, nodes, out)
     return 0
 
 
 @jit
-def take(gpu_ids, n, job, owner, gpu_node, node_base, node_free, node_mask, node_bits):
+def take(gpu_ids, n, job, nodes):
     """Give GPUs ``gpu_ids[:n]`` (all free) to ``job``."""
     one = np.uint64(1)
     for k in range(n):
         g = gpu_ids[k]
-        nd = gpu_node[g]
-        owner[g] = job
-        node_free[nd] -= 1
-        node_mask[nd] = node_mask[nd] & ~(one << np.uint64(g - node_base[nd]))
-        if node_free[nd] == 0:
-            node_bits[nd >> 6] &= ~(one << np.uint64(nd & 63))
+        nd = nodes.gpu_node[g]
+        nodes.owner[g] = job
+        nodes.free[nd] -= 1
+        nodes.mask[nd] = nodes.mask[nd] & ~(one << np.uint64(g - nodes.base[nd]))
+        if nodes.free[nd] == 0:
+            b = ~(one << np.uint64(nd & 63))
+            nodes.bits[0, nd >> 6] &= b
+            r = nodes.row[nd]
+            if r:
+                nodes.bits[r, nd >> 6] &= b
 
 
 @jit
-def assign(gpu_ids, n, job, alloc, alloc_off, owner, gpu_node, node_base, node_free, node_mask, node_bits):
-    """Give GPUs ``gpu_ids[:n]`` to ``job`` and record them as its allocation
-    (``alloc[alloc_off[job]:][:n]``, where ``release`` finds them)."""
-    take(gpu_ids, n, job, owner, gpu_node, node_base, node_free, node_mask, node_bits)
-    o = alloc_off[job]
+def assign(gpu_ids, n, job, alloc, o, nodes):
+    """Give GPUs ``gpu_ids[:n]`` to ``job`` and record them as its allocation ``alloc[o:o+n]``
+    (where ``release`` finds them)."""
+    take(gpu_ids, n, job, nodes)
     for k in range(n):
         alloc[o + k] = gpu_ids[k]
 
 
 @jit
-def release(gpu_ids, n, owner, gpu_node, node_base, node_free, node_mask, node_bits):
+def release(gpu_ids, n, nodes):
     """Free GPUs ``gpu_ids[:n]``."""
     one = np.uint64(1)
     for k in range(n):
         g = gpu_ids[k]
-        nd = gpu_node[g]
-        owner[g] = FREE
-        node_free[nd] += 1
-        node_mask[nd] = node_mask[nd] | (one << np.uint64(g - node_base[nd]))
-        node_bits[nd >> 6] |= one << np.uint64(nd & 63)
+        nd = nodes.gpu_node[g]
+        nodes.owner[g] = FREE
+        nodes.free[nd] += 1
+        nodes.mask[nd] = nodes.mask[nd] | (one << np.uint64(g - nodes.base[nd]))
+        if nodes.up[nd]:
+            b = one << np.uint64(nd & 63)
+            nodes.bits[0, nd >> 6] |= b
+            r = nodes.row[nd]
+            if r:
+                nodes.bits[r, nd >> 6] |= b
+
+
+@jit
+def spans(gpu_ids, n, nodes):
+    """``(more than one node, more than one rack)`` for the gang ``gpu_ids[:n]``."""
+    if n == 0:
+        return False, False
+    nd0 = nodes.gpu_node[gpu_ids[0]]
+    r0 = nodes.rack[nd0]
+    multi_node = False
+    multi_rack = False
+    for k in range(1, n):
+        nd = nodes.gpu_node[gpu_ids[k]]
+        if nd != nd0:
+            multi_node = True
+            if nodes.rack[nd] != r0:
+                multi_rack = True
+                break
+    return multi_node, multi_rack
+
+
+@jit
+def fresh_nodes(node_gpus, node_base, gpu_node):
+    """An empty one-type, one-rack cluster state built inside a kernel (Blox-compat runs)."""
+    n = node_gpus.shape[0]
+    free = node_gpus.copy()
+    mask = np.zeros(n, dtype=np.uint64)
+    bits = np.zeros((1, max((n + 63) >> 6, 1)), dtype=np.uint64)
+    for nd in range(n):
+        mask[nd] = (np.uint64(1) << np.uint64(node_gpus[nd])) - np.uint64(1) if node_gpus[nd] < 64 else ~np.uint64(0)
+        if free[nd] > 0:
+            bits[0, nd >> 6] |= np.uint64(1) << np.uint64(nd & 63)
+    zeros = np.zeros(n, dtype=np.int64)
+    return Nodes(node_gpus, node_base, free, mask, np.ones(n, dtype=np.uint8), zeros, zeros.copy(), zeros.copy(),
+                 bits, gpu_node, np.full(gpu_node.shape[0], FREE, dtype=np.int64))

@@ -1,15 +1,18 @@
-"""The placement walk: turn a priority order into launches and suspensions.
+"""The placement walk of the native engine: turn a priority order into launches and suspensions.
 
-One kernel serves Blox-compat and native modes; three flags select the behaviour:
+Two flags select the behaviour:
 
 * ``preempt`` — a waiting job that does not fit suspends running jobs from the tail of the order
   (lowest priority first), one at a time, re-trying after each, and stops at the first success.
   Only jobs after it in the order are victims, so jobs launched earlier in this walk never are.
-* ``restore`` — native mode: victims whose GPUs the job did not end up using are put back (they
-  keep running, no preemption is counted), and if the job still does not fit every victim is put
-  back. Blox leaves them suspended (``restore=False``).
-* ``stop_on_block`` — Blox's head-of-line blocking: the walk ends at the first job that does not
-  fit. Native mode skips it and goes on (backfilling).
+  Victims whose GPUs the job did not end up using are put back (they keep running, no
+  preemption is counted), and if the job still does not fit every victim is put back.
+* ``stop_on_block`` — head-of-line blocking: the walk ends at the first job that does not fit.
+  Without it the walk skips that job and goes on (backfilling).
+
+A waiting job ``j`` asks for ``run.want[j]`` GPUs of type ``run.want_type[j]`` (``ANY_TYPE``: any
+type it can run on, tried in the cluster's type order; ``NO_RUN``: it is skipped). A gang always
+runs on one GPU type, and only on a type where its rate is positive (``rates.can_run``).
 
 Cost: O(len(order)) plus the placement calls; each victim search moves a tail pointer, so the
 victim scans of one walk are O(len(order)) in total when nothing is restored.
@@ -20,112 +23,110 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
-from .enums import FREE, RUNNING, WAITING
+from .enums import ANY_TYPE, FREE, NO_RUN, RUNNING, WAITING
 from .placement import assign, fit, release, take
+from .rates import can_run
 
 
 @jit
-def walk(
-    order,
-    n_order,
-    status,
-    gpus,
-    alloc_off,
-    alloc,
-    owner,
-    gpu_node,
-    node_base,
-    node_gpus,
-    node_free,
-    node_mask,
-    node_up,
-    node_bits,
-    kind,
-    preempt,
-    restore,
-    stop_on_block,
-    launched_out,
-    suspended_out,
-    victims,
-    victims_pos,
-    run_suffix,
-    tmp,
-):
+def place(j, n, want_type, jobs, rates, nodes, kind, n_types, tmp):
+    """Find ``n`` GPUs for job ``j`` (ids into ``tmp[:n]``); returns the GPU type used, or -1."""
+    if want_type == NO_RUN:
+        return -1
+    if n_types == 1:
+        if want_type > 0 or not can_run(jobs, rates, j, 0, n):
+            return -1
+        return 0 if fit(kind, n, 0, nodes, tmp) else -1
+    if want_type >= 0:
+        if can_run(jobs, rates, j, want_type, n) and fit(kind, n, 1 + want_type, nodes, tmp):
+            return want_type
+        return -1
+    for t in range(n_types):
+        if can_run(jobs, rates, j, t, n) and fit(kind, n, 1 + t, nodes, tmp):
+            return t
+    return -1
+
+
+@jit
+def walk(order, n_order, jobs, run, rates, nodes, kind, n_types, preempt, stop_on_block, launched_out,
+         suspended_out, victims, victims_pos, run_suffix, tmp):
     """Walk ``order[:n_order]`` (job indices, highest priority first); returns
     ``(n_launched, n_suspended)`` with the jobs in ``launched_out`` / ``suspended_out``.
 
-    ``status``, ``alloc`` and the cluster arrays are updated in place; the caller settles time
-    (progress, costs, counters). A job can appear in both outputs (suspended, then re-placed
-    later in the same walk)."""
+    ``run.status``, ``run.held``, ``run.held_type``, ``run.alloc`` and the cluster are updated in
+    place; the caller settles time (progress, costs, counters). A launched job holds
+    ``run.held[j]`` GPUs of type ``run.held_type[j]``."""
+    status = run.status
+    held = run.held
     total_free = 0
-    for nd in range(node_free.shape[0]):
-        if node_up[nd]:
-            total_free += node_free[nd]
+    for nd in range(nodes.free.shape[0]):
+        if nodes.up[nd]:
+            total_free += nodes.free[nd]
     run_suffix[n_order] = 0
     for p in range(n_order - 1, -1, -1):
         j = order[p]
-        run_suffix[p] = run_suffix[p + 1] + (gpus[j] if status[j] == RUNNING else 0)
+        run_suffix[p] = run_suffix[p + 1] + (held[j] if status[j] == RUNNING else 0)
     tail = n_order - 1
     nl = 0
     ns = 0
     for idx in range(n_order):
         j = order[idx]
-        if status[j] != WAITING:
+        if status[j] != WAITING or run.want_type[j] == NO_RUN:
             continue
         if total_free == 0 and (not preempt or tail <= idx):
             break  # nothing free and nothing left to preempt: no later job can start either
-        n = gpus[j]
-        got = 0
+        n = run.want[j]
+        wt = run.want_type[j]
+        got = -1
         if total_free >= n:
-            got = fit(kind, n, node_free, node_mask, node_base, node_gpus, node_up, node_bits, tmp)
+            got = place(j, n, wt, jobs, rates, nodes, kind, n_types, tmp)
         nv = 0
-        # With restore, a job that cannot fit even if every lower-priority job stopped is not
-        # worth a search; Blox (no restore) searches anyway and leaves the victims suspended.
-        if got == 0 and preempt and (not restore or n <= total_free + run_suffix[idx + 1]):
+        # a job that cannot fit even if every lower-priority job stopped is not worth a search
+        if got < 0 and preempt and n <= total_free + run_suffix[idx + 1]:
             p = tail
             while p > idx:
                 v = order[p]
                 if status[v] == RUNNING:
-                    o = alloc_off[v]
-                    release(alloc[o:o + gpus[v]], gpus[v], owner, gpu_node, node_base, node_free, node_mask, node_bits)
+                    o = jobs.alloc_off[v]
+                    release(run.alloc[o:o + held[v]], held[v], nodes)
                     status[v] = WAITING
-                    total_free += gpus[v]
+                    total_free += held[v]
                     victims[nv] = v
                     victims_pos[nv] = p
                     nv += 1
                     if total_free >= n:
-                        got = fit(kind, n, node_free, node_mask, node_base, node_gpus, node_up, node_bits, tmp)
-                    if got:
+                        got = place(j, n, wt, jobs, rates, nodes, kind, n_types, tmp)
+                    if got >= 0:
                         p -= 1
                         break
                 p -= 1
             tail = p
-        if got:
-            assign(tmp, n, j, alloc, alloc_off, owner, gpu_node, node_base, node_free, node_mask, node_bits)
+        if got >= 0:
+            assign(tmp, n, j, run.alloc, jobs.alloc_off[j], nodes)
             status[j] = RUNNING
+            held[j] = n
+            run.held_type[j] = got
             total_free -= n
             launched_out[nl] = j
             nl += 1
         for q in range(nv):
             v = victims[q]
-            o = alloc_off[v]
-            put_back = False
-            if restore:
-                put_back = True
-                for k in range(gpus[v]):
-                    if owner[alloc[o + k]] != FREE:
-                        put_back = False
-                        break
+            o = jobs.alloc_off[v]
+            put_back = True
+            for k in range(held[v]):
+                if nodes.owner[run.alloc[o + k]] != FREE:
+                    put_back = False
+                    break
             if put_back:
-                take(alloc[o:o + gpus[v]], gpus[v], v, owner, gpu_node, node_base, node_free, node_mask, node_bits)
+                take(run.alloc[o:o + held[v]], held[v], v, nodes)
                 status[v] = RUNNING
-                total_free -= gpus[v]
+                total_free -= held[v]
                 if victims_pos[q] > tail:
                     tail = victims_pos[q]
             else:
                 suspended_out[ns] = v
                 ns += 1
-        if not got and stop_on_block:
+        if got < 0 and stop_on_block:
             break
     return nl, ns
 
@@ -133,9 +134,9 @@ def walk(
 @jit
 def stable_order(keys, prio, active, n_active, order):
     """Write into ``order[:n_active]`` the jobs of ``active[:n_active]`` sorted by
-    ``(prio, key)``, ties kept in ``active`` order (a stable sort, like Python's ``sorted``)."""
+    ``(prio[job], keys[position])``, ties kept in ``active`` order (a stable sort)."""
     idx = np.argsort(keys[:n_active], kind="mergesort")
-    # prio takes few values (Blox: 1 or 999): a stable counting pass over the sorted keys
+    # prio takes few values: a stable counting pass over the sorted keys
     lo = 1 << 62
     hi = -(1 << 62)
     for a in range(n_active):
@@ -163,3 +164,13 @@ def stable_order(keys, prio, active, n_active, order):
         if nxt > hi:
             break
         level = nxt
+
+
+@jit
+def sort_jobs(ids, n, rank, key, out):
+    """``ids[:n]`` sorted by ``(rank[j], key[j], j)`` (both arrays indexed by job) into ``out[:n]``."""
+    s = np.sort(ids[:n])
+    k = np.empty(n)
+    for a in range(n):
+        k[a] = key[s[a]]
+    stable_order(k, rank, s, n, out)

@@ -1,0 +1,190 @@
+"""NamedTuples of arrays that the kernels take (numba types them once; no jitclass, so they cache).
+
+Every field is a numpy array; scalars travel in the small ``si``/``sf``/``ci``/``cf`` arrays of the
+engine. Sentinels: ``FREE`` (-1) for a free GPU's owner, ``NO_TIME`` (-1.0) for a time not reached.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Nodes(NamedTuple):
+    """Cluster state. Per node (length ``num_nodes``): ``gpus`` GPUs, ``base`` global id of its first
+    GPU, ``free`` free GPUs, ``mask`` bit ``i`` set when local GPU ``i`` is free (nodes hold at most
+    64 GPUs), ``up`` 1 while in service, ``row`` the row of ``bits`` for the node's GPU type (0 on a
+    cluster of one type), ``rack`` rack id, ``gtype`` GPU type index. ``bits[0]`` has one bit per
+    node set while the node is up with a free GPU; rows ``1 + t`` the same for the nodes of type
+    ``t`` (heterogeneous clusters only), 64 nodes a word, so placement skips full nodes a word at a
+    time. Per GPU: ``gpu_node`` its node, ``owner`` the job index holding it or ``FREE``."""
+
+    gpus: np.ndarray
+    base: np.ndarray
+    free: np.ndarray
+    mask: np.ndarray
+    up: np.ndarray
+    row: np.ndarray
+    rack: np.ndarray
+    gtype: np.ndarray
+    bits: np.ndarray
+    gpu_node: np.ndarray
+    owner: np.ndarray
+
+
+def full_mask(g: int) -> int:
+    """The free mask of an empty node of ``g`` GPUs."""
+    return (1 << int(g)) - 1 if g < 64 else (1 << 64) - 1
+
+
+def make_nodes(node_gpus, node_type=None, node_rack=None, node_up=None) -> Nodes:
+    """An empty cluster state (every GPU free) from per-node GPU counts, types and racks."""
+    ng = np.ascontiguousarray(node_gpus, dtype=np.int64)
+    n = ng.shape[0]
+    gtype = np.zeros(n, dtype=np.int64) if node_type is None else np.ascontiguousarray(node_type, dtype=np.int64)
+    rack = np.zeros(n, dtype=np.int64) if node_rack is None else np.ascontiguousarray(node_rack, dtype=np.int64)
+    up = np.ones(n, dtype=np.uint8) if node_up is None else np.ascontiguousarray(node_up, dtype=np.uint8)
+    n_types = int(gtype.max()) + 1 if n else 1
+    row = gtype + 1 if n_types > 1 else np.zeros(n, dtype=np.int64)
+    base = np.zeros(n, dtype=np.int64)
+    if n:
+        np.cumsum(ng[:-1], out=base[1:])
+    words = max((n + 63) >> 6, 1)
+    bits = np.zeros((n_types + 1 if n_types > 1 else 1, words), dtype=np.uint64)
+    for nd in range(n):
+        if up[nd] and ng[nd] > 0:
+            b = np.uint64(1) << np.uint64(nd & 63)
+            bits[0, nd >> 6] |= b
+            if row[nd]:
+                bits[row[nd], nd >> 6] |= b
+    total = int(ng.sum())
+    return Nodes(
+        gpus=ng, base=base, free=ng.copy(),
+        mask=np.array([full_mask(g) for g in ng], dtype=np.uint64),
+        up=up, row=row, rack=rack, gtype=gtype, bits=bits,
+        gpu_node=np.repeat(np.arange(n, dtype=np.int64), ng),
+        owner=np.full(total, -1, dtype=np.int64),
+    )
+
+
+def copy_nodes(nd: Nodes) -> Nodes:
+    return Nodes(*(a.copy() for a in nd))
+
+
+class Jobs(NamedTuple):
+    """What the engine reads of each job (length N, sorted by submit time). ``submit`` seconds;
+    ``gpus`` the gang size asked for; ``work`` total work in the job's units (iterations when its
+    model's throughput is known, else seconds at the reference speed on ``gpus`` GPUs);
+    ``tracked`` jobs whose completion ends the run; ``alloc_off`` (N + 1) offsets of each job's
+    slots in ``Run.alloc`` (as many slots as GPUs it may ever hold); ``cls`` row of
+    ``Rates.tab`` (-1: a job of unknown model); ``ref_rate`` work per second on ``gpus`` GPUs of
+    the reference type (turns remaining work into seconds for remaining-time keys)."""
+
+    submit: np.ndarray
+    gpus: np.ndarray
+    work: np.ndarray
+    tracked: np.ndarray
+    alloc_off: np.ndarray
+    cls: np.ndarray
+    ref_rate: np.ndarray
+
+
+class Rates(NamedTuple):
+    """The speed model. ``tab[c, t, n]`` work per second of a class-``c`` job on ``n`` GPUs of
+    type ``t`` (NaN or 0: cannot run there); jobs of unknown model (``cls == -1``) run at
+    ``type_speed[t] * speedup[n] / speedup[gpus]``; ``node_factor[c]`` multiplies the rate of a
+    class-``c`` gang spread over several nodes (last entry: jobs of unknown model)."""
+
+    tab: np.ndarray
+    type_speed: np.ndarray
+    speedup: np.ndarray
+    node_factor: np.ndarray
+
+
+class Run(NamedTuple):
+    """Mutable per-job run state (length N unless said). ``status`` (enums), ``work_left`` work
+    units, ``attained``/``attained_gpu`` wall- and GPU-seconds holding GPUs, ``launch_t`` time
+    of the current launch, ``first_start``/``finish`` (``NO_TIME`` until reached), ``n_preempt``
+    suspensions by the scheduler, ``n_fail`` kills by a node going down, ``rate`` work per second
+    of the current launch, ``version`` launch counter (stale heap entries carry an old one),
+    ``alloc`` GPU ids held (slots at ``Jobs.alloc_off``), ``held``/``held_type`` GPUs and GPU type
+    held now, ``want``/``want_type`` the size and type of the next launch (``ANY_TYPE``,
+    ``NO_RUN``), ``lost_s`` productive seconds lost to kills since the last checkpoint, ``wait_t``
+    when the job last started waiting, ``rank`` the coarse priority level (Tiresias' queue)."""
+
+    status: np.ndarray
+    work_left: np.ndarray
+    attained: np.ndarray
+    attained_gpu: np.ndarray
+    launch_t: np.ndarray
+    first_start: np.ndarray
+    finish: np.ndarray
+    n_preempt: np.ndarray
+    n_fail: np.ndarray
+    rate: np.ndarray
+    version: np.ndarray
+    alloc: np.ndarray
+    held: np.ndarray
+    held_type: np.ndarray
+    want: np.ndarray
+    want_type: np.ndarray
+    lost_s: np.ndarray
+    wait_t: np.ndarray
+    rank: np.ndarray
+    last_run_s: np.ndarray
+
+
+class Queues(NamedTuple):
+    """``wq[:nw]`` waiting jobs sorted by ``(wrank, wkey, job)``; ``rq[:nr]`` running jobs
+    (unordered; ``rpos`` a job's slot); ``heap_*`` completion times (min-heap of ``(t, job,
+    version)``, stale entries dropped lazily); ``wake_*`` the same for policy wake-ups
+    (Tiresias' queue crossings and promotions)."""
+
+    wq: np.ndarray
+    wkey: np.ndarray
+    wrank: np.ndarray
+    rq: np.ndarray
+    rpos: np.ndarray
+    heap_t: np.ndarray
+    heap_j: np.ndarray
+    heap_v: np.ndarray
+    wake_t: np.ndarray
+    wake_j: np.ndarray
+    wake_v: np.ndarray
+
+
+class Scratch(NamedTuple):
+    """Work arrays of a scheduling step (contents meaningless between steps, except ``active``
+    and ``keys`` while a step waits for Python)."""
+
+    active: np.ndarray
+    order: np.ndarray
+    keys: np.ndarray
+    prio: np.ndarray
+    launched: np.ndarray
+    suspended: np.ndarray
+    victims: np.ndarray
+    victims_pos: np.ndarray
+    run_suffix: np.ndarray
+    tmp: np.ndarray
+
+
+class ClusterEvents(NamedTuple):
+    """Node events sorted by time: ``t`` seconds, ``node`` index, ``kind`` (``EV_FAIL``: down, the
+    jobs on it killed; ``EV_RECOVER``: up with every GPU free)."""
+
+    t: np.ndarray
+    node: np.ndarray
+    kind: np.ndarray
+
+
+class PolicyParams(NamedTuple):
+    """Parameters of the built-in policies that are arrays: ``thresholds`` Tiresias' queue limits
+    in GPU-seconds (ascending; K - 1 of them for K queues); ``gittins_x``/``gittins_v`` the
+    Gittins index as a step function of attained GPU-seconds (index ``gittins_v[i]`` from
+    ``gittins_x[i]`` on)."""
+
+    thresholds: np.ndarray
+    gittins_x: np.ndarray
+    gittins_v: np.ndarray
