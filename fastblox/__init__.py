@@ -13,6 +13,7 @@ from .engine import simulate, simulate_blox_workload
 from .errors import ConfigError, FastbloxError, SimulationError, TraceError, WorkloadError
 from .generators import blox_paper_workload, gavel_like_workload
 from .parts import POLICIES, PLACEMENTS, Admission, JobView, Policy, policy
+from . import policies as _policies  # noqa: F401  (registers Tiresias, Themis, Gavel, Optimus)
 from .results import Result
 from .workload import Workload
 

@@ -22,6 +22,24 @@ def _track(s: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"expected FIRST:LAST job ids like 3000:4000, got {s!r}") from None
 
 
+def _policy_opt(s: str) -> tuple[str, str]:
+    k, eq, v = s.partition("=")
+    if not eq or not k.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE like f=0.8, got {s!r}")
+    return k.strip(), v.strip()
+
+
+def _failures(s: str) -> tuple[float, float]:
+    try:
+        a, b = s.split(":")
+        mtbf, rep_ = float(a), float(b)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MTBF_H:REPAIR_H in hours like 500:2, got {s!r}") from None
+    if not (mtbf > 0 and rep_ >= 0):
+        raise argparse.ArgumentTypeError(f"MTBF must be positive and the repair time >= 0, got {s!r}")
+    return mtbf * 3600.0, rep_ * 3600.0
+
+
 def _add_run(sub) -> None:
     p = sub.add_parser(
         "run",
@@ -53,6 +71,24 @@ def _add_run(sub) -> None:
     pre = sch.add_mutually_exclusive_group()
     pre.add_argument("--preempt", dest="preempt", action="store_true", default=None, help="let waiting jobs suspend lower-priority ones")
     pre.add_argument("--no-preempt", dest="preempt", action="store_false", help="never suspend running jobs")
+    sch.add_argument("--policy-opt", type=_policy_opt, action="append", default=[], metavar="NAME=VALUE",
+                     help="a policy parameter (repeatable), e.g. --policy-opt f=0.5; `fastblox parts` lists each policy's")
+    real = p.add_argument_group("cluster realism (native engine)")
+    real.add_argument("--throughput", default=None, metavar="TABLE",
+                      help="throughput table: 'gavel' (built-in), a CSV/JSON file, or 'none' "
+                           "(default: gavel on a cluster of several GPU types, else none)")
+    real.add_argument("--reference-gpu", default=None, metavar="TYPE",
+                      help="the GPU type trace durations refer to (default v100 when the table has it)")
+    real.add_argument("--checkpoint-s", type=nonneg_float, default=0.0,
+                      help="checkpoint interval in productive seconds: a stopped job loses its progress since the last one (default 0: loses nothing)")
+    real.add_argument("--multi-node-factor", type=positive_float, default=1.0,
+                      help="speed multiplier of a gang spread over several nodes, where the table has none (default 1)")
+    real.add_argument("--rack-factor", type=positive_float, default=1.0,
+                      help="further speed multiplier of a gang spread over several racks (default 1)")
+    real.add_argument("--cluster-events", metavar="CSV", default=None,
+                      help="node events over time: CSV time_s,event,node with events fail/remove/recover/add")
+    real.add_argument("--failures", type=_failures, default=None, metavar="MTBF_H:REPAIR_H",
+                      help="random independent node failures: mean hours between failures per node, hours to repair")
     sch.add_argument("--track", type=_track, default=None, metavar="A:B",
                      help="job ids A..B (inclusive) count in the averages and end the run (blox workload: 3000:4000)")
     sch.add_argument("--blox-compat", action="store_true", help="reproduce Blox's simulator exactly")
@@ -74,7 +110,7 @@ def _load_workload(a):
         from .cluster import Cluster
 
         return read_trace(a.trace, format=a.format, on_bad_rows=a.on_bad_rows,
-                          max_gpus=Cluster.parse(a.cluster).total_gpus if a.on_bad_rows == "drop" else None), False
+                          max_gpus=Cluster.parse(a.cluster).largest_gang() if a.on_bad_rows == "drop" else None), False
     kind = a.workload or "blox"
     if kind == "blox":
         return None, True
@@ -97,10 +133,24 @@ def cmd_run(a) -> int:
         raise ConfigError("--blox-json needs --blox-compat (Blox's files describe Blox's rounds)")
     if a.num_jobs is not None and a.num_jobs <= 0:
         raise ConfigError(f"--num-jobs must be positive, got {a.num_jobs}")
+    if a.cluster_events and a.failures:
+        raise ConfigError("give either --cluster-events or --failures, not both")
     kw = dict(cluster=a.cluster, scheduler=a.policy, placement=a.placement, admission=a.admission,
               time_model=a.time_model, round_s=a.round_s, restart_s=a.restart_s, preempt=a.preempt,
-              blox_compat=a.blox_compat, record_series=a.series)
+              blox_compat=a.blox_compat, record_series=a.series, checkpoint_s=a.checkpoint_s,
+              throughput=a.throughput, multi_node_factor=a.multi_node_factor, rack_factor=a.rack_factor,
+              cluster_events=a.cluster_events, policy_opts=dict(a.policy_opt) or None, reference_gpu=a.reference_gpu)
     workload, endless = _load_workload(a)
+    if a.failures:
+        from .cluster import Cluster
+        from .cluster_events import ClusterEvents
+
+        if endless:
+            raise ConfigError("--failures needs a finite workload (--trace, or --num-jobs with --workload blox)")
+        c = Cluster.parse(a.cluster)
+        span = float(workload.submit_s.max() + workload.duration_s.sum() / max(c.total_gpus, 1) * 4 + 86400)
+        kw["cluster_events"] = ClusterEvents.random_failures(c, a.failures[0], a.failures[1], span,
+                                                             seed=0 if a.seed is None else a.seed)
     if endless:
         track = a.track if a.track else (None if a.num_jobs else BLOX_DEFAULT_TRACK)
         res = simulate_blox_workload(a.load, seed=1 if a.seed is None else a.seed, track=track, num_jobs=a.num_jobs, **kw)
@@ -130,7 +180,18 @@ def format_summary(res, label: str) -> str:
         f"  JCT        mean {s['avg_jct_s']:,.1f} s | p50 {s['p50_jct_s']:,.1f} s | p99 {s['p99_jct_s']:,.1f} s",
         f"  queueing   mean {s['avg_queue_s']:,.1f} s" + (f" | responsiveness {s['avg_responsiveness_s']:,.3f} s" if "avg_responsiveness_s" in s else ""),
         f"  makespan   {s['makespan_s']:,.0f} s | utilisation {100 * s['utilisation']:.1f}% | preemptions {s['num_preemptions']}",
+        f"  fairness   rho (JCT / time alone) mean {s['rho_mean']:.2f} | p95 {s['rho_p95']:.2f} | max {s['rho_max']:.2f} | Jain {s['jain_index']:.3f}",
     ]
+    if s.get("num_failures") or s.get("cluster_events"):
+        lines.append(f"  failures   {s.get('num_failures', 0)} job kills by node events {s.get('cluster_events', {})} | "
+                     f"{s.get('lost_gpu_s', 0.0) / 3600:,.1f} GPU-hours of progress lost")
+    elif s.get("lost_gpu_s"):
+        lines.append(f"  lost       {s['lost_gpu_s'] / 3600:,.1f} GPU-hours of progress lost to preemptions (checkpoint interval)")
+    if s.get("num_migrations"):
+        lines.append(f"  migrations {s['num_migrations']} (running jobs moved to another GPU type or size)")
+    if s.get("throughput_table"):
+        lines.append(f"  speed      table {s['throughput_table']} (reference {s['reference_gpu']}), "
+                     f"{s['jobs_with_known_model']} of {s['num_jobs']} jobs of a known model")
     if "num_rounds" in s:
         lines.append(f"  rounds     {s['num_rounds']}")
     if s.get("num_dropped_rows"):
@@ -146,6 +207,9 @@ def cmd_parts(a) -> int:
     for name in parts.POLICIES.names():
         p = parts.POLICIES.get(name)
         print(f"  {name:14s} {p.description}")
+        for o in p.options:
+            if not o.name.startswith("_"):
+                print(f"  {'':14s}   --policy-opt {o.name}=... (default {o.default}): {o.help}")
     print("blox-compat policies: " + ", ".join(f"{k} ({v[0]})" for k, v in parts.BLOX_POLICIES.items()))
     print("placements: " + ", ".join(parts.PLACEMENTS.names()))
     print("admission: accept-all, load:THETA")

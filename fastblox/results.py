@@ -103,7 +103,22 @@ def _blox_num(x: float):
     return int(x) if float(x).is_integer() else float(x)
 
 
-def _summary(w, cluster, tracked, finish, first_start, n_preempt, attained_gpu, t0, t_end, sim_s, compile_s) -> dict:
+def fairness(jct: np.ndarray, alone: np.ndarray) -> dict:
+    """Finish-time fairness ``rho = JCT / time alone`` (Themis' metric; time alone: the job's
+    work on the GPUs it asked for at the reference speed, no queueing) and Jain's index of
+    ``1 / rho`` (1: every job slowed down alike; 1/n: one job got everything)."""
+    if len(jct) == 0:
+        return {k: float("nan") for k in ("rho_mean", "rho_p50", "rho_p95", "rho_p99", "rho_max", "jain_index")}
+    rho = jct / alone
+    x = 1.0 / rho
+    return {
+        "rho_mean": float(rho.mean()), "rho_p50": _pct(rho, 50), "rho_p95": _pct(rho, 95), "rho_p99": _pct(rho, 99),
+        "rho_max": float(rho.max()), "jain_index": float(x.sum() ** 2 / (len(x) * (x * x).sum())),
+    }
+
+
+def _summary(w, cluster, tracked, finish, first_start, n_preempt, attained_gpu, t0, t_end, sim_s, compile_s,
+             alone=None) -> dict:
     done = finish >= 0
     m = tracked & done
     jct = finish[m] - w.submit_s[m]
@@ -122,6 +137,7 @@ def _summary(w, cluster, tracked, finish, first_start, n_preempt, attained_gpu, 
         "makespan_s": float(finish[done].max() - w.submit_s[done].min()) if done.any() else float("nan"),
         "utilisation": float(attained_gpu.sum() / (cluster.total_gpus * span)) if span > 0 else float("nan"),
         "num_preemptions": int(n_preempt.sum()),
+        **fairness(jct, (w.duration_s if alone is None else alone)[m]),
         "total_gpus": int(cluster.total_gpus),
         "end_s": float(t_end),
         "sim_wall_s": float(sim_s),
@@ -135,7 +151,8 @@ def _summary(w, cluster, tracked, finish, first_start, n_preempt, attained_gpu, 
     return s
 
 
-def _jobs_table(w, first, finish, n_preempt, attained, attained_gpu, tracked, extra=None, more=None) -> pl.DataFrame:
+def _jobs_table(w, first, finish, n_preempt, attained, attained_gpu, tracked, extra=None, more=None,
+               alone=None) -> pl.DataFrame:
     """The per-job table (times in seconds, NaN where never reached)."""
     cols = {
         "job_id": w.job_id,
@@ -146,6 +163,7 @@ def _jobs_table(w, first, finish, n_preempt, attained, attained_gpu, tracked, ex
         "finish_s": _nan_where_unset(finish),
         "jct_s": np.where(finish >= 0, finish - w.submit_s, np.nan),
         "queue_s": np.where(first >= 0, first - w.submit_s, np.nan),
+        "rho": np.where(finish >= 0, finish - w.submit_s, np.nan) / (w.duration_s if alone is None else alone),
     }
     cols.update(extra or {})
     cols["num_preemptions"] = n_preempt
@@ -174,10 +192,11 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
         # the GPU type of each job's last launch
         types = np.asarray(cluster.gpu_types, dtype=object)
         extra["gpu_type"] = np.where(r.held_type >= 0, types[np.maximum(r.held_type, 0)], None).astype(str)
+    alone = st.jobs.work / st.jobs.ref_rate
     jobs = _jobs_table(w, first, finish, r.n_preempt.copy(), attained, attained_gpu, tracked, extra,
-                       more={"num_failures": r.n_fail.copy(), "lost_s": r.lost_s.copy()})
+                       more={"num_failures": r.n_fail.copy(), "lost_s": r.lost_s.copy()}, alone=alone)
     summ = _summary(w, cluster, tracked, finish, first, r.n_preempt, attained_gpu, float(w.submit_s.min()), t_end,
-                    sim_s, compile_s)
+                    sim_s, compile_s, alone)
     summ["num_steps"] = int(st.si[kengine.I_N_STEPS])
     summ["num_failures"] = int(st.si[kengine.I_N_FAIL])
     summ["lost_gpu_s"] = float(st.sf[kengine.F_LOST_GPU_S])

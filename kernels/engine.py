@@ -274,14 +274,41 @@ def rank_key(policy, j, t, jobs, run, pp, restart_s):
 
 
 @jit
-def themis_key(j, t, jobs, run, restart_s):
-    """Finish-time fairness: ``-rho`` with ``rho = (t - submit + remaining alone) / time alone``,
-    times at the reference speed on the GPUs asked for (so the worst-off job sorts first)."""
+def themis_rho(j, t, jobs, run, restart_s, ahead):
+    """Finish-time fairness ``rho = (T_elapsed + T_remaining) / T_alone`` of job ``j`` as it would
+    stand ``ahead`` seconds from ``t`` if it does not run meanwhile; times at the reference speed
+    on the GPUs it asked for, ``T_alone`` its whole work alone."""
     running = run.status[j] == RUNNING
     el = t - run.launch_t[j] if running else 0.0
     left = run.work_left[j] - (max(0.0, el - restart_s) * run.rate[j] if running else 0.0)
     alone = jobs.work[j] / jobs.ref_rate[j]
-    return -((t - jobs.submit[j]) + left / jobs.ref_rate[j]) / alone
+    return ((t + ahead - jobs.submit[j]) + left / jobs.ref_rate[j]) / alone
+
+
+@jit
+def themis_keys(t, jobs, run, s, na, restart_s, lease_s, f):
+    """Themis' lease auction, as an order of the ``na`` active jobs (``s.keys`` by position,
+    ``s.prio`` by job). The ``ceil((1 - f) · na)`` jobs with the worst ``rho`` take part in the
+    auction and come first, ordered by their bid: the ratio ``rho_wait / rho_run`` of their
+    ``rho`` after a lease without and with GPUs (the partial-allocation auction's Nash-welfare
+    objective, greedily); the others follow by worst ``rho`` first (the leftover allocation)."""
+    rho = np.empty(na)
+    for a in range(na):
+        rho[a] = themis_rho(s.active[a], t, jobs, run, restart_s, lease_s)
+    k = int(math.ceil((1.0 - f) * na))
+    if k < 1:
+        k = 1
+    cut = np.sort(rho)[na - k] if na > 0 else 0.0
+    for a in range(na):
+        j = s.active[a]
+        if rho[a] >= cut:
+            s.prio[j] = 0
+            alone = jobs.work[j] / jobs.ref_rate[j]
+            run_rho = rho[a] - lease_s / alone
+            s.keys[a] = -(rho[a] / run_rho) if run_rho > 0.0 else -INF
+        else:
+            s.prio[j] = 1
+            s.keys[a] = -rho[a]
 
 
 @jit
@@ -626,9 +653,11 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
         elif py or kind == KIND_FULL:
             na = si[I_N_ACTIVE]
             if not py:
-                for a in range(na):
-                    s.keys[a] = themis_key(s.active[a], t, jobs, run, restart_s)
+                themis_keys(t, jobs, run, s, na, restart_s, round_s, cf[CF_THEMIS_F])
             stable_order(s.keys, s.prio, s.active, na, s.order)
+            if not py:
+                for a in range(na):
+                    s.prio[s.active[a]] = 0
             nl, ns = walk(s.order, na, jobs, run, rates, nodes, placement, n_types, preempt, False,
                           s.launched, s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
             slow = True

@@ -9,3 +9,5 @@ from the workload before a run (e.g. the Gittins index table)."""
 from __future__ import annotations
 
 PREPARE: dict = {}
+
+from . import optimus, themis  # noqa: E402,F401  (registers the policies)
