@@ -238,6 +238,19 @@ class ThroughputTable:
                                     num(float(self.multi_node_factor[m]))])
         return buf.getvalue()
 
+    def to_gavel_dict(self) -> dict:
+        """The table in Gavel's JSON layout (``{type: {"('model', n)": {"null": steps/s}}}``, multi-node
+        figures under ``<type>_unconsolidated``); :meth:`read` takes it back. multi_node_factor is not kept."""
+        out: dict = {}
+        for suffix, arr in (("", self.iters_per_s), (UNCONSOLIDATED, self.multi_node_iters_per_s)):
+            for t, gtype in enumerate(self.gpu_types):
+                entries = {str((model, size)): {"null": float(arr[m, t, s])}
+                           for m, model in enumerate(self.models) for s, size in enumerate(self.sizes)
+                           if not math.isnan(arr[m, t, s])}
+                if entries:
+                    out[gtype + suffix] = entries
+        return out
+
     def write_csv(self, path) -> Path:
         """Write :meth:`to_csv_text` to ``path`` (gzip when it ends in .gz, byte-reproducible)."""
         p = Path(path)
@@ -519,8 +532,8 @@ def _from_csv(path, data: bytes) -> ThroughputTable:
         if np.isnan(f[m]):
             f[m], f_line[m] = fac[r], lines[r]
         elif fac[r] != f[m]:
-            raise ConfigError(f"{_where(path, int(lines[r]), 'multi_node_factor')}: {fac[r]!r} for {model[r]!r}, "
-                              f"which has {f[m]!r} on line {int(f_line[m])}; a model has one factor")
+            raise ConfigError(f"{_where(path, int(lines[r]), 'multi_node_factor')}: {float(fac[r])!r} for "
+                              f"{model[r]!r}, which has {float(f[m])!r} on line {int(f_line[m])}; a model has one factor")
     shape = (len(models), len(t_index), len(sizes))
     iters = np.full(shape, np.nan)
     multi = np.full(shape, np.nan)
@@ -533,8 +546,9 @@ def _from_gavel_json(path, text: str) -> ThroughputTable:
     """Gavel's layout ``{worker_type: {"('job_type', scale_factor)": {"null": steps/s, ...}}}``.
 
     Only the isolated ("null") throughput is kept; ``<type>_unconsolidated`` worker types become the
-    multi-node throughputs of ``<type>``; Gavel's 0.0 (a combination it cannot run) becomes NaN, and
-    a multi-node figure whose consolidated counterpart is 0.0 or absent is dropped with it."""
+    multi-node throughputs of ``<type>``; Gavel's 0.0 (a combination it cannot run) becomes NaN, a
+    multi-node figure whose consolidated counterpart is 0.0 or absent is dropped with it, and job
+    types, worker types and sizes left without any figure are left out."""
     import ast
 
     try:
@@ -583,7 +597,10 @@ def _from_gavel_json(path, text: str) -> ThroughputTable:
             raise ConfigError(f"{path}: worker type {b + UNCONSOLIDATED!r} has no consolidated worker type {b!r}")
     if not types:
         raise ConfigError(f"{path}: no worker types (only {UNCONSOLIDATED} ones)")
-    sizes = sorted({sf for table in entries.values() for (_, sf) in table})
+    # sizes and job types with a non-zero throughput somewhere (Gavel's 0.0 = cannot run)
+    sizes = sorted({sf for (b, multi), table in entries.items() if not multi for (_, sf), v in table.items() if v > 0})
+    if not sizes:
+        raise ConfigError(f"{path}: has no non-zero throughput (Gavel writes 0.0 for what it cannot run)")
     shape = (len(models), len(types), len(sizes))
     iters = np.full(shape, np.nan)
     mnode = np.full(shape, np.nan)
@@ -591,12 +608,15 @@ def _from_gavel_json(path, text: str) -> ThroughputTable:
         dest = mnode if multi else iters
         t = types.index(b)
         for (k, sf), v in table.items():
-            if v > 0:
+            if v > 0 and sf in sizes:
                 dest[m_index[k], t, sizes.index(sf)] = v
     mnode[np.isnan(iters)] = np.nan  # a multi-node figure without the consolidated one is not usable
+    keep = np.isfinite(iters).any(axis=(1, 2))  # a job type Gavel could run nowhere is left out
+    keep_t = np.isfinite(iters).any(axis=(0, 2))
     try:
-        return ThroughputTable(tuple(models), tuple(types), tuple(sizes), iters, np.full(len(models), np.nan),
-                               f"file {path}", mnode)
+        return ThroughputTable(tuple(m for m, k in zip(models, keep) if k), tuple(t for t, k in zip(types, keep_t) if k),
+                               tuple(sizes), iters[keep][:, keep_t], np.full(int(keep.sum()), np.nan), f"file {path}",
+                               mnode[keep][:, keep_t])
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
 
