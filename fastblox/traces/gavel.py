@@ -11,8 +11,9 @@ second per job type, GPU count and GPU type). The reader therefore needs one of,
 
 1. ``steps_per_s=``: ``"builtin"`` (Gavel's published throughputs bundled with fastblox,
    :meth:`fastblox.throughput.ThroughputTable.builtin`), a :class:`~fastblox.throughput.ThroughputTable`
-   or the path of a throughput CSV (``*.csv[.gz]``, :meth:`ThroughputTable.read`) -- GPU counts the
-   table did not measure follow its interpolation rule; or a dict or JSON file, either
+   or the path of a throughput CSV (``*.csv[.gz]``, :meth:`ThroughputTable.read`), which must have a
+   measurement for each (job_type, scale_factor) as Gavel does (no interpolated run times); or a
+   dict or JSON file, either
    ``{job_type: steps/s}``, ``{job_type: {scale_factor: steps/s}}``, or Gavel's own throughput file
    (``{worker_type: {"('job_type', scale)": {"null": steps/s, ...}}}``, e.g. ``oracle_throughputs.json``).
    ``worker_type=`` (default ``"v100"``) picks the GPU type of a table or Gavel file. Throughputs are
@@ -120,7 +121,8 @@ def read_gavel(path, *, on_bad_rows="error", max_gpus=None, name=None, steps_per
         sps, missing = _table_steps_per_s(table, str(worker_type), jtypes, gpus)
         if missing:
             shown = ", ".join(f"({jt!r}, {sf})" for jt, sf in sorted(missing)[:5])
-            raise ConfigError(f"steps_per_s: the throughput table has no {worker_type} throughput for {len(missing)} "
+            raise ConfigError(f"steps_per_s: the throughput table has no {str(worker_type).strip().lower()} "
+                              f"throughput for {len(missing)} "
                               f"(job_type, GPUs) pair(s) of {path}: {shown}")
         with np.errstate(divide="ignore", invalid="ignore"):
             dur = np.where(sps > 0, steps / sps, np.nan)
@@ -184,7 +186,7 @@ def _as_throughput_table(value):
 
 
 def _table_steps_per_s(table, worker_type: str, jtypes, gpus):
-    """Whole-gang steps/s per row from a ThroughputTable, and the (job_type, GPUs) pairs it lacks.
+    """Whole-gang steps/s per row from a ThroughputTable's measurements, and the (job_type, GPUs) pairs it lacks.
 
     Rows the trace itself cannot read (no job type, GPUs not a whole number >= 1) are left NaN and
     reported by the bad-row pass."""
@@ -197,7 +199,14 @@ def _table_steps_per_s(table, worker_type: str, jtypes, gpus):
         usable = np.array([jt is not None for jt in jtypes.tolist()], dtype=bool) & np.isfinite(gpus) \
             & (gpus == np.round(gpus)) & (gpus >= 1)
     sps = table.rates_at(np.where(usable, codes, -1), np.where(usable, gpus, np.nan), worker_type)
-    lack = usable & ~(sps > 0)
+    # Gavel needs a measurement for the exact (job_type, scale_factor): no interpolated run times here
+    t = table.gpu_types.index(str(worker_type).strip().lower())
+    size_idx = np.searchsorted(np.asarray(table.sizes), np.where(usable, gpus, 0))
+    size_idx = np.minimum(size_idx, len(table.sizes) - 1)
+    measured = usable & (codes >= 0) & (np.asarray(table.sizes)[size_idx] == gpus)
+    measured[measured] = np.isfinite(table.iters_per_s[codes[measured], t, size_idx[measured]])
+    sps = np.where(measured, sps, np.nan)
+    lack = usable & ~measured
     missing = {(jt, int(sf)) for jt, sf in zip(jtypes[lack].tolist(), gpus[lack].tolist())}
     return sps, missing
 
