@@ -170,6 +170,11 @@ class ThroughputTable:
         set_(self, "source", str(self.source))
         set_(self, "_codes", codes)
 
+    @property
+    def name(self) -> str:
+        """Short label for run summaries: ``"gavel"`` for the built-in table, else :attr:`source`."""
+        return "gavel" if self.source == GAVEL_SOURCE else self.source
+
     # ------------------------------------------------------------------ construction
     @classmethod
     def builtin(cls) -> "ThroughputTable":
@@ -533,7 +538,8 @@ def _from_csv(path, data: bytes) -> ThroughputTable:
             f[m], f_line[m] = fac[r], lines[r]
         elif fac[r] != f[m]:
             raise ConfigError(f"{_where(path, int(lines[r]), 'multi_node_factor')}: {float(fac[r])!r} for "
-                              f"{model[r]!r}, which has {float(f[m])!r} on line {int(f_line[m])}; a model has one factor")
+                              f"{model[r]!r}, which has {float(f[m])!r} on line {int(f_line[m])}; "
+                              "a model has one factor")
     shape = (len(models), len(t_index), len(sizes))
     iters = np.full(shape, np.nan)
     multi = np.full(shape, np.nan)
@@ -614,7 +620,8 @@ def _from_gavel_json(path, text: str) -> ThroughputTable:
     keep = np.isfinite(iters).any(axis=(1, 2))  # a job type Gavel could run nowhere is left out
     keep_t = np.isfinite(iters).any(axis=(0, 2))
     try:
-        return ThroughputTable(tuple(m for m, k in zip(models, keep) if k), tuple(t for t, k in zip(types, keep_t) if k),
+        return ThroughputTable(tuple(m for m, k in zip(models, keep) if k),
+                               tuple(t for t, k in zip(types, keep_t) if k),
                                tuple(sizes), iters[keep][:, keep_t], np.full(int(keep.sum()), np.nan), f"file {path}",
                                mnode[keep][:, keep_t])
     except ConfigError as e:

@@ -40,6 +40,7 @@ def test_builtin_loads_with_gavel_shape_and_citation():
     assert tab.multi_node_iters_per_s.shape == (26, 3, 4) and tab.multi_node_factor.shape == (26,)
     assert tab.iters_per_s.dtype == np.float64
     assert "stanford-futuredata/gavel" in tab.source and GAVEL_COMMIT in tab.source and "MIT" in tab.source
+    assert tab.name == "gavel"
     # 26 job types x 3 GPU types measured on 1 GPU; 19 distributed ones on 2, 4, 8; Gavel's three 0.0
     # entries (ResNet-50 bs 128 on 2/4/8 K80s) are "not measured"
     assert np.isfinite(tab.iters_per_s).sum() == 26 * 3 + 19 * 3 * 3 - 3
@@ -123,7 +124,8 @@ def test_neutral_durations_reproduced_exactly(shared):
     w = read_trace(peer / "gavel_n2000_lam400_s0.trace", steps_per_s="builtin")
     np.testing.assert_array_equal(w.duration_s, ref.duration_s)
     # Gavel never measured ResNet-50 (batch size 128) on 2 or 4 K80s (0.0 in its file): no run time is made up
-    with pytest.raises(ConfigError, match=r"no k80 throughput for 2 .*: \('ResNet-50 \(batch size 128\)', 2\), \('ResNet-50 \(batch size 128\)', 4\)$"):
+    rn50 = r"\('ResNet-50 \(batch size 128\)', "
+    with pytest.raises(ConfigError, match=rf"no k80 throughput for 2 .*: {rn50}2\), {rn50}4\)$"):
         read_trace(peer / "gavel_n2000_lam400_s0.trace", steps_per_s="builtin", worker_type="K80")
     v100 = read_trace(peer / "gavel_n2000_lam400_s0_1gpu.trace", steps_per_s="builtin")
     k80 = read_trace(peer / "gavel_n2000_lam400_s0_1gpu.trace", steps_per_s="builtin", worker_type="K80")
@@ -198,7 +200,8 @@ BAD_CSV = [
     ("", "is empty"),
     ("   \n\n", "is empty"),
     (HEADER, "has a header but no rows"),
-    ("model,gpu_type,num_gpus,iters\nA,v100,1,2\n", r"line 1: unknown column\(s\) 'iters' \(did you mean 'iters_per_s'\?\)"),
+    ("model,gpu_type,num_gpus,iters\nA,v100,1,2\n",
+     r"line 1: unknown column\(s\) 'iters' \(did you mean 'iters_per_s'\?\)"),
     ("model,gpu_type,num_gpus,iters_per_s,speed\nA,v100,1,2,3\n", r"unknown column\(s\) 'speed'"),
     ("model,gpu_type,iters_per_s\nA,v100,2\n", r"line 1: missing column\(s\) 'num_gpus'"),
     ("model,gpu_type,num_gpus,iters_per_s,model\nA,v100,1,2,A\n", "line 1, column 'model': appears twice"),
