@@ -9,10 +9,16 @@ One job per line, 10 tab-separated fields, no header::
 arrival_time. A Gavel trace has no run time: Gavel derives it from a throughput table (steps per
 second per job type, GPU count and GPU type). The reader therefore needs one of, in this order:
 
-1. ``steps_per_s=``: a dict or JSON file, either ``{job_type: steps/s}``, ``{job_type: {scale_factor:
-   steps/s}}``, or Gavel's own throughput file (``{worker_type: {"('job_type', scale)": {"null":
-   steps/s, ...}}}``, e.g. ``oracle_throughputs.json``) with ``worker_type=`` (default ``"v100"``);
-   ``duration_s`` = total_steps / steps/s;
+1. ``steps_per_s=``: ``"builtin"`` (Gavel's published throughputs bundled with fastblox,
+   :meth:`fastblox.throughput.ThroughputTable.builtin`), a :class:`~fastblox.throughput.ThroughputTable`
+   or the path of a throughput CSV (``*.csv[.gz]``, :meth:`ThroughputTable.read`), which must have a
+   measurement for each (job_type, scale_factor) as Gavel does (no interpolated run times); or a
+   dict or JSON file, either
+   ``{job_type: steps/s}``, ``{job_type: {scale_factor: steps/s}}``, or Gavel's own throughput file
+   (``{worker_type: {"('job_type', scale)": {"null": steps/s, ...}}}``, e.g. ``oracle_throughputs.json``).
+   ``worker_type=`` (default ``"v100"``) picks the GPU type of a table or Gavel file. Throughputs are
+   whole-gang steps/s on scale_factor GPUs, so ``duration_s`` = total_steps / steps/s (as Gavel's
+   ``generate_trace.py`` and simulator use them);
 2. ``neutral=``: the matching neutral CSV (``job_id,submit_time,num_gpu,duration,job_type,total_steps``,
    as in ``peer-traces/*.neutral.csv``), whose ``duration`` is taken row by row after checking that
    every row matches (arrival time, GPUs, steps, job type);
@@ -91,9 +97,9 @@ def _throughput_lookup(table: dict, worker_type: str):
                 "a neutral CSV, or the <stem>.neutral.csv beside it",
     detect=_detect,
     options={
-        "steps_per_s": "throughput table: {job_type: steps/s}, {job_type: {gpus: steps/s}} or Gavel's "
-                       "throughputs JSON (dict or file)",
-        "worker_type": "GPU type to take from a Gavel throughputs JSON (default v100)",
+        "steps_per_s": "throughput table: 'builtin' (Gavel's published table), a throughput CSV (*.csv[.gz]), "
+                       "{job_type: steps/s}, {job_type: {gpus: steps/s}} or Gavel's throughputs JSON (dict or file)",
+        "worker_type": "GPU type to take from the table or Gavel throughputs JSON (default v100)",
         "neutral": "path of the matching neutral CSV whose durations to use",
     },
 )
@@ -110,7 +116,18 @@ def read_gavel(path, *, on_bad_rows="error", max_gpus=None, name=None, steps_per
     jtypes = _core.text(df["job_type"])
     n = df.height
 
-    if steps_per_s is not None:
+    table = _as_throughput_table(steps_per_s)
+    if table is not None:
+        sps, missing = _table_steps_per_s(table, str(worker_type), jtypes, gpus)
+        if missing:
+            shown = ", ".join(f"({jt!r}, {sf})" for jt, sf in sorted(missing)[:5])
+            raise ConfigError(f"steps_per_s: the throughput table has no {str(worker_type).strip().lower()} "
+                              f"throughput for {len(missing)} "
+                              f"(job_type, GPUs) pair(s) of {path}: {shown}")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dur = np.where(sps > 0, steps / sps, np.nan)
+        dcol = f"total_steps/{worker_type} steps_per_s"
+    elif steps_per_s is not None:
         look = _throughput_lookup(_load_table(steps_per_s, "steps_per_s"), str(worker_type))
         sps = np.full(n, np.nan)
         missing = set()
@@ -132,9 +149,13 @@ def read_gavel(path, *, on_bad_rows="error", max_gpus=None, name=None, steps_per
         src = Path(str(neutral)) if neutral is not None else sibling_neutral(path)
         if src is None:
             raise TraceError(
-                "a Gavel trace has no run time; pass steps_per_s= (a throughput table: {job_type: steps/s}, "
-                "{job_type: {gpus: steps/s}} or Gavel's throughputs JSON with worker_type=) or neutral= (the "
-                "matching .neutral.csv); none was given and no <stem>.neutral.csv is beside the trace",
+                "a Gavel trace has no run time; pass steps_per_s= or neutral=. Options: "
+                "steps_per_s='builtin' (Gavel's published throughputs bundled with fastblox; worker_type= picks "
+                "the GPU type, default v100; -o steps_per_s=builtin on the command line); steps_per_s=PATH.csv "
+                "(a throughput CSV: model,gpu_type,num_gpus,iters_per_s); steps_per_s= a dict or JSON file "
+                "({job_type: steps/s}, {job_type: {gpus: steps/s}} or Gavel's throughputs JSON with worker_type=); "
+                "neutral=PATH (the matching .neutral.csv). None was given and no <stem>.neutral.csv is beside "
+                "the trace",
                 path=path,
             )
         dur = _neutral_durations(path, src, jtypes, gpus, steps, submit)
@@ -149,6 +170,45 @@ def read_gavel(path, *, on_bad_rows="error", max_gpus=None, name=None, steps_per
     raw.extra["priority_weight"] = _core.num(df["priority_weight"])
     raw.extra["slo"] = _core.num(df["SLO"])
     return _core.finish(raw, path=path, on_bad_rows=on_bad_rows, max_gpus=max_gpus, name=name, fmt="gavel")
+
+
+def _as_throughput_table(value):
+    """A ThroughputTable for steps_per_s='builtin', a table, or a *.csv[.gz] path; None for the other forms."""
+    from ..throughput import ThroughputTable
+
+    if isinstance(value, ThroughputTable):
+        return value
+    if isinstance(value, str) and value.strip().lower() == "builtin":
+        return ThroughputTable.builtin()
+    if isinstance(value, (str, Path)) and str(value).lower().endswith((".csv", ".csv.gz")):
+        return ThroughputTable.read(value)
+    return None
+
+
+def _table_steps_per_s(table, worker_type: str, jtypes, gpus):
+    """Whole-gang steps/s per row from a ThroughputTable's measurements, and the (job_type, GPUs) pairs it lacks.
+
+    Rows the trace itself cannot read (no job type, GPUs not a whole number >= 1) are left NaN and
+    reported by the bad-row pass."""
+    try:
+        table.rates_at(np.zeros(0, dtype=np.int64), np.zeros(0), worker_type)  # checks the type
+    except ConfigError as e:
+        raise ConfigError(f"worker_type={worker_type!r}: {e}") from None
+    codes = table.model_codes(jtypes)
+    with np.errstate(invalid="ignore"):
+        usable = np.array([jt is not None for jt in jtypes.tolist()], dtype=bool) & np.isfinite(gpus) \
+            & (gpus == np.round(gpus)) & (gpus >= 1)
+    sps = table.rates_at(np.where(usable, codes, -1), np.where(usable, gpus, np.nan), worker_type)
+    # Gavel needs a measurement for the exact (job_type, scale_factor): no interpolated run times here
+    t = table.gpu_types.index(str(worker_type).strip().lower())
+    size_idx = np.searchsorted(np.asarray(table.sizes), np.where(usable, gpus, 0))
+    size_idx = np.minimum(size_idx, len(table.sizes) - 1)
+    measured = usable & (codes >= 0) & (np.asarray(table.sizes)[size_idx] == gpus)
+    measured[measured] = np.isfinite(table.iters_per_s[codes[measured], t, size_idx[measured]])
+    sps = np.where(measured, sps, np.nan)
+    lack = usable & ~measured
+    missing = {(jt, int(sf)) for jt, sf in zip(jtypes[lack].tolist(), gpus[lack].tolist())}
+    return sps, missing
 
 
 def _neutral_durations(path, src: Path, jtypes, gpus, steps, submit) -> np.ndarray:
