@@ -8,9 +8,10 @@ when the trace has no iteration count) at the table's throughput for the type an
 holds; a job of unknown model keeps ``duration_s`` at the reference speed and runs at its GPU
 type's relative speed (``ThroughputTable.type_speed``).
 
-Placement effects: a gang spread over several nodes runs at ``multi_node_factor`` × its rate
-(the table's per-model factor where it has one), and at ``rack_factor`` × that again when it
-spans racks.
+Placement effects: a gang spread over several nodes runs at its measured multi-node throughput
+where the table has one (Gavel's "unconsolidated" measurements), else at the table's per-model
+factor × its rate, else at ``multi_node_factor`` × its rate; and at ``rack_factor`` × that again
+when it spans racks.
 
 Jobs of unknown model that run on another number of GPUs than they asked for (elastic policies)
 follow Amdahl's law with serial fraction ``serial_fraction``: ``S(n) = n / (1 + s (n - 1))``.
@@ -67,7 +68,7 @@ class SpeedModel:
 
 def build_speed_model(w: Workload, c: Cluster, throughput=None, max_gpus: int | None = None,
                       multi_node_factor: float = 1.0, reference: str | None = None,
-                      serial_fraction: float = DEFAULT_SERIAL_FRACTION) -> SpeedModel:
+                      serial_fraction: float = DEFAULT_SERIAL_FRACTION, measured_spread: bool = True) -> SpeedModel:
     """The speed model of ``w`` on ``c`` (``max_gpus``: the largest gang any job may hold)."""
     if not (0 < multi_node_factor <= 1):
         raise ConfigError(f"--multi-node-factor must be in (0, 1], got {multi_node_factor!r}")
@@ -79,7 +80,8 @@ def build_speed_model(w: Workload, c: Cluster, throughput=None, max_gpus: int | 
     if table is None:
         if reference is not None:
             raise ConfigError("--reference-gpu needs a throughput table (--throughput gavel or a file)")
-        rates = Rates(np.zeros((0, T, g_max + 1)), np.ones(T), speedup, np.array([multi_node_factor]))
+        empty = np.zeros((0, T, g_max + 1))
+        rates = Rates(empty, np.ones(T), speedup, np.array([multi_node_factor]), empty.copy())
         return SpeedModel(np.full(n, -1, dtype=np.int64), w.duration_s.astype(np.float64), np.ones(n), rates,
                           None, None, 0)
     ref = (reference or ("v100" if "v100" in table.gpu_types else table.gpu_types[0])).lower()
@@ -108,7 +110,9 @@ def build_speed_model(w: Workload, c: Cluster, throughput=None, max_gpus: int | 
     node_factor = np.asarray(table.multi_node_factor, dtype=np.float64).copy()
     node_factor[~np.isfinite(node_factor)] = multi_node_factor
     node_factor = np.append(node_factor, multi_node_factor)
-    rates = Rates(np.ascontiguousarray(np.nan_to_num(tab, nan=0.0)), type_speed, speedup, node_factor)
+    spread = table.multi_node_rates(c.gpu_types, g_max) if measured_spread else np.full_like(tab, np.nan)
+    rates = Rates(np.ascontiguousarray(np.nan_to_num(tab, nan=0.0)), type_speed, speedup, node_factor,
+                  np.ascontiguousarray(np.nan_to_num(spread, nan=0.0)))
     return SpeedModel(cls, work, rr, rates, ref, getattr(table, "name", None) or "table", int(known.sum()))
 
 

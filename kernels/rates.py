@@ -36,12 +36,16 @@ def can_run(jobs, rates, j, t, n):
 
 @jit
 def launch_rate(jobs, rates, j, t, n, multi_node, multi_rack, rack_factor):
-    """Work per second of a launch, with the placement effects: ``node_factor`` of the job's
-    class when the gang spans several nodes, ``rack_factor`` on top when it spans racks."""
+    """Work per second of a launch, with the placement effects: a gang spanning several nodes
+    runs at its measured multi-node throughput (``spread``) where the table has one, else at
+    ``node_factor`` × its rate; ``rack_factor`` applies on top when it spans racks."""
     r = base_rate(jobs, rates, j, t, n)
     if multi_node:
         c = jobs.cls[j]
-        r *= rates.node_factor[c] if c >= 0 else rates.node_factor[rates.node_factor.shape[0] - 1]
+        if c >= 0 and n < rates.spread.shape[2] and rates.spread[c, t, n] > 0.0:
+            r = rates.spread[c, t, n]
+        else:
+            r *= rates.node_factor[c] if c >= 0 else rates.node_factor[rates.node_factor.shape[0] - 1]
         if multi_rack:
             r *= rack_factor
     return r

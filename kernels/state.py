@@ -94,12 +94,14 @@ class Rates(NamedTuple):
     """The speed model. ``tab[c, t, n]`` work per second of a class-``c`` job on ``n`` GPUs of
     type ``t`` (NaN or 0: cannot run there); jobs of unknown model (``cls == -1``) run at
     ``type_speed[t] * speedup[n] / speedup[gpus]``; ``node_factor[c]`` multiplies the rate of a
-    class-``c`` gang spread over several nodes (last entry: jobs of unknown model)."""
+    class-``c`` gang spread over several nodes (last entry: jobs of unknown model), unless
+    ``spread[c, t, n]`` (a measured multi-node throughput, same shape as ``tab``) is positive."""
 
     tab: np.ndarray
     type_speed: np.ndarray
     speedup: np.ndarray
     node_factor: np.ndarray
+    spread: np.ndarray
 
 
 class Run(NamedTuple):
