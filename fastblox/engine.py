@@ -151,7 +151,8 @@ class NativeState:
             alloc=np.zeros(int(slots.sum()), dtype=np.int64), held=np.zeros(n, dtype=np.int64),
             held_type=np.full(n, -1, dtype=np.int64), want=w.num_gpus.astype(np.int64).copy(),
             want_type=np.full(n, enums.ANY_TYPE, dtype=np.int64), lost_s=np.zeros(n), wait_t=np.zeros(n),
-            rank=np.zeros(n, dtype=np.int64), last_run_s=np.zeros(n),
+            rank=np.zeros(n, dtype=np.int64), qentry=np.zeros(n), svc0=np.zeros(n), exec0=np.zeros(n),
+            pend0=np.zeros(n),
         )
         start_down = events.start_down if events is not None else None
         self.nodes = make_nodes(c.node_gpus, c.node_type, c.racks,

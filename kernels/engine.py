@@ -234,16 +234,22 @@ def _gittins(pp, service):
 
 @jit
 def run_level(pp, j, t, run):
-    """Tiresias' queue of running job ``j`` at ``t``: it moves down at the instant
-    ``launch_t + (threshold - service at launch) / GPUs`` (the time its wake-up is set for, so
-    the two agree to the bit)."""
+    """Tiresias' queue of running job ``j`` at ``t``: its service (GPU-seconds since its last
+    promotion) moves it down at the instant ``launch_t + (threshold - service at launch) / GPUs``
+    (the time its wake-up is set for, so the two agree to the bit)."""
     thr = pp.thresholds
-    ag = run.attained_gpu[j]
+    ag = run.attained_gpu[j] - run.svc0[j]
     g = run.held[j]
     k = _level(thr, ag)
     while k < thr.shape[0] and run.launch_t[j] + (thr[k] - ag) / g <= t:
         k += 1
     return k
+
+
+@jit
+def _crossing(pp, j, run, lvl):
+    """When running job ``j`` entered queue ``lvl`` (> the queue it was launched in)."""
+    return run.launch_t[j] + (pp.thresholds[lvl - 1] - (run.attained_gpu[j] - run.svc0[j])) / run.held[j]
 
 
 @jit
@@ -264,12 +270,18 @@ def rank_key(policy, j, t, jobs, run, pp, restart_s):
         return 0, left / jobs.ref_rate[j]
     if policy == POL_SJF:
         return 0, jobs.work[j] / jobs.ref_rate[j]
-    if policy == POL_TIRESIAS or policy == POL_GITTINS:
-        # a waiting job keeps the queue it was stopped in (0 when new or promoted)
+    if policy == POL_TIRESIAS:
+        # queue by service; within a queue running jobs first (a job never preempts one of its
+        # own queue), then waiting jobs in the order they entered the queue
+        if running:
+            lvl = run_level(pp, j, t, run)
+            return 2 * lvl, (run.qentry[j] if lvl == run.rank[j] else _crossing(pp, j, run, lvl))
+        return 2 * run.rank[j] + 1, run.qentry[j]
+    if policy == POL_GITTINS:
+        # queue by service, then the highest Gittins index of the service attained
+        svc = run.attained_gpu[j] - run.svc0[j] + el * run.held[j]
         lvl = run_level(pp, j, t, run) if running else run.rank[j]
-        if policy == POL_TIRESIAS:
-            return lvl, jobs.submit[j]
-        return lvl, -_gittins(pp, run.attained_gpu[j] + el * run.held[j])
+        return lvl, -_gittins(pp, svc)
     return 0, 0.0
 
 
@@ -362,26 +374,41 @@ def enqueue(policy, j, t, jobs, run, q, pp, nw, restart_s):
 @jit
 def wake_time(policy, j, t, jobs, run, pp, promote):
     """When the key of job ``j`` next moves on its own (``INF``: never). Tiresias and Gittins: a
-    running job crossing its next queue threshold; a waiting job reaching its starvation limit."""
+    running job crossing its next queue threshold; a waiting job of a lower queue reaching its
+    starvation limit (it has waited ``promote`` × the seconds it ran since its last promotion)."""
     if policy != POL_TIRESIAS and policy != POL_GITTINS:
         return INF
     if run.status[j] == RUNNING:
         k = run_level(pp, j, t, run)
         if k >= pp.thresholds.shape[0]:
             return INF
-        return run.launch_t[j] + (pp.thresholds[k] - run.attained_gpu[j]) / run.held[j]
-    if promote > 0.0 and run.rank[j] > 0 and run.last_run_s[j] > 0.0:
-        return run.wait_t[j] + promote * run.last_run_s[j]
+        return run.launch_t[j] + (pp.thresholds[k] - (run.attained_gpu[j] - run.svc0[j])) / run.held[j]
+    ran = run.attained[j] - run.exec0[j]
+    if promote > 0.0 and run.rank[j] > 0 and ran > 0.0:
+        return max(t, run.wait_t[j] + (promote * ran - run.pend0[j]))
     return INF
+
+
+@jit
+def promote_job(j, t, run):
+    """Tiresias' starvation promotion: back to queue 0's tail, service counted afresh."""
+    run.rank[j] = 0
+    run.qentry[j] = t
+    run.svc0[j] = run.attained_gpu[j]
+    run.exec0[j] = run.attained[j]
+    run.pend0[j] = 0.0
 
 
 @jit
 def stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp):
     """Account for a running job stopped at ``t`` (suspended or killed): progress up to its last
     checkpoint is kept, service counts every second it held GPUs, Tiresias' queue is kept in
-    ``rank``. The caller frees its GPUs."""
+    ``rank`` (and when it entered it in ``qentry``). The caller frees its GPUs."""
     if policy == POL_TIRESIAS or policy == POL_GITTINS:
-        run.rank[j] = run_level(pp, j, t, run)
+        lvl = run_level(pp, j, t, run)
+        if lvl != run.rank[j]:
+            run.qentry[j] = _crossing(pp, j, run, lvl)
+            run.rank[j] = lvl
     el = t - run.launch_t[j]
     prod = max(0.0, el - restart_s)
     kept = prod
@@ -393,7 +420,6 @@ def stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp):
         sf[F_LOST_GPU_S] += (prod - kept) * run.held[j]
     run.attained[j] += el
     run.attained_gpu[j] += el * run.held[j]
-    run.last_run_s[j] = el
     sf[F_BUSY_GPU_S] += el * run.held[j]
     run.version[j] += 1
 
@@ -571,7 +597,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     continue
                 if status[j] == WAITING:
                     si[I_NW] = wq_remove(q, si[I_NW], j)
-                    run.rank[j] = 0
+                    promote_job(j, t, run)
                     si[I_NW] = enqueue(policy, j, t, jobs, run, q, pp, si[I_NW], restart_s)
                 elif status[j] == RUNNING:
                     # crossed a queue threshold (running keys are computed when needed): set
@@ -595,6 +621,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             for j in range(si[I_OV_HEAD], admit_to):
                 status[j] = WAITING
                 run.wait_t[j] = t
+                run.qentry[j] = t
                 si[I_NW] = enqueue(policy, j, t, jobs, run, q, pp, si[I_NW], restart_s)
                 si[I_DEMAND] += jobs.gpus[j]
             si[I_OV_HEAD] = admit_to
@@ -750,9 +777,9 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             stop_job(v, t, run, sf, restart_s, ckpt_s, policy, pp)
             run.n_preempt[v] += 1
             nr = rq_remove(q.rq, q.rpos, nr, v)
+            run.wait_t[v] = t  # (a victim re-placed in this walk waited no time)
             if status[v] == WAITING:
                 run.held[v] = 0
-                run.wait_t[v] = t
         # the queue loses the jobs that started and gains the victims left waiting
         if nl > 0:
             wn = 0
@@ -772,6 +799,8 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                                             run.version)
         for x in range(nl):
             j = s.launched[x]
+            if run.attained[j] > run.exec0[j]:
+                run.pend0[j] += t - run.wait_t[j]  # Tiresias' starvation counter: waiting after having run
             run.launch_t[j] = t
             if run.first_start[j] < 0.0:
                 run.first_start[j] = t

@@ -113,7 +113,10 @@ class Run(NamedTuple):
     ``alloc`` GPU ids held (slots at ``Jobs.alloc_off``), ``held``/``held_type`` GPUs and GPU type
     held now, ``want``/``want_type`` the size and type of the next launch (``ANY_TYPE``,
     ``NO_RUN``), ``lost_s`` productive seconds lost to kills since the last checkpoint, ``wait_t``
-    when the job last started waiting, ``rank`` the coarse priority level (Tiresias' queue)."""
+    when the job last started waiting. Tiresias: ``rank`` the queue a waiting job is in,
+    ``qentry`` when it entered that queue, ``svc0``/``exec0`` its GPU-seconds / wall-seconds of
+    service at its last promotion (service counts from there), ``pend0`` seconds it waited since
+    then after having run (the starvation counter, up to its last launch)."""
 
     status: np.ndarray
     work_left: np.ndarray
@@ -134,7 +137,10 @@ class Run(NamedTuple):
     lost_s: np.ndarray
     wait_t: np.ndarray
     rank: np.ndarray
-    last_run_s: np.ndarray
+    qentry: np.ndarray
+    svc0: np.ndarray
+    exec0: np.ndarray
+    pend0: np.ndarray
 
 
 class Queues(NamedTuple):
