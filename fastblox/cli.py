@@ -66,7 +66,8 @@ def _add_run(sub) -> None:
                      "(default first-fit; blox with --blox-compat)")
     sch.add_argument("--admission", default="accept-all", help="accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)")
     sch.add_argument("--time-model", choices=parts.TIME_MODELS.names(), default=None, help="events (default) or rounds")
-    sch.add_argument("--round-s", type=positive_float, default=300.0, help="round length in seconds (default 300)")
+    sch.add_argument("--round-s", type=positive_float, default=None,
+                     help="round length in seconds (default 300; Gavel's policies 360)")
     sch.add_argument("--restart-s", type=nonneg_float, default=0.0, help="seconds lost at every (re)launch (default 0)")
     pre = sch.add_mutually_exclusive_group()
     pre.add_argument("--preempt", dest="preempt", action="store_true", default=None, help="let waiting jobs suspend lower-priority ones")
@@ -85,6 +86,8 @@ def _add_run(sub) -> None:
                       help="speed multiplier of a gang spread over several nodes, where the table has none (default 1)")
     real.add_argument("--rack-factor", type=positive_float, default=1.0,
                       help="further speed multiplier of a gang spread over several racks (default 1)")
+    real.add_argument("--no-placement-effects", dest="placement_effects", action="store_false", default=True,
+                      help="no slowdown for gangs spread over nodes or racks (as Gavel's and Tiresias' simulators)")
     real.add_argument("--cluster-events", metavar="CSV", default=None,
                       help="node events over time: CSV time_s,event,node with events fail/remove/recover/add")
     real.add_argument("--failures", type=_failures, default=None, metavar="MTBF_H:REPAIR_H",
@@ -139,7 +142,8 @@ def cmd_run(a) -> int:
               time_model=a.time_model, round_s=a.round_s, restart_s=a.restart_s, preempt=a.preempt,
               blox_compat=a.blox_compat, record_series=a.series, checkpoint_s=a.checkpoint_s,
               throughput=a.throughput, multi_node_factor=a.multi_node_factor, rack_factor=a.rack_factor,
-              cluster_events=a.cluster_events, policy_opts=dict(a.policy_opt) or None, reference_gpu=a.reference_gpu)
+              cluster_events=a.cluster_events, policy_opts=dict(a.policy_opt) or None, reference_gpu=a.reference_gpu,
+              placement_effects=a.placement_effects)
     workload, endless = _load_workload(a)
     if a.failures:
         from .cluster import Cluster

@@ -50,6 +50,7 @@ class RunConfig:
     multi_node_factor: float = 1.0
     rack_factor: float = 1.0
     cluster_events: str | None = None
+    placement_effects: bool = True
     policy_opts: tuple = ()
 
     def as_dict(self) -> dict:
@@ -328,7 +329,7 @@ def simulate(
     placement: str | None = None,
     admission="accept-all",
     time_model: str | None = None,
-    round_s: float = DEFAULT_ROUND_S,
+    round_s: float | None = None,
     restart_s: float = 0.0,
     preempt: bool | None = None,
     track: tuple | None = None,
@@ -341,6 +342,7 @@ def simulate(
     cluster_events=None,
     policy_opts: dict | None = None,
     reference_gpu: str | None = None,
+    placement_effects: bool = True,
 ) -> Result:
     """Replay ``workload`` on ``cluster`` with a scheduler composed of named parts.
 
@@ -351,7 +353,9 @@ def simulate(
     always rounds). ``restart_s`` is paid at every (re)launch; with ``checkpoint_s`` > 0 a job
     that is stopped loses its progress since its last checkpoint. ``throughput`` is a throughput
     table (``"gavel"``, a file, a ``ThroughputTable``; default: one when the cluster has several
-    GPU types, else none). ``multi_node_factor``/``rack_factor`` slow gangs that span nodes/racks.
+    GPU types, else none). ``multi_node_factor``/``rack_factor`` slow gangs that span nodes/racks
+    where the table has no measured multi-node throughput; ``placement_effects=False`` turns
+    every such slowdown off.
     ``cluster_events`` is a file or ``(time_s, event, node)`` records of node failures and
     additions. ``track=(first_id, last_id)`` (inclusive) limits the averages and ends the run when
     those jobs are done. Returns a :class:`fastblox.results.Result`.
@@ -360,6 +364,9 @@ def simulate(
         raise ConfigError(f"workload must be a fastblox Workload, got {type(workload).__name__}")
     c = Cluster.parse(cluster)
     adm = parts.Admission.parse(admission)
+    if round_s is None:
+        pol0 = None if blox_compat else parts.resolve_policy(scheduler)
+        round_s = (pol0.default_round_s if pol0 is not None and pol0.default_round_s else None) or DEFAULT_ROUND_S
     if not (np.isfinite(round_s) and round_s > 0):
         raise ConfigError(f"--round-s must be a positive number of seconds, got {round_s!r}")
     if not (np.isfinite(restart_s) and restart_s >= 0):
@@ -427,8 +434,11 @@ def simulate(
     max_gpus = None
     if pol.kind == enums.KIND_PLAN and opts.get("max_gpus_per_job"):
         max_gpus = np.minimum(np.maximum(workload.num_gpus, int(opts["max_gpus_per_job"])), c.largest_gang())
+    if not placement_effects and (multi_node_factor != 1.0 or rack_factor != 1.0):
+        raise ConfigError("--no-placement-effects turns off the multi-node and rack factors; drop them")
     sm = build_speed_model(workload, c, throughput, max_gpus=None if max_gpus is None else int(max_gpus.max()),
-                           multi_node_factor=multi_node_factor, reference=reference_gpu)
+                           multi_node_factor=multi_node_factor, reference=reference_gpu,
+                           measured_spread=placement_effects)
     check_runnable(workload, c, sm)
     events = _parse_events(cluster_events, c)
     _start_down_ok(c, events)
@@ -436,7 +446,7 @@ def simulate(
     table = sm.table_name if sm.table_name else None
     cfg = RunConfig(c.spec, pol.name, pl_name, adm.name, tm_name, float(round_s), float(restart_s), do_preempt,
                     track, False, record_series, float(checkpoint_s), table, float(multi_node_factor),
-                    float(rack_factor), None if events is None else events.source,
+                    float(rack_factor), None if events is None else events.source, bool(placement_effects),
                     tuple(sorted((k, v) for k, v in opts.items() if not k.startswith("_"))))
     compile_s = _warm("native")
     st = NativeState(workload, c, tracked, pol, opts, pl, adm.theta, tm, float(round_s), float(restart_s), do_preempt,
@@ -454,6 +464,8 @@ def simulate(
         )
     res = build_result(workload, c, cfg, tracked, native_state=st, sim_s=sim_s, compile_s=compile_s)
     res.summary.update(sm.describe())
+    if st.planner is not None and hasattr(st.planner, "stats"):
+        res.summary["planner"] = st.planner.stats()
     if events is not None:
         res.summary["cluster_events"] = events.counts()
     return res

@@ -93,6 +93,7 @@ class Policy:
     planner: Callable | None = None
     options: tuple = ()
     default_time_model: str | None = None  # e.g. Gavel's rounds
+    default_round_s: float | None = None  # e.g. Gavel's 360 s
 
     def resolve_options(self, given: dict | None) -> dict:
         """Defaults overridden by ``given`` (values or strings); unknown names and bad values raise."""
@@ -100,8 +101,8 @@ class Policy:
         out = {o.name: o.default for o in self.options}
         for k, v in (given or {}).items():
             key = str(k).replace("-", "_").lower()
-            if key not in known:
-                avail = ", ".join(sorted(known)) or "none"
+            if key not in known or key.startswith("_"):
+                avail = ", ".join(sorted(k for k in known if not k.startswith("_"))) or "none"
                 raise ConfigError(f"--policy-opt: policy {self.name!r} has no option {k!r} (its options: {avail})")
             try:
                 out[key] = known[key].parse(v)

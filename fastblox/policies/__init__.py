@@ -10,4 +10,4 @@ from __future__ import annotations
 
 PREPARE: dict = {}
 
-from . import optimus, themis, tiresias  # noqa: E402,F401  (registers the policies)
+from . import gavel, optimus, themis, tiresias  # noqa: E402,F401  (registers the policies)

@@ -1,0 +1,327 @@
+"""Gavel (Narayanan et al., OSDI'20): heterogeneity-aware allocations solved as linear programs,
+realised by Gavel's round-based mechanism.
+
+**Allocation.** An allocation ``x[j, t]`` is the fraction of time job ``j`` should run on GPU type
+``t`` with all its ``k_j`` GPUs (``sum_t x[j, t] <= 1``, ``sum_j k_j x[j, t] <= C_t``). It is
+recomputed when the set of active jobs has changed, but at most once every ``recompute_s``
+seconds (Gavel's simulator: 1,920 s); a job that arrived after the last recomputation waits for
+the next one. Objectives (``thr[j, t]``: the job's whole-gang throughput on type ``t``):
+
+* ``gavel`` / ``gavel-las`` — max-min fairness, heterogeneity-aware (Gavel's
+  ``max_min_fairness_perf``): maximise ``min_j sum_t thr[j,t] k_j x[j,t] / P_j`` with
+  ``P_j = sum_t thr[j,t] C_t / sum_t C_t`` (what an equal share of every type would give);
+  among the optima, the one with the largest total normalised throughput (a small secondary
+  objective; Gavel's ECOS returns an interior optimum instead, see docs/fidelity.md).
+* ``gavel-las-agnostic`` — the same with every throughput 1 (Gavel's ``max_min_fairness``).
+* ``gavel-ftf`` — finish-time fairness (Gavel's ``finish_time_fairness_perf``, Themis' metric):
+  minimise ``max_j rho_j``, ``rho_j = (elapsed_j + R_j / sum_t thr[j,t] x[j,t]) / (c_j + R_j /
+  iso_j)`` with ``R_j`` the remaining work, ``iso_j`` its throughput on a ``1/m`` share of every
+  type and ``c_j`` the isolated time it has accrued, solved by bisection on ``rho`` (one LP per
+  step). ``gavel-ftf-agnostic``: every type's throughput taken as the reference type's.
+* ``gavel-fifo`` — Gavel's ``fifo_perf``: jobs in arrival order, each given the fastest type with
+  room for it, until one does not fit.
+
+**Mechanism** (every round of ``--round-s``, 360 s by default as in Gavel): on type ``t`` job
+``j``'s priority is ``x[j, t] / time[j, t]``, ``time`` the seconds it has run on ``t`` since the
+last recomputation plus half a round (Gavel's ``job_time_so_far``); ties by Gavel's deficit, then
+``x``, then arrival. Types are served one after the other (fastest first; agnostic policies in a
+seeded random order each round, as Gavel shuffles them); on each, jobs are taken in priority
+order while GPUs of that type remain, skipping jobs that do not fit (and, for ``gavel-fifo``,
+jobs of zero priority). A job keeps its GPUs from one round to the next when it is chosen for the
+same type again. LPs are solved with HiGHS (``scipy.optimize.linprog``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import parts
+from ..errors import ConfigError
+from ..kernels import engine as kengine
+from ..kernels import enums
+from ..planning import NO_RUN, PlanContext
+from ._opts import nonneg
+
+try:  # scipy is an optional dependency (extra "lp"); imported when a Gavel policy is built
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+except ImportError:  # pragma: no cover - exercised only without scipy
+    linprog = None
+
+DEFAULT_ROUND_S = 360.0
+DEFAULT_RECOMPUTE_S = 1920.0
+EPS_EFFICIENCY = 1e-4  # weight of the secondary objective (total normalised throughput)
+
+
+def _solve(c, a_ub, b_ub, bounds):
+    res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    if res.status != 0:
+        return None
+    return res.x
+
+
+def _caps_rows(a: int, T: int, sf: np.ndarray):
+    """COO entries of ``sum_t x[j,t] <= 1`` (rows 0..a-1) and ``sum_j k_j x[j,t] <= C_t``
+    (rows a..a+T-1) over the flattened ``x`` (index ``j * T + t``)."""
+    j = np.repeat(np.arange(a), T)
+    t = np.tile(np.arange(T), a)
+    col = j * T + t
+    rows = np.concatenate([j, a + t])
+    cols = np.concatenate([col, col])
+    vals = np.concatenate([np.ones(a * T), sf[j].astype(np.float64)])
+    return rows, cols, vals
+
+
+def max_min_allocation(thr: np.ndarray, sf: np.ndarray, cap: np.ndarray, aware: bool = True) -> np.ndarray:
+    """Gavel's max-min fairness allocation ``x[a, T]`` (see the module docstring)."""
+    a, T = thr.shape
+    if a == 0:
+        return np.zeros((0, T))
+    can = thr > 0
+    t_eff = np.where(can, thr if aware else 1.0, 0.0)
+    p = (t_eff * cap[None, :]).sum(axis=1) / cap.sum()
+    p = np.where(p > 0, p, 1.0)
+    coef = t_eff * sf[:, None] / p[:, None]
+    nx = a * T
+    # variables: x (nx), z; minimise -z - eps * sum coef x / a
+    c = np.concatenate([-EPS_EFFICIENCY * coef.reshape(-1) / a, [-1.0]])
+    r1, c1, v1 = _caps_rows(a, T, sf)
+    # z - sum_t coef[j, t] x[j, t] <= 0   (rows a+T .. 2a+T-1)
+    j = np.repeat(np.arange(a), T)
+    rows = np.concatenate([r1, a + T + j, a + T + np.arange(a)])
+    cols = np.concatenate([c1, np.arange(nx), np.full(a, nx)])
+    vals = np.concatenate([v1, -coef.reshape(-1), np.ones(a)])
+    m = coo_matrix((vals, (rows, cols)), shape=(2 * a + T, nx + 1)).tocsr()
+    b = np.concatenate([np.ones(a), cap.astype(np.float64), np.zeros(a)])
+    ub = np.where(can, 1.0, 0.0).reshape(-1)
+    bounds = list(zip(np.zeros(nx), ub)) + [(0, None)]
+    x = _solve(c, m, b, bounds)
+    if x is None:
+        raise ConfigError("Gavel's max-min LP has no solution (HiGHS); this should not happen — please report it")
+    return np.clip(x[:nx].reshape(a, T), 0.0, 1.0)
+
+
+def _feasible_rate(thr, sf, cap, need, can):
+    """An allocation giving every job throughput >= ``need`` (None if there is none)."""
+    a, T = thr.shape
+    nx = a * T
+    r1, c1, v1 = _caps_rows(a, T, sf)
+    j = np.repeat(np.arange(a), T)
+    rows = np.concatenate([r1, a + T + j])
+    cols = np.concatenate([c1, np.arange(nx)])
+    vals = np.concatenate([v1, -thr.reshape(-1)])
+    m = coo_matrix((vals, (rows, cols)), shape=(2 * a + T, nx)).tocsr()
+    b = np.concatenate([np.ones(a), cap.astype(np.float64), -need])
+    ub = np.where(can, 1.0, 0.0).reshape(-1)
+    # among feasible points, prefer more throughput (a deterministic, efficient vertex)
+    c = -thr.reshape(-1) / np.maximum(need.max(), 1e-12) * EPS_EFFICIENCY
+    return _solve(c, m, b, list(zip(np.zeros(nx), ub)))
+
+
+def ftf_allocation(thr, sf, cap, elapsed, remaining, denom, tol=1e-3, max_iter=40):
+    """Min-max finish-time fairness by bisection on ``rho`` (each probe one feasibility LP)."""
+    a, T = thr.shape
+    if a == 0:
+        return np.zeros((0, T)), 0
+    can = thr > 0
+    best_tp = thr.max(axis=1)
+    lo = float(np.max((elapsed + remaining / np.where(best_tp > 0, best_tp, np.inf)) / denom))
+    # an upper bound: the isolated share of every type is feasible
+    xiso = np.where(can, (cap[None, :] / a) / sf[:, None], 0.0)
+    xiso /= np.maximum(1.0, xiso.sum(axis=1, keepdims=True))
+    iso = (thr * xiso).sum(axis=1)
+    hi = float(np.max((elapsed + remaining / np.where(iso > 0, iso, np.inf)) / denom))
+    if not np.isfinite(hi):
+        hi = max(lo, 1.0) * 1e6
+    best = xiso
+    probes = 0
+    while hi - lo > tol * max(lo, 1e-9) and probes < max_iter:
+        mid = 0.5 * (lo + hi)
+        slack = mid * denom - elapsed
+        if (slack <= 0).any():
+            lo = mid
+            probes += 1
+            continue
+        x = _feasible_rate(thr, sf, cap, remaining / slack, can)
+        probes += 1
+        if x is None:
+            lo = mid
+        else:
+            hi = mid
+            best = x.reshape(a, T)
+    return np.clip(best, 0.0, 1.0), probes
+
+
+def fifo_allocation(thr, sf, cap):
+    """Gavel's ``fifo_perf``: arrival order, the fastest type with room, stop at the first misfit."""
+    a, T = thr.shape
+    x = np.zeros((a, T))
+    avail = cap.astype(np.int64).copy()
+    for j in range(a):
+        ok = (avail >= sf[j]) & (thr[j] > 0)
+        if not ok.any():
+            break
+        t = int(np.argmax(np.where(ok, thr[j], -1.0)))
+        x[j, t] = 1.0
+        avail[t] -= sf[j]
+    return x
+
+
+class GavelPlanner:
+    def __init__(self, state, opts: dict):
+        if linprog is None:
+            raise ConfigError("Gavel's policies solve linear programs with scipy: pip install 'fastblox[lp]'")
+        self.ctx = PlanContext(state)
+        self.objective = opts["_objective"]
+        self.aware = opts["_aware"]
+        self.recompute_s = float(opts["recompute_s"])
+        self.round_s = float(state.cf[kengine.CF_ROUND_S])
+        n = len(state.w)
+        T = self.ctx.n_types
+        self.x = np.zeros((n, T))
+        self.job_time = np.zeros((n, T))
+        self.deficit = np.zeros((n, T))
+        self.in_alloc = np.zeros(n, dtype=bool)
+        self.seen = np.zeros(n, dtype=bool)
+        self.ftf_c = np.zeros(n)
+        self.ftf_prev = {}
+        self.last_reset = None
+        self.prev_idx = np.zeros(0, dtype=np.int64)
+        self.prev_t = None
+        self.need_update = False
+        self.rng = np.random.default_rng(int(opts["seed"]))
+        speed = state.rates.type_speed
+        self.type_order = np.argsort(-speed, kind="stable")  # fastest first, ties in cluster order
+        self.n_alloc = 0
+        self.n_lp = 0
+        self.lp_s = 0.0
+
+    # ------------------------------------------------------------------ allocation
+    def _throughputs(self, idx, sf):
+        ctx = self.ctx
+        thr = np.stack([ctx.rate(idx, t, sf) for t in range(ctx.n_types)], axis=1) if len(idx) else np.zeros((0, ctx.n_types))
+        return thr
+
+    def _recompute(self, idx, v, now):
+        ctx = self.ctx
+        sf = v.num_gpus
+        cap = ctx.type_gpus().astype(np.float64)
+        thr = self._throughputs(idx, sf)
+        t0 = time.perf_counter()
+        if self.objective == "las":
+            x = max_min_allocation(thr, sf, cap, self.aware)
+            self.n_lp += 1
+        elif self.objective == "fifo":
+            x = fifo_allocation(thr, sf, cap)
+        else:
+            t_eff = thr
+            if not self.aware:
+                # Gavel's agnostic variant: the reference type's throughput stands for every type
+                t_eff = np.where(thr > 0, ctx.ref_rate(idx)[:, None], 0.0)
+            a = len(idx)
+            m = max(a, 1)
+            xiso = np.where(t_eff > 0, (cap[None, :] / m) / sf[:, None], 0.0)
+            xiso /= np.maximum(1.0, xiso.sum(axis=1, keepdims=True))
+            iso = (t_eff * xiso).sum(axis=1)
+            rem = v.work_left
+            for k, j in enumerate(idx):  # Gavel: cumulative isolated time since the job was first seen
+                prev = self.ftf_prev.get(int(j))
+                if prev is not None and prev[1] > 0:
+                    self.ftf_c[j] += (prev[0] - rem[k]) / prev[1]
+            self.ftf_prev = {int(j): (rem[k], iso[k]) for k, j in enumerate(idx)}
+            denom = self.ftf_c[idx] + rem / np.where(iso > 0, iso, np.inf)
+            denom = np.where(denom > 0, denom, 1.0)
+            x, probes = ftf_allocation(t_eff, sf, cap, now - v.submit_s, rem, denom)
+            self.n_lp += probes
+        self.lp_s += time.perf_counter() - t0
+        self.n_alloc += 1
+        return x
+
+    # ------------------------------------------------------------------ the round
+    def plan(self, idx: np.ndarray, now: float):
+        ctx = self.ctx
+        v = ctx.view(idx)
+        a = len(idx)
+        T = ctx.n_types
+        half = self.round_s / 2.0
+        if self.prev_t is not None:
+            run = v.running
+            self.job_time[idx[run], v.held_type[run]] += now - self.prev_t
+        new = ~self.seen[idx]
+        if new.any():
+            self.job_time[idx[new]] = half
+            self.seen[idx[new]] = True
+        if a != len(self.prev_idx) or not np.array_equal(idx, self.prev_idx):
+            self.need_update = True
+        if self.need_update and (self.last_reset is None or now - self.last_reset >= self.recompute_s):
+            if self.last_reset is not None:
+                elapsed = now - self.last_reset
+                self.deficit[idx] += self.x[idx] * elapsed - (self.job_time[idx] - half)
+            self.job_time[idx] = half
+            self.x[idx] = self._recompute(idx, v, now)
+            self.in_alloc[:] = False
+            self.in_alloc[idx] = True
+            self.last_reset = now
+            self.need_update = False
+        self.prev_idx = idx.copy()
+        self.prev_t = now
+        # priorities per type, then the per-type greedy selection
+        sf = v.num_gpus
+        thr = self._throughputs(idx, sf)
+        x = self.x[idx]
+        prio = np.where(self.in_alloc[idx][:, None] & (x > 0) & (thr > 0), x / self.job_time[idx], 0.0)
+        left = ctx.type_gpus().copy()
+        order = self.type_order if self.aware else self.rng.permutation(T)
+        types = np.full(a, NO_RUN, dtype=np.int64)
+        keys = np.zeros(a)
+        taken = ~self.in_alloc[idx]  # jobs not in the allocation wait for the next one
+        rank = 0
+        for t in order:
+            if left[t] <= 0:
+                continue
+            cand = np.lexsort((np.arange(a), -x[:, t], -self.deficit[idx, t], -prio[:, t]))
+            for i in cand:
+                if left[t] <= 0:
+                    break
+                if taken[i] or thr[i, t] <= 0 or sf[i] > left[t]:
+                    continue
+                if self.objective == "fifo" and prio[i, t] <= 0:
+                    continue
+                left[t] -= sf[i]
+                taken[i] = True
+                types[i] = t
+                keys[i] = rank
+                rank += 1
+        keys[types == NO_RUN] = rank
+        return keys, types, sf.copy()
+
+    def stats(self) -> dict:
+        return {"allocations": self.n_alloc, "lp_solves": self.n_lp, "lp_s": round(self.lp_s, 6),
+                "lp_ms_per_allocation": round(1e3 * self.lp_s / max(self.n_alloc, 1), 3)}
+
+
+def _make(name, objective, aware, desc):
+    return parts.Policy(
+        name, enums.POL_PLAN, True, True, desc, kind=enums.KIND_PLAN, planner=GavelPlanner,
+        default_time_model="rounds", default_round_s=DEFAULT_ROUND_S,
+        options=(
+            parts.Option("recompute_s", DEFAULT_RECOMPUTE_S, nonneg,
+                         "at most one allocation per this many seconds (Gavel's simulator: 1920; 0: every change)"),
+            parts.Option("seed", 0, int, "seed of the per-round GPU type order of agnostic policies"),
+            parts.Option("_objective", objective, str, "internal"),
+            parts.Option("_aware", aware, bool, "internal"),
+        ),
+    )
+
+
+for _p in (
+    _make("gavel", "las", True, "Gavel: heterogeneity-aware max-min fairness (LAS normalised by throughput), LP + rounds"),
+    _make("gavel-las", "las", True, "Gavel's max_min_fairness_perf (same as 'gavel')"),
+    _make("gavel-las-agnostic", "las", False, "Gavel's max_min_fairness: heterogeneity-agnostic max-min fairness"),
+    _make("gavel-ftf", "ftf", True, "Gavel's finish_time_fairness_perf: min-max finish-time fairness (Themis' metric)"),
+    _make("gavel-ftf-agnostic", "ftf", False, "Gavel's finish_time_fairness: the same, heterogeneity-agnostic"),
+    _make("gavel-fifo", "fifo", True, "Gavel's fifo_perf: FIFO on the fastest type with room"),
+):
+    parts.POLICIES.register(_p.name, _p)
