@@ -35,12 +35,16 @@ def save(name: str, data: dict) -> Path:
     return p
 
 
-def update_readme(section: str, text: str) -> None:
-    """Replace the README block between ``<!-- bench:SECTION:start -->`` and ``...:end -->``."""
-    readme = ROOT / "README.md"
-    s = readme.read_text()
+def update_section(path: Path, section: str, text: str) -> None:
+    """Replace the block between ``<!-- bench:SECTION:start -->`` and ``...:end -->`` of a file."""
+    s = Path(path).read_text()
     start, end = f"<!-- bench:{section}:start -->", f"<!-- bench:{section}:end -->"
     if start not in s:
-        raise SystemExit(f"README.md has no {start} marker")
+        raise SystemExit(f"{Path(path).name} has no {start} marker")
     pat = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-    readme.write_text(pat.sub(lambda _: f"{start}\n{text.rstrip()}\n{end}", s))
+    Path(path).write_text(pat.sub(lambda _: f"{start}\n{text.rstrip()}\n{end}", s))
+
+
+def update_readme(section: str, text: str) -> None:
+    """Replace the README block between ``<!-- bench:SECTION:start -->`` and ``...:end -->``."""
+    update_section(ROOT / "README.md", section, text)
