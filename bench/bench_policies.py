@@ -1,0 +1,103 @@
+"""Policy benchmarks (issue 4): every policy on the 2,000-job peer workload and on a 100k-job trace,
+with the planners' LP cost per allocation. Checks outputs before timing, takes medians, writes
+bench/out/policies.json and the README's policy block.
+
+    python bench/bench_policies.py              # both workloads (the 100k Gavel runs take minutes)
+    python bench/bench_policies.py --quick      # the 2,000-job workload only
+
+The 2,000-job workload (../shared/peer-traces/gavel_n2000_lam400_s0.trace, Gavel's job types) runs
+on Gavel's heterogeneous cluster (36 V100, 36 P100, 36 K80 in 4-GPU servers) with Gavel's
+throughputs; Gavel's own simulator takes 6–46 CPU-seconds per policy on it (docs/fidelity.md).
+The 100k-job trace is the first 100,000 jobs of the real Philly trace
+(../shared/traces/philly-rfold) on 2,400 GPUs of three types.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _util import machine, save, update_readme  # noqa: E402
+
+import fastblox  # noqa: E402
+from fastblox.traces import read_trace  # noqa: E402
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared")
+POLICIES = ["fifo", "las", "srtf", "tiresias", "tiresias-gittins", "themis", "optimus", "gavel",
+            "gavel-las-agnostic", "gavel-ftf", "gavel-fifo"]
+SMALL = ("peer 2,000 jobs", os.path.join(SHARED, "peer-traces", "gavel_n2000_lam400_s0.trace"), None,
+         "v100:9x4,p100:9x4,k80:9x4")
+BIG = ("Philly 100k jobs", os.path.join(SHARED, "traces", "philly-rfold", "jobs.csv.gz"), 100_000,
+       "v100:100x8,p100:100x8,k80:100x8")
+
+
+def check(res, n):
+    j = res.jobs
+    fin = j["finish_s"].to_numpy()
+    assert res.summary["num_finished"] == n and np.isfinite(fin).all(), "every job finishes"
+    assert (fin >= j["submit_s"].to_numpy()).all()
+    assert (j["attained_s"].to_numpy() > 0).all()
+
+
+def bench(label, path, head, cluster, policies, repeats):
+    w = read_trace(path, on_bad_rows="drop")
+    if head:
+        w = w.head(head)
+    rows = []
+    for pol in policies:
+        res = fastblox.simulate(w, cluster=cluster, scheduler=pol)  # warm (compile, imports)
+        check(res, len(w))
+        reps = repeats if res.summary["sim_wall_s"] < 20 else 1
+        times = [res.summary["sim_wall_s"]]
+        for _ in range(reps - 1):
+            times.append(fastblox.simulate(w, cluster=cluster, scheduler=pol).summary["sim_wall_s"])
+        s = res.summary
+        p = s.get("planner", {})
+        rows.append({
+            "workload": label, "policy": pol, "sim_s": statistics.median(times), "repeats": len(times),
+            "steps": s["num_steps"], "avg_jct_h": s["avg_jct_s"] / 3600, "preemptions": s["num_preemptions"],
+            "allocations": p.get("allocations"), "lp_ms_per_allocation": p.get("lp_ms_per_allocation"),
+            "lp_s": p.get("lp_s"), "us_per_step": 1e6 * statistics.median(times) / max(s["num_steps"], 1),
+        })
+        print(f"{label:18s} {pol:20s} {rows[-1]['sim_s']:8.3f} s  {s['num_steps']:7d} steps  "
+              f"JCT {rows[-1]['avg_jct_h']:.2f} h  LP {p.get('lp_ms_per_allocation', '-')} ms/alloc", flush=True)
+    return rows
+
+
+def table(rows) -> str:
+    out = ["| workload | policy | simulation | steps | µs per step | avg JCT | preemptions | LP per allocation (allocations) |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lp = f"{r['lp_ms_per_allocation']:.1f} ms ({r['allocations']})" if r["allocations"] else "–"
+        out.append(f"| {r['workload']} | `{r['policy']}` | {r['sim_s']:.3f} s | {r['steps']:,} | {r['us_per_step']:.0f} | "
+                   f"{r['avg_jct_h']:.2f} h | {r['preemptions']:,} | {lp} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the 2,000-job workload only")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-readme", action="store_true")
+    a = ap.parse_args(argv)
+    rows = bench(*SMALL, POLICIES, a.repeats)
+    if not a.quick:
+        rows += bench(*BIG, POLICIES, a.repeats)
+    save("policies", {"machine": machine(), "rows": rows})
+    text = (f"Measured by `python bench/bench_policies.py` on {machine()} ({time.strftime('%Y-%m-%d')}); "
+            "simulation time only (median of 3 runs, one run where a run takes over 20 s), planners and LPs included.\n\n"
+            + table(rows))
+    print(text)
+    if not a.no_readme and not a.quick:
+        update_readme("policies", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
