@@ -243,3 +243,65 @@ def test_policies_are_deterministic():
         a = fastblox.simulate(w, cluster="2x4", scheduler=pol)
         b = fastblox.simulate(w, cluster="2x4", scheduler=pol)
         assert a.jobs.equals(b.jobs), pol
+
+
+# ---------------------------------------------------------------- Gavel's round kernel vs its twin
+@st.composite
+def select_case(draw):
+    a = draw(st.integers(0, 25))
+    T = draw(st.integers(1, 3))
+    f = st.floats(0.0, 4.0)
+    grid = lambda: np.array(draw(st.lists(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]) | f, min_size=T, max_size=T),
+                                          min_size=a, max_size=a))).reshape(a, T)
+    prio, deficit, x, thr = grid(), grid(), grid(), grid()
+    sf = np.array(draw(st.lists(st.sampled_from([1, 2, 4]), min_size=a, max_size=a)), dtype=np.int64)
+    left = np.array(draw(st.lists(st.integers(0, 12), min_size=T, max_size=T)), dtype=np.int64)
+    eligible = np.array(draw(st.lists(st.booleans(), min_size=a, max_size=a)), dtype=bool)
+    order = np.array(draw(st.permutations(list(range(T)))), dtype=np.int64)
+    return order, prio, deficit, x, thr, sf, left, eligible, draw(st.booleans())
+
+
+@given(select_case())
+@settings(max_examples=100, deadline=None)
+def test_gavel_select_matches_reference(case):
+    from fastblox.kernels.planners import gavel_select
+    from fastblox.reference.planners import gavel_select_reference
+
+    order, prio, deficit, x, thr, sf, left, eligible, fifo = case
+    a = len(sf)
+    types, keys = np.empty(a, dtype=np.int64), np.empty(a)
+    left_k = left.copy()
+    gavel_select(order, prio, deficit, x, thr, sf, left_k, eligible, fifo, types, keys)
+    rt, rk, rl = gavel_select_reference(order, prio.tolist(), deficit.tolist(), x.tolist(), thr.tolist(), sf.tolist(),
+                                        left.tolist(), eligible.tolist(), fifo)
+    assert types.tolist() == rt and keys.tolist() == rk and left_k.tolist() == rl
+    # invariants: capacity never exceeded, every chosen job can run where it was put
+    for t in range(len(left)):
+        assert sf[types == t].sum() <= left[t]
+    chosen = types >= 0
+    assert (thr[chosen, types[chosen]] > 0).all() and eligible[chosen].all()
+
+
+@given(st.integers(0, 15), st.integers(1, 6), st.integers(0, 40), st.data())
+@settings(max_examples=100, deadline=None)
+def test_optimus_sizes_matches_reference(a, cmax, free, data):
+    from fastblox.kernels.planners import optimus_sizes
+    from fastblox.reference.planners import optimus_sizes_reference
+
+    rows = data.draw(st.lists(st.lists(st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0]), min_size=cmax, max_size=cmax),
+                              min_size=a, max_size=a))
+    S = np.zeros((a, cmax + 1))
+    if a:
+        S[:, 1:] = np.maximum.accumulate(np.array(rows), axis=1)  # speeds never fall with more GPUs
+    work = np.array(data.draw(st.lists(st.floats(1.0, 1e4), min_size=a, max_size=a)))
+    with np.errstate(divide="ignore"):
+        T = np.where(S > 0, work[:, None] / np.where(S > 0, S, 1.0), np.inf)
+    cap = np.array(data.draw(st.lists(st.integers(1, cmax), min_size=a, max_size=a)), dtype=np.int64)
+    size = np.zeros(a, dtype=np.int64)
+    left = optimus_sizes(S, T, cap, free, size)
+    ref, ref_left = optimus_sizes_reference(S.tolist(), T.tolist(), cap.tolist(), free)
+    assert size.tolist() == ref and left == ref_left
+    assert size.sum() + left == free and (size <= np.maximum(cap, 0)).all()
+    # nobody gets a second GPU while a runnable job has none and GPUs were short
+    if (size == 0).any() and ((S[:, 1] > 0) & (size == 0)).any():
+        assert (size <= 1).all()

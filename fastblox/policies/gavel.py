@@ -41,6 +41,7 @@ from .. import parts
 from ..errors import ConfigError
 from ..kernels import engine as kengine
 from ..kernels import enums
+from ..kernels import planners as kplanners
 from ..planning import NO_RUN, PlanContext
 from ._opts import nonneg
 
@@ -75,19 +76,36 @@ def _caps_rows(a: int, T: int, sf: np.ndarray):
 
 
 def max_min_allocation(thr: np.ndarray, sf: np.ndarray, cap: np.ndarray, aware: bool = True) -> np.ndarray:
-    """Gavel's max-min fairness allocation ``x[a, T]`` (see the module docstring)."""
+    """Gavel's max-min fairness allocation ``x[a, T]`` (see the module docstring).
+
+    Jobs alike (same throughputs and size) get the same allocation: averaging any optimum over
+    them keeps it feasible and optimal, so the LP is solved once per class of alike jobs (with
+    the class size as a multiplicity) — tens of variables instead of thousands on real traces."""
     a, T = thr.shape
     if a == 0:
         return np.zeros((0, T))
+    key = np.concatenate([np.where(thr > 0, thr if aware else 1.0, 0.0), sf[:, None].astype(np.float64)], axis=1)
+    uniq, inv, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    if len(uniq) < a:
+        xc = _max_min_classes(uniq[:, :T], uniq[:, T].astype(np.int64), counts, cap, True)
+        return xc[inv]
+    return _max_min_classes(thr, sf, np.ones(a, dtype=np.int64), cap, aware)
+
+
+def _max_min_classes(thr, sf, mult, cap, aware):
+    """The max-min LP over classes of ``mult`` alike jobs each (``mult`` = 1: one job a class)."""
+    a, T = thr.shape
     can = thr > 0
     t_eff = np.where(can, thr if aware else 1.0, 0.0)
     p = (t_eff * cap[None, :]).sum(axis=1) / cap.sum()
     p = np.where(p > 0, p, 1.0)
     coef = t_eff * sf[:, None] / p[:, None]
     nx = a * T
-    # variables: x (nx), z; minimise -z - eps * sum coef x / a
-    c = np.concatenate([-EPS_EFFICIENCY * coef.reshape(-1) / a, [-1.0]])
-    r1, c1, v1 = _caps_rows(a, T, sf)
+    # variables: x (nx), z; minimise -z - eps * (mean normalised throughput)
+    c = np.concatenate([-EPS_EFFICIENCY * coef.reshape(-1) / mult.sum(), [-1.0]])
+    r1, c1, v1 = _caps_rows(a, T, sf * mult)
+    c[:nx] *= np.repeat(mult, T)
     # z - sum_t coef[j, t] x[j, t] <= 0   (rows a+T .. 2a+T-1)
     j = np.repeat(np.arange(a), T)
     rows = np.concatenate([r1, a + T + j, a + T + np.arange(a)])
@@ -95,8 +113,9 @@ def max_min_allocation(thr: np.ndarray, sf: np.ndarray, cap: np.ndarray, aware: 
     vals = np.concatenate([v1, -coef.reshape(-1), np.ones(a)])
     m = coo_matrix((vals, (rows, cols)), shape=(2 * a + T, nx + 1)).tocsr()
     b = np.concatenate([np.ones(a), cap.astype(np.float64), np.zeros(a)])
-    ub = np.where(can, 1.0, 0.0).reshape(-1)
-    bounds = list(zip(np.zeros(nx), ub)) + [(0, None)]
+    bounds = np.zeros((nx + 1, 2))
+    bounds[:nx, 1] = np.where(can, 1.0, 0.0).reshape(-1)
+    bounds[nx, 1] = np.inf
     x = _solve(c, m, b, bounds)
     if x is None:
         raise ConfigError("Gavel's max-min LP has no solution (HiGHS); this should not happen — please report it")
@@ -114,10 +133,11 @@ def _feasible_rate(thr, sf, cap, need, can):
     vals = np.concatenate([v1, -thr.reshape(-1)])
     m = coo_matrix((vals, (rows, cols)), shape=(2 * a + T, nx)).tocsr()
     b = np.concatenate([np.ones(a), cap.astype(np.float64), -need])
-    ub = np.where(can, 1.0, 0.0).reshape(-1)
+    bounds = np.zeros((nx, 2))
+    bounds[:, 1] = np.where(can, 1.0, 0.0).reshape(-1)
     # among feasible points, prefer more throughput (a deterministic, efficient vertex)
     c = -thr.reshape(-1) / np.maximum(need.max(), 1e-12) * EPS_EFFICIENCY
-    return _solve(c, m, b, list(zip(np.zeros(nx), ub)))
+    return _solve(c, m, b, bounds)
 
 
 def ftf_allocation(thr, sf, cap, elapsed, remaining, denom, tol=1e-3, max_iter=40):
@@ -192,6 +212,8 @@ class GavelPlanner:
         self.prev_t = None
         self.need_update = False
         self.rng = np.random.default_rng(int(opts["seed"]))
+        allj = np.arange(n, dtype=np.int64)
+        self.thr_all = np.stack([self.ctx.rate(allj, t, state.jobs.gpus) for t in range(T)], axis=1) if n else np.zeros((0, T))
         speed = state.rates.type_speed
         self.type_order = np.argsort(-speed, kind="stable")  # fastest first, ties in cluster order
         self.n_alloc = 0
@@ -200,9 +222,7 @@ class GavelPlanner:
 
     # ------------------------------------------------------------------ allocation
     def _throughputs(self, idx, sf):
-        ctx = self.ctx
-        thr = np.stack([ctx.rate(idx, t, sf) for t in range(ctx.n_types)], axis=1) if len(idx) else np.zeros((0, ctx.n_types))
-        return thr
+        return self.thr_all[idx]
 
     def _recompute(self, idx, v, now):
         ctx = self.ctx
@@ -272,29 +292,14 @@ class GavelPlanner:
         thr = self._throughputs(idx, sf)
         x = self.x[idx]
         prio = np.where(self.in_alloc[idx][:, None] & (x > 0) & (thr > 0), x / self.job_time[idx], 0.0)
-        left = ctx.type_gpus().copy()
+        left = ctx.type_gpus().astype(np.int64)
         order = self.type_order if self.aware else self.rng.permutation(T)
-        types = np.full(a, NO_RUN, dtype=np.int64)
-        keys = np.zeros(a)
-        taken = ~self.in_alloc[idx]  # jobs not in the allocation wait for the next one
-        rank = 0
-        for t in order:
-            if left[t] <= 0:
-                continue
-            cand = np.lexsort((np.arange(a), -x[:, t], -self.deficit[idx, t], -prio[:, t]))
-            for i in cand:
-                if left[t] <= 0:
-                    break
-                if taken[i] or thr[i, t] <= 0 or sf[i] > left[t]:
-                    continue
-                if self.objective == "fifo" and prio[i, t] <= 0:
-                    continue
-                left[t] -= sf[i]
-                taken[i] = True
-                types[i] = t
-                keys[i] = rank
-                rank += 1
-        keys[types == NO_RUN] = rank
+        types = np.empty(a, dtype=np.int64)
+        keys = np.empty(a)
+        # jobs that arrived after the last allocation wait for the next one
+        kplanners.gavel_select(np.asarray(order, dtype=np.int64), prio, np.ascontiguousarray(self.deficit[idx]),
+                               np.ascontiguousarray(x), np.ascontiguousarray(thr), sf.astype(np.int64), left,
+                               self.in_alloc[idx], self.objective == "fifo", types, keys)
         return keys, types, sf.copy()
 
     def stats(self) -> dict:

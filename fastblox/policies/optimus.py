@@ -18,12 +18,11 @@ planned size differs from what it holds is restarted at the new size (``--restar
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
 from .. import parts
 from ..kernels import enums
+from ..kernels import planners as kplanners
 from ..planning import ANY_TYPE, NO_RUN, PlanContext
 from ._opts import positive_int
 
@@ -32,6 +31,10 @@ class OptimusPlanner:
     def __init__(self, state, opts: dict):
         self.ctx = PlanContext(state)
         self.cap_type = int(state.c.gpus_of_type().max())
+        n = len(state.w)
+        self.cap = np.minimum(np.diff(state.jobs.alloc_off), self.cap_type)
+        self.cmax = int(self.cap.max()) if n else 1
+        self.S_all = self._speeds(np.arange(n, dtype=np.int64), self.cmax)  # speeds do not change: once
 
     def _speeds(self, idx: np.ndarray, cmax: int) -> np.ndarray:
         """``S[a, n]``: throughput of job ``idx[a]`` on ``n`` GPUs (0..cmax) of its fastest type."""
@@ -48,34 +51,13 @@ class OptimusPlanner:
         ctx = self.ctx
         v = ctx.view(idx)
         a = len(idx)
-        cap = np.minimum(v.max_gpus, self.cap_type)
-        cmax = int(cap.max()) if a else 1
-        S = self._speeds(idx, cmax)
+        cap = self.cap[idx]
+        S = self.S_all[idx]
         free = int(ctx.type_gpus().sum())
         size = np.zeros(a, dtype=np.int64)
         with np.errstate(divide="ignore"):
             T = np.where(S > 0, v.work_left[:, None] / np.where(S > 0, S, 1.0), np.inf)  # remaining time on n GPUs
-        for i in np.lexsort((np.arange(a), T[:, 1])):
-            if free == 0:
-                break
-            if S[i, 1] > 0:
-                size[i] = 1
-                free -= 1
-        # one GPU at a time to the largest marginal gain (a max-heap of (gain, arrival position))
-        heap = []
-
-        def push(i):
-            n = size[i]
-            if n < cap[i] and S[i, n + 1] > S[i, n]:
-                heapq.heappush(heap, (-(T[i, n] - T[i, n + 1]), i))
-
-        for i in np.flatnonzero(size > 0):
-            push(int(i))
-        while free > 0 and heap:
-            _, i = heapq.heappop(heap)
-            size[i] += 1
-            free -= 1
-            push(i)
+        kplanners.optimus_sizes(S, T, cap.astype(np.int64), free, size)
         run_it = size > 0
         types = np.where(run_it, ANY_TYPE, NO_RUN)
         keys = np.where(run_it, T[np.arange(a), np.maximum(size, 1)], np.finfo(np.float64).max)

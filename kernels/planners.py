@@ -1,0 +1,131 @@
+"""Kernels of the planner policies (``fastblox.policies``): the per-round loops that run over every
+active job, compiled. Plain-Python twins in ``fastblox.reference.planners``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import jit
+from .enums import NO_RUN
+
+
+@jit
+def gavel_select(type_order, prio, deficit, x, thr, sf, left, eligible, fifo, types_out, keys_out):
+    """Gavel's round mechanism: serve the GPU types in ``type_order``; on type ``t`` take jobs by
+    ``(prio, deficit, x)`` descending (ties: lower index) while ``left[t]`` GPUs remain, skipping
+    jobs already taken, not ``eligible``, that cannot run on ``t`` (``thr <= 0``), that do not
+    fit, and (``fifo``) jobs of zero priority. Writes each job's type (or ``NO_RUN``) and its
+    selection rank; ``left`` is consumed. Returns the number of jobs chosen."""
+    a = prio.shape[0]
+    taken = np.empty(a, dtype=np.bool_)
+    for i in range(a):
+        taken[i] = not eligible[i]
+        types_out[i] = NO_RUN
+    rank = 0
+    for k in range(type_order.shape[0]):
+        t = type_order[k]
+        if left[t] <= 0:
+            continue
+        # stable sorts from the least significant key up: x, then deficit, then priority
+        o1 = np.argsort(-x[:, t], kind="mergesort")
+        k2 = np.empty(a)
+        for i in range(a):
+            k2[i] = -deficit[o1[i], t]
+        o2 = o1[np.argsort(k2, kind="mergesort")]
+        for i in range(a):
+            k2[i] = -prio[o2[i], t]
+        order = o2[np.argsort(k2, kind="mergesort")]
+        for r in range(a):
+            if left[t] <= 0:
+                break
+            i = order[r]
+            if taken[i] or thr[i, t] <= 0.0 or sf[i] > left[t]:
+                continue
+            if fifo and prio[i, t] <= 0.0:
+                continue
+            left[t] -= sf[i]
+            taken[i] = True
+            types_out[i] = t
+            keys_out[i] = rank
+            rank += 1
+    for i in range(a):
+        if types_out[i] == NO_RUN:
+            keys_out[i] = rank
+    return rank
+
+
+@jit
+def _gain_before(ga, ia, gb, ib):
+    """Max-heap order of marginal gains: larger gain first, ties the lower job position."""
+    return ga > gb or (ga == gb and ia < ib)
+
+
+@jit
+def _hpush(hg, hi, n, g, i):
+    k = n
+    hg[k] = g
+    hi[k] = i
+    while k > 0:
+        p = (k - 1) >> 1
+        if not _gain_before(hg[k], hi[k], hg[p], hi[p]):
+            break
+        hg[k], hg[p] = hg[p], hg[k]
+        hi[k], hi[p] = hi[p], hi[k]
+        k = p
+    return n + 1
+
+
+@jit
+def _hpop(hg, hi, n):
+    n -= 1
+    hg[0] = hg[n]
+    hi[0] = hi[n]
+    k = 0
+    while True:
+        c = 2 * k + 1
+        if c >= n:
+            break
+        if c + 1 < n and _gain_before(hg[c + 1], hi[c + 1], hg[c], hi[c]):
+            c += 1
+        if not _gain_before(hg[c], hi[c], hg[k], hi[k]):
+            break
+        hg[k], hg[c] = hg[c], hg[k]
+        hi[k], hi[c] = hi[c], hi[k]
+        k = c
+    return n
+
+
+@jit
+def optimus_sizes(S, T, cap, free, size):
+    """Optimus' allocation: ``S[a, n]`` throughput and ``T[a, n]`` remaining time of job ``a`` on
+    ``n`` GPUs. One GPU each, shortest ``T[:, 1]`` first (ties: lower position), while ``free``
+    lasts and the job can run on one GPU; then one GPU at a time to the largest marginal gain
+    ``T[a, n] - T[a, n + 1]`` (ties: lower position) while ``n < cap[a]`` and ``S`` grows.
+    Writes ``size``; returns the GPUs left."""
+    a = S.shape[0]
+    for i in range(a):
+        size[i] = 0
+    order = np.argsort(T[:, 1], kind="mergesort")
+    for r in range(a):
+        if free == 0:
+            break
+        i = order[r]
+        if S[i, 1] > 0.0:
+            size[i] = 1
+            free -= 1
+    hg = np.empty(a + 1)
+    hi = np.empty(a + 1, dtype=np.int64)
+    n = 0
+    for i in range(a):
+        k = size[i]
+        if k > 0 and k < cap[i] and S[i, k + 1] > S[i, k]:
+            n = _hpush(hg, hi, n, T[i, k] - T[i, k + 1], i)
+    while free > 0 and n > 0:
+        i = hi[0]
+        n = _hpop(hg, hi, n)
+        size[i] += 1
+        free -= 1
+        k = size[i]
+        if k < cap[i] and S[i, k + 1] > S[i, k]:
+            n = _hpush(hg, hi, n, T[i, k] - T[i, k + 1], i)
+    return free
