@@ -266,6 +266,7 @@ def simulate_native_reference(
     time_model="events", round_s=300.0, restart_s=0.0, preempt=True, key_fn=None, *,
     node_type=None, node_rack=None, cls=None, ref_rate=None, tab=None, type_speed=None, node_factor=None,
     multi_node_factor=1.0, rack_factor=1.0, checkpoint_s=0.0, events=None, planner=None, dynamic=None,
+    max_steps=None,
 ):
     """Replay jobs (sorted by submit time) on nodes of ``node_gpus`` GPUs.
 
@@ -278,7 +279,9 @@ def simulate_native_reference(
     The order: ``key_fn(job, t) -> key`` overrides ``policy``; ``planner(idx, t) -> (keys, types,
     sizes)`` (``idx`` the active job indices in arrival order; types ``ANY_TYPE``, ``NO_RUN`` or a
     type index) overrides both. ``dynamic`` (rounds mode: the keys move while jobs run, so no round
-    with a waiting job is skipped) defaults to what the policy is.
+    with a waiting job is skipped) defaults to what the policy is. ``max_steps``: raise
+    RuntimeError after that many steps (jobs stopped before they keep any progress can take turns
+    forever, e.g. rounds shorter than the checkpoint interval).
 
     Returns a dict of per-job lists (``finish``, ``first_start`` (-1 for never), ``n_preempt``,
     ``n_fail``, ``attained``, ``attained_gpu``, ``lost_s``, ``gpu_type`` of the last launch,
@@ -518,11 +521,13 @@ def simulate_native_reference(
             assert (j.state == RUNNING) == bool(j.gang) == (j.cur is not None)
         assert len(cl.owner) == sum(len(j.gang) for j in jobs) <= cl.in_service()
         st["steps"] += 1
-        if (not running() and waiting() and st["next_arr"] == n and not overflow and st["next_ev"] == len(evs)):
-            st["deadlock"] = True  # nothing runs, nothing is left to arrive or change, and no waiting job fits
+        if max_steps is not None and st["steps"] > max_steps:
+            raise RuntimeError(f"more than {max_steps} scheduling steps: the jobs never finish")
 
     def pending():
-        """Something can still happen without a scheduling step: an arrival, a completion, a node event."""
+        """Something can still change: an arrival, a completion (a job runs) or a node event. When
+        nothing can, the run is stuck for good: the jobs left wait for a cluster none of them fits,
+        or for admission, which only moves after a completion or a node event."""
         return st["next_arr"] < n or live_top() < math.inf or st["next_ev"] < len(evs)
 
     deadlock = False
@@ -538,15 +543,12 @@ def simulate_native_reference(
                 break
             node_events_to(t)
             schedule(t)
-            if st.get("deadlock"):
+            if not pending():
                 deadlock = True
                 break
             t_arr = jobs[st["next_arr"]].submit if st["next_arr"] < n else math.inf
             t_ev = evs[st["next_ev"]][0] if st["next_ev"] < len(evs) else math.inf
             t = min(t_arr, live_top(), t_ev)
-            if t == math.inf:
-                deadlock = True
-                break
     else:
         # every boundary k·R in turn; node events (with the completions before them) at their own
         # times in between; a boundary is a step unless provably nothing changed since the last
@@ -577,15 +579,8 @@ def simulate_native_reference(
                     or (planner is not None and active))
             if look:
                 st["changed"] = False
-                steps0 = st["steps"]
                 schedule(b)
-                if st.get("deadlock"):
-                    deadlock = True
-                    break
-                if st["steps"] == steps0 and not pending():
-                    deadlock = True  # nothing can start now and nothing will ever change
-                    break
-            elif not pending():
+            if not pending():
                 deadlock = True
                 break
             k += 1
@@ -606,6 +601,8 @@ def simulate_native_reference(
         "end_t": t,
         "steps": st["steps"],
         "deadlock": deadlock,
+        # what was left when stuck: jobs waiting, jobs held back by admission, GPUs in service
+        "stuck": {"waiting": len(waiting()), "overflow": len(overflow), "in_service": cl.in_service()},
         "lost_gpu_s": st["lost_gpu_s"],
         "n_migrate": st["n_migrate"],
     }
