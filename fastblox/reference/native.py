@@ -1,9 +1,24 @@
 """Plain-Python reference of the native engine (``kernels.engine``), written to be obviously right.
 
-Same semantics as the kernel, none of its tricks: dicts of jobs, ``heapq`` for completions, a
-full sort at every step, and a victim search that scans the whole tail of the order. It checks
-its own invariants as it goes (no GPU owned twice, gangs whole, time never goes back). The
-hypothesis tests compare it with the kernel job by job.
+Same semantics as the kernel (``docs/semantics.md``: "Native engine" and "Realism"), none of its
+tricks: lists of nodes and a dict of GPU owners, ``heapq`` for completions, a full sort of the
+active jobs at every step, a victim search that scans the whole tail of the order, placements
+that look at every node, and (in ``rounds`` mode) a walk over every round boundary, deciding at
+each one whether anything can have changed. It checks its own invariants as it goes (no GPU owned
+twice, gangs whole and on one GPU type, nothing placed on a node out of service, time never goes
+back, progress never beyond the work). The hypothesis tests compare it with the kernel job by job.
+
+What it covers: GPU types per node and racks; first-fit / consolidated / blox / topology
+placement restricted to one GPU type (a job that may use any type tries the cluster's types in
+order); the rate model (throughput table for known models, type speed × Amdahl ratio for unknown
+ones, node and rack factors); restart cost and checkpoint loss when a job is stopped; node
+fail/recover events; load-based admission over the GPUs in service; the built-in orderings
+(FIFO, LAS, LAS-GPU, SRTF, SJF), a user key function (full sort), and a planner (keys, GPU types
+and sizes). Not covered: policy wake-ups (Tiresias, Gittins), Themis' built-in key.
+
+Floating point: every quantity compared exactly with the kernel (finish times, keys) is computed
+with the same operations in the same order as the kernel (e.g. a finish time is
+``(t + restart) + work_left / rate``).
 """
 
 from __future__ import annotations
@@ -12,242 +27,582 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-WAITING, RUNNING, DONE = "waiting", "running", "done"
+FUTURE, OVERFLOW, WAITING, RUNNING, DONE = "future", "overflow", "waiting", "running", "done"
+ANY_TYPE = -1  # a planner's "any GPU type"
+NO_RUN = -2  # a planner's "do not run this step"
+SERIAL_FRACTION = 0.05  # Amdahl's serial fraction for jobs of unknown model (docs/semantics.md)
+DOWN_EVENTS = ("fail", "remove")
+UP_EVENTS = ("recover", "add")
+
+
+def amdahl(n) -> float:
+    """``S(n) = n / (1 + 0.05 (n - 1))``."""
+    n = float(n)
+    return n / (1.0 + SERIAL_FRACTION * (n - 1.0))
+
+
+@dataclass
+class Launch:
+    """One launch of a job: when, which GPUs (one type), at which rate; filled in when it ends."""
+
+    t: float
+    gpus: list
+    gtype: int
+    rate: float
+    multi_node: bool
+    multi_rack: bool
+    end: float = -1.0
+    why: str = ""  # "done", "preempt" (the scheduler or a plan stopped it) or "fail" (a node went down)
+    el: float = 0.0  # seconds it held its GPUs
+    prod: float = 0.0  # productive seconds (after the restart cost)
+    kept: float = 0.0  # productive seconds kept (up to the last checkpoint)
 
 
 @dataclass
 class Job:
     i: int
     submit: float
-    gpus: int
-    work: float
+    gpus: int  # gang size asked for
+    work: float  # work units (iterations for a known model, else seconds at the reference speed)
     tracked: bool
-    state: str = "future"
+    cls: int = -1  # row of the throughput table, -1: unknown model
+    ref_rate: float = 1.0  # work per second on the reference type with the GPUs asked for
+    state: str = FUTURE
     work_left: float = 0.0
     attained: float = 0.0
     attained_gpu: float = 0.0
-    launch_t: float = 0.0
     first_start: float = -1.0
     finish: float = -1.0
     n_preempt: int = 0
+    n_fail: int = 0
+    lost_s: float = 0.0
     version: int = 0
-    gpu_ids: list = field(default_factory=list)
+    gang: list = field(default_factory=list)  # GPUs held right now (the walk moves them)
+    gtype: int = -1  # GPU type of ``gang``
+    cur: Launch | None = None  # the launch being run (settled at the end of a step)
+    want: int = 0  # size of the next launch (a planner may change it)
+    want_type: int = ANY_TYPE
+    history: list = field(default_factory=list)
+
+
+class Speed:
+    """Work per second of a launch (``docs/semantics.md``, "Work and rate").
+
+    ``tab[c][t][n]``: whole-gang throughput of a class-``c`` job on ``n`` GPUs of type ``t``
+    (0 or NaN: cannot run there); ``type_speed[t]``: speed of type ``t`` for jobs of unknown
+    model; ``node_factor[c]`` (None or NaN: ``multi_node_factor``) when the gang spans nodes, and
+    ``rack_factor`` on top when it spans racks."""
+
+    def __init__(self, n_types, tab=None, type_speed=None, node_factor=None, multi_node_factor=1.0, rack_factor=1.0):
+        self.tab = [] if tab is None else [[[float(x) for x in row] for row in per_t] for per_t in tab]
+        self.type_speed = [1.0] * n_types if type_speed is None else [float(x) for x in type_speed]
+        assert len(self.type_speed) == n_types
+        nf = [] if node_factor is None else list(node_factor)
+        self.node_factor = [multi_node_factor if (f is None or f != f) else float(f) for f in nf]
+        self.multi_node_factor = float(multi_node_factor)
+        self.rack_factor = float(rack_factor)
+
+    def base(self, job: Job, t: int, n: int) -> float:
+        """Rate on ``n`` GPUs of type ``t`` within one node."""
+        if job.cls < 0:
+            sp = self.type_speed[t]
+            if n == job.gpus:
+                return sp
+            return sp * amdahl(n) / amdahl(job.gpus)
+        row = self.tab[job.cls][t]
+        return row[n] if n < len(row) else 0.0
+
+    def can_run(self, job: Job, t: int, n: int) -> bool:
+        return self.base(job, t, n) > 0.0  # False for NaN too
+
+    def launch(self, job: Job, t: int, n: int, multi_node: bool, multi_rack: bool) -> float:
+        r = self.base(job, t, n)
+        if multi_node:
+            r *= self.node_factor[job.cls] if job.cls >= 0 else self.multi_node_factor
+            if multi_rack:
+                r *= self.rack_factor
+        return r
 
 
 class Cluster:
-    def __init__(self, node_gpus):
-        self.node_gpus = list(node_gpus)
-        self.base = [sum(self.node_gpus[:k]) for k in range(len(self.node_gpus))]
-        self.owner: dict[int, int] = {}  # gpu -> job
+    """Nodes with a GPU count, a GPU type, a rack and a service state; ``owner`` maps a GPU to the
+    job holding it. GPUs are numbered node by node."""
+
+    def __init__(self, node_gpus, node_type=None, node_rack=None, up=None):
+        self.node_gpus = [int(g) for g in node_gpus]
+        n = len(self.node_gpus)
+        self.node_type = [0] * n if node_type is None else [int(x) for x in node_type]
+        self.node_rack = [0] * n if node_rack is None else [int(x) for x in node_rack]
+        self.up = [True] * n if up is None else [bool(x) for x in up]
+        self.n_types = max(self.node_type) + 1 if n else 1
+        self.base = [sum(self.node_gpus[:k]) for k in range(n)]
+        self.gpu_node = [nd for nd in range(n) for _ in range(self.node_gpus[nd])]
+        self.owner: dict[int, int] = {}
 
     def free_on(self, nd):
+        """Free GPUs of node ``nd``, lowest first."""
         return [self.base[nd] + k for k in range(self.node_gpus[nd]) if self.base[nd] + k not in self.owner]
 
-    def total_free(self):
-        return sum(self.node_gpus) - len(self.owner)
+    def in_service(self):
+        return sum(g for g, u in zip(self.node_gpus, self.up) if u)
 
-    def fit(self, kind, n):
-        free = [self.free_on(nd) for nd in range(len(self.node_gpus))]
+    def free_in_service(self):
+        return sum(len(self.free_on(nd)) for nd in range(len(self.node_gpus)) if self.up[nd])
+
+    def spans(self, gpu_ids):
+        nodes = {self.gpu_node[g] for g in gpu_ids}
+        racks = {self.node_rack[nd] for nd in nodes}
+        return len(nodes) > 1, len(racks) > 1
+
+    def fit(self, kind, n, gtype):
+        """``n`` free GPUs of type ``gtype`` on nodes in service chosen by placement ``kind``, or None."""
+        cand = [nd for nd in range(len(self.node_gpus)) if self.up[nd] and self.node_type[nd] == gtype]
+        free = {nd: self.free_on(nd) for nd in cand}
         if kind == "first-fit":
-            if sum(map(len, free)) < n:
-                return None
             got = []
-            for f in free:
-                got += f[: n - len(got)]
-            return got
-        if kind == "blox":
+            for nd in cand:
+                got += free[nd][: n - len(got)]
+            return got if len(got) == n else None
+        if kind == "blox":  # Blox's exact-sum scattered walk
             got = []
-            for f in free:
-                if not f:
+            for nd in cand:
+                if not free[nd]:
                     continue
-                got += f[:n]
+                got += free[nd][:n]
                 if len(got) == n:
                     return got
                 if len(got) > n:
                     return None
             return None
         if kind == "consolidated":
-            max_g = max(self.node_gpus)
+            if not cand:
+                return None
+            max_g = max(self.node_gpus[nd] for nd in cand)
             if n <= max_g:
-                cands = [(len(f), nd) for nd, f in enumerate(free) if len(f) >= n]
-                if not cands:
-                    return None
-                _, nd = min(cands)
-                return free[nd][:n]
-            k_min = -(-n // max_g)
-            by_free = sorted(range(len(free)), key=lambda nd: -len(free[nd]))
-            got, used = [], 0
-            for nd in by_free:
-                if not free[nd]:
-                    return None
-                used += 1
-                if used > k_min:
-                    return None
-                got += free[nd][: n - len(got)]
-                if len(got) == n:
-                    return got
-            return None
+                return self._best_node(cand, free, n)
+            return self._emptiest(cand, free, n, k_max=-(-n // max_g))
+        if kind == "topology":
+            got = self._best_node(cand, free, n)
+            if got is not None:
+                return got
+            if sum(len(f) for f in free.values()) < n:
+                return None
+            rack_free = {}
+            for nd in cand:
+                rack_free[self.node_rack[nd]] = rack_free.get(self.node_rack[nd], 0) + len(free[nd])
+            holding = sorted((f, r) for r, f in rack_free.items() if f >= n)  # fullest rack first, then lowest id
+            if holding:
+                r = holding[0][1]
+                return self._emptiest([nd for nd in cand if self.node_rack[nd] == r], free, n)
+            return self._emptiest(cand, free, n)
         raise ValueError(kind)
+
+    @staticmethod
+    def _best_node(cand, free, n):
+        """The fullest node that still holds ``n`` (lowest id on ties)."""
+        fits = [(len(free[nd]), nd) for nd in cand if len(free[nd]) >= n]
+        if not fits:
+            return None
+        return free[min(fits)[1]][:n]
+
+    @staticmethod
+    def _emptiest(nodes, free, n, k_max=None):
+        """Emptiest nodes first (lowest id on ties); None if that needs more than ``k_max`` nodes."""
+        order = sorted((nd for nd in nodes if free[nd]), key=lambda nd: (-len(free[nd]), nd))
+        got = []
+        for used, nd in enumerate(order, start=1):
+            if k_max is not None and used > k_max:
+                return None
+            got += free[nd][: n - len(got)]
+            if len(got) == n:
+                return got
+        return None
 
     def take(self, gpu_ids, j):
         for g in gpu_ids:
             assert g not in self.owner, f"GPU {g} given twice"
+            assert self.up[self.gpu_node[g]], f"GPU {g} is on a node out of service"
             self.owner[g] = j
 
     def release(self, gpu_ids, j):
         for g in gpu_ids:
-            assert self.owner.get(g) == j
+            assert self.owner.get(g) == j, f"GPU {g} is not held by job {j}"
             del self.owner[g]
 
 
-def _key(policy, job: Job, t, restart):
+def _builtin_key(policy, job: Job, t, restart):
     run = job.state == RUNNING
-    el = t - job.launch_t if run else 0.0
+    el = t - job.cur.t if run else 0.0
     if policy == "fifo":
         return job.submit
     if policy == "las":
         return job.attained + el
     if policy == "las-gpu":
-        return job.attained_gpu + el * job.gpus
-    if policy == "srtf":
-        return job.work_left - (max(0.0, el - restart) * 1.0 if run else 0.0)
+        return job.attained_gpu + el * (len(job.cur.gpus) if run else 0)
+    if policy == "srtf":  # remaining work in seconds at the reference speed
+        left = job.work_left - (max(0.0, el - restart) * job.cur.rate if run else 0.0)
+        return left / job.ref_rate
     if policy == "sjf":
-        return job.work
+        return job.work / job.ref_rate
     raise ValueError(policy)
+
+
+def _node_events(events, num_nodes):
+    """Events sorted by time (ties in the given order) as ``(t, down?, node)``, and the nodes that
+    start out of service (those whose first event is ``add``)."""
+    evs = sorted(((float(t), str(e).lower(), int(nd)) for t, e, nd in events or ()), key=lambda x: x[0])
+    start_down = [False] * num_nodes
+    seen = set()
+    for _, e, nd in evs:
+        assert e in DOWN_EVENTS + UP_EVENTS, e
+        if nd not in seen:
+            seen.add(nd)
+            start_down[nd] = e == "add"
+    return [(t, e in DOWN_EVENTS, nd) for t, e, nd in evs], start_down
 
 
 def simulate_native_reference(
     submit, gpus, work, node_gpus, tracked=None, policy="fifo", placement="first-fit", theta=0.0,
-    time_model="events", round_s=300.0, restart_s=0.0, preempt=True, key_fn=None,
+    time_model="events", round_s=300.0, restart_s=0.0, preempt=True, key_fn=None, *,
+    node_type=None, node_rack=None, cls=None, ref_rate=None, tab=None, type_speed=None, node_factor=None,
+    multi_node_factor=1.0, rack_factor=1.0, checkpoint_s=0.0, events=None, planner=None, dynamic=None,
+    max_steps=None,
 ):
-    """Replay jobs (sorted by submit time). ``key_fn(job, t) -> key`` overrides ``policy``.
+    """Replay jobs (sorted by submit time) on nodes of ``node_gpus`` GPUs.
 
-    Returns a dict of per-job lists: ``finish``, ``first_start``, ``n_preempt``, ``attained``,
-    ``attained_gpu`` (-1 for never), plus ``end_t``, ``steps`` and ``deadlock``."""
+    ``node_type``/``node_rack``: per node GPU type index (types in the cluster's order) and rack.
+    ``cls``/``ref_rate``/``tab``/``type_speed``/``node_factor``/``multi_node_factor``/``rack_factor``:
+    the speed model (see :class:`Speed`; ``work`` is in work units). ``checkpoint_s``: checkpoint
+    interval of productive time (0: a stopped job keeps all its progress). ``events``:
+    ``(time_s, event, node)`` records (``fail``/``remove``/``recover``/``add``).
+
+    The order: ``key_fn(job, t) -> key`` overrides ``policy``; ``planner(idx, t) -> (keys, types,
+    sizes)`` (``idx`` the active job indices in arrival order; types ``ANY_TYPE``, ``NO_RUN`` or a
+    type index) overrides both. ``dynamic`` (rounds mode: the keys move while jobs run, so no round
+    with a waiting job is skipped) defaults to what the policy is. ``max_steps``: raise
+    RuntimeError after that many steps (jobs stopped before they keep any progress can take turns
+    forever, e.g. rounds shorter than the checkpoint interval).
+
+    Returns a dict of per-job lists (``finish``, ``first_start`` (-1 for never), ``n_preempt``,
+    ``n_fail``, ``attained``, ``attained_gpu``, ``lost_s``, ``gpu_type`` of the last launch,
+    ``history`` of :class:`Launch`) and ``end_t``, ``steps``, ``deadlock``, ``lost_gpu_s``,
+    ``n_migrate``."""
     n = len(submit)
-    tracked = [True] * n if tracked is None else list(tracked)
-    jobs = [Job(i, float(submit[i]), int(gpus[i]), float(work[i]), bool(tracked[i])) for i in range(n)]
+    n_nodes = len(node_gpus)
+    tracked = [True] * n if tracked is None else [bool(x) for x in tracked]
+    cls = [-1] * n if cls is None else [int(x) for x in cls]
+    ref_rate = [1.0] * n if ref_rate is None else [float(x) for x in ref_rate]
+    jobs = [Job(i, float(submit[i]), int(gpus[i]), float(work[i]), tracked[i], cls[i], ref_rate[i]) for i in range(n)]
+    assert all(jobs[i].submit <= jobs[i + 1].submit for i in range(n - 1)), "jobs must be sorted by submit time"
     for j in jobs:
         j.work_left = j.work
-    cl = Cluster(node_gpus)
-    total = sum(node_gpus)
-    dynamic = key_fn is not None or policy in ("las", "las-gpu", "srtf")
-    events = time_model == "events"
-    heap: list = []
-    active: list[Job] = []  # arrival order
-    overflow: list[Job] = []
-    next_arr = 0
-    left = sum(tracked)
-    t = None
-    steps = 0
-    deadlock = False
-    while True:
-        # the time of the next step
-        if t is None:
-            t = jobs[0].submit if events else 0.0
-        else:
-            while heap and not (jobs[heap[0][1]].state == RUNNING and jobs[heap[0][1]].version == heap[0][2]):
-                heapq.heappop(heap)
-            t_arr = jobs[next_arr].submit if next_arr < n else math.inf
-            t_end = heap[0][0] if heap else math.inf
-            waiting = sum(1 for j in active if j.state == WAITING)
-            if events:
-                t_new = min(t_arr, t_end)
-            elif dynamic and waiting > 0:
-                t_new = t + round_s
+        j.want = j.gpus
+    evs, start_down = _node_events(events, n_nodes)
+    cl = Cluster(node_gpus, node_type, node_rack, [not d for d in start_down])
+    sp = Speed(cl.n_types, tab, type_speed, node_factor, multi_node_factor, rack_factor)
+    if dynamic is None:
+        dynamic = key_fn is not None or policy in ("las", "las-gpu", "srtf")
+    events_mode = time_model == "events"
+    assert events_mode or time_model == "rounds"
+
+    heap: list = []  # (finish time, job, version)
+    overflow: list[Job] = []  # arrived, held back by admission (arrival order)
+    active: list[Job] = []  # admitted, not finished (arrival order)
+    st = {"next_arr": 0, "next_ev": 0, "left": sum(tracked), "steps": 0, "lost_gpu_s": 0.0, "n_migrate": 0,
+          "t": -math.inf, "changed": False}
+
+    def set_time(t):
+        assert t >= st["t"], f"time went back from {st['t']} to {t}"
+        st["t"] = t
+
+    def live_top():
+        while heap and not (jobs[heap[0][1]].state == RUNNING and jobs[heap[0][1]].version == heap[0][2]):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else math.inf
+
+    def waiting():
+        return [j for j in active if j.state == WAITING]
+
+    def running():
+        return [j for j in active if j.state == RUNNING]
+
+    def stop(job: Job, t, why):
+        """Settle a running job's launch stopped at ``t``; its GPUs are freed by the caller (or were
+        freed by the walk)."""
+        c = job.cur
+        el = t - c.t
+        prod = max(0.0, el - restart_s)
+        kept = prod
+        if checkpoint_s > 0.0:
+            kept = math.floor(prod / checkpoint_s) * checkpoint_s
+        assert 0.0 <= kept <= prod
+        job.work_left -= kept * c.rate
+        assert job.work_left > -1e-9 * job.work, "a stopped job has done more than its work"
+        if prod > kept:
+            job.lost_s += prod - kept
+            st["lost_gpu_s"] += (prod - kept) * len(c.gpus)
+        job.attained += el
+        job.attained_gpu += el * len(c.gpus)
+        c.end, c.why, c.el, c.prod, c.kept = t, why, el, prod, kept
+        job.history.append(c)
+        job.cur = None
+        job.version += 1
+
+    def complete(job: Job, te):
+        c = job.cur
+        el = te - c.t
+        job.attained += el
+        job.attained_gpu += el * len(c.gpus)
+        c.end, c.why, c.el = te, "done", el
+        c.prod = c.kept = max(0.0, el - restart_s)
+        job.history.append(c)
+        job.cur = None
+        job.work_left = 0.0
+        job.finish = te
+        job.state = DONE
+        job.version += 1
+        cl.release(job.gang, job.i)
+        job.gang = []
+        active.remove(job)
+        if job.tracked:
+            st["left"] -= 1
+
+    def completions_to(t):
+        while live_top() <= t:
+            te, i, _ = heapq.heappop(heap)
+            assert jobs[i].cur.t <= te <= t  # settled at its own time, at or before the step's
+            complete(jobs[i], te)
+            st["changed"] = True
+
+    def node_events_to(t):
+        while st["next_ev"] < len(evs) and evs[st["next_ev"]][0] <= t:
+            te, down, nd = evs[st["next_ev"]]
+            st["next_ev"] += 1
+            assert te == t, "a node event is handled at its own time"
+            if down:
+                assert cl.up[nd], f"node {nd} fails while out of service"
+                on_node = sorted({cl.owner[g] for g in range(cl.base[nd], cl.base[nd] + cl.node_gpus[nd])
+                                  if g in cl.owner})
+                for i in on_node:
+                    job = jobs[i]
+                    assert job.state == RUNNING and any(cl.gpu_node[g] == nd for g in job.gang)
+                    stop(job, te, "fail")
+                    cl.release(job.gang, i)
+                    job.gang = []
+                    job.n_fail += 1
+                    job.state = WAITING
+                assert len(cl.free_on(nd)) == cl.node_gpus[nd], "a failed node keeps no job"
+                cl.up[nd] = False
             else:
-                t_ev = min(t_arr, t_end)
-                t_new = math.inf if t_ev == math.inf else max(math.ceil(t_ev / round_s) * round_s, t + round_s)
-            if t_new == math.inf:
-                deadlock = True
-                break
-            assert t_new > t, "time went back"
-            t = t_new
-        # completions
-        while heap and heap[0][0] <= t:
-            te, i, ver = heapq.heappop(heap)
-            job = jobs[i]
-            if not (job.state == RUNNING and job.version == ver):
-                continue
-            el = te - job.launch_t
-            job.attained += el
-            job.attained_gpu += el * job.gpus
-            job.work_left = 0.0
-            job.finish = te
-            job.state = DONE
-            cl.release(job.gpu_ids, i)
-            if job.tracked:
-                left -= 1
-        if left == 0:
-            break
-        active = [j for j in active if j.state != DONE]
-        while next_arr < n and jobs[next_arr].submit <= t:
-            overflow.append(jobs[next_arr])
-            next_arr += 1
-        demand = sum(j.gpus for j in active)
-        added = 0
-        while overflow and (theta <= 0 or demand + added <= theta * total):
-            job = overflow.pop(0)
-            added += job.gpus
-            job.state = WAITING
-            active.append(job)
-        if not any(j.state == WAITING for j in active) or (cl.total_free() == 0 and not preempt):
-            continue
-        # order: stable sort, ties in arrival order
-        keyf = (lambda j: key_fn(j, t)) if key_fn is not None else (lambda j: _key(policy, j, t, restart_s))
-        order = sorted(active, key=keyf)
+                assert not cl.up[nd], f"node {nd} comes back while in service"
+                assert len(cl.free_on(nd)) == cl.node_gpus[nd], "a node comes back with every GPU free"
+                cl.up[nd] = True
+            st["changed"] = True
+
+    def place(job: Job, n_gpus, want_type):
+        """GPUs and type for a gang of ``n_gpus`` (types in the cluster's order), or (None, -1)."""
+        if want_type == NO_RUN:
+            return None, -1
+        types = range(cl.n_types) if want_type == ANY_TYPE else [want_type]
+        for t in types:
+            if sp.can_run(job, t, n_gpus):
+                got = cl.fit(placement, n_gpus, t)
+                if got is not None:
+                    return got, t
+        return None, -1
+
+    def walk(order, may_preempt):
+        """Place the waiting jobs of ``order`` (highest priority first), suspending jobs from the
+        tail if allowed; returns (launched, suspended)."""
         launched, suspended = [], []
         for idx, job in enumerate(order):
-            if job.state != WAITING:
+            if job.state != WAITING or job.want_type == NO_RUN:
                 continue
-            got = cl.fit(placement, job.gpus)
+            got, gt = place(job, job.want, job.want_type)
             victims = []
-            if got is None and preempt:
+            if got is None and may_preempt:
                 for v in reversed(order[idx + 1:]):
                     if v.state != RUNNING:
                         continue
-                    cl.release(v.gpu_ids, v.i)
+                    cl.release(v.gang, v.i)
                     v.state = WAITING
                     victims.append(v)
-                    got = cl.fit(placement, job.gpus)
+                    got, gt = place(job, job.want, job.want_type)
                     if got is not None:
                         break
             if got is not None:
                 cl.take(got, job.i)
-                job.gpu_ids = got
-                job.state = RUNNING
+                job.gang, job.gtype, job.state = got, gt, RUNNING
                 launched.append(job)
             for v in victims:
-                if all(g not in cl.owner for g in v.gpu_ids):
-                    cl.take(v.gpu_ids, v.i)  # unused: put back, not a preemption
+                if all(g not in cl.owner for g in v.gang):
+                    cl.take(v.gang, v.i)  # not needed after all: put back, not a preemption
                     v.state = RUNNING
                 else:
                     suspended.append(v)
+        return launched, suspended
+
+    def schedule(t):
+        """A scheduling step at ``t``: arrivals, admission, the order, the walk, settling."""
+        while st["next_arr"] < n and jobs[st["next_arr"]].submit <= t:
+            jobs[st["next_arr"]].state = OVERFLOW
+            overflow.append(jobs[st["next_arr"]])
+            st["next_arr"] += 1
+        demand = sum(j.gpus for j in active)
+        added = 0
+        while overflow and (theta <= 0 or demand + added <= theta * cl.in_service()):
+            job = overflow.pop(0)
+            added += job.gpus
+            job.state = WAITING
+            active.append(job)
+        assert [j.i for j in active] == sorted(j.i for j in active)
+        if planner is not None:
+            if not active:
+                return
+        elif not waiting() or (cl.free_in_service() == 0 and not preempt):
+            return
+        stopped = []
+        if planner is not None:
+            idx = [j.i for j in active]
+            keys, types, sizes = planner(idx, t)
+            keys, types, sizes = [float(k) for k in keys], [int(x) for x in types], [int(x) for x in sizes]
+            assert len(keys) == len(types) == len(sizes) == len(idx)
+            kmap = {}
+            for j, k, ty, sz in zip(active, keys, types, sizes):
+                assert NO_RUN <= ty < cl.n_types
+                kmap[j.i] = k
+                j.want_type = ty
+                if ty != NO_RUN:
+                    assert sz >= 1
+                    j.want = sz
+            # a running job whose plan differs from what it holds is stopped first
+            for j in active:
+                if j.state != RUNNING:
+                    continue
+                wt = j.want_type
+                if wt == NO_RUN or j.want != len(j.gang) or (wt != ANY_TYPE and wt != j.gtype):
+                    if wt != NO_RUN:
+                        st["n_migrate"] += 1
+                    stop(j, t, "preempt")
+                    cl.release(j.gang, j.i)
+                    j.gang = []
+                    j.n_preempt += 1
+                    j.state = WAITING
+                    stopped.append(j)
+            order = sorted(active, key=lambda j: kmap[j.i])  # stable: ties in arrival order
+            launched, suspended = walk(order, False)
+        else:
+            if key_fn is not None:
+                order = sorted(active, key=lambda j: key_fn(j, t))
+            else:
+                order = sorted(active, key=lambda j: _builtin_key(policy, j, t, restart_s))
+            launched, suspended = walk(order, preempt)
+        # settle: suspensions first (a victim may have been placed again in this walk), then launches
         for v in suspended:
-            el = t - v.launch_t
-            v.work_left -= max(0.0, el - restart_s) * 1.0
-            v.attained += el
-            v.attained_gpu += el * v.gpus
+            stop(v, t, "preempt")
             v.n_preempt += 1
-            v.version += 1
+            if v.state == WAITING:
+                v.gang = []
         for job in launched:
-            assert len(job.gpu_ids) == job.gpus == len(set(job.gpu_ids)), "gang not whole"
-            job.launch_t = t
+            g = job.gang
+            assert len(g) == job.want == len(set(g)), "gang not whole"
+            assert all(cl.owner[x] == job.i for x in g)
+            assert len({cl.node_type[cl.gpu_node[x]] for x in g}) == 1 and cl.node_type[cl.gpu_node[g[0]]] == job.gtype, \
+                "a gang on more than one GPU type"
+            multi_node, multi_rack = cl.spans(g)
+            rate = sp.launch(job, job.gtype, len(g), multi_node, multi_rack)
+            assert rate > 0.0
+            job.cur = Launch(t, list(g), job.gtype, rate, multi_node, multi_rack)
             if job.first_start < 0:
                 job.first_start = t
             job.version += 1
-            heapq.heappush(heap, (t + restart_s + job.work_left / 1.0, job.i, job.version))
-        assert len(cl.owner) <= total
-        steps += 1
-        if not cl.owner and next_arr == n and not overflow and any(j.state == WAITING for j in active):
-            deadlock = True  # an empty cluster no waiting job fits, and nothing left to arrive
-            break
+            heapq.heappush(heap, (t + restart_s + job.work_left / rate, job.i, job.version))
+        for j in jobs:
+            assert (j.state == RUNNING) == bool(j.gang) == (j.cur is not None)
+        assert len(cl.owner) == sum(len(j.gang) for j in jobs) <= cl.in_service()
+        st["steps"] += 1
+        if max_steps is not None and st["steps"] > max_steps:
+            raise RuntimeError(f"more than {max_steps} scheduling steps: the jobs never finish")
+
+    def pending():
+        """Something can still change: an arrival, a completion (a job runs) or a node event. When
+        nothing can, the run is stuck for good: the jobs left wait for a cluster none of them fits,
+        or for admission, which only moves after a completion or a node event."""
+        return st["next_arr"] < n or live_top() < math.inf or st["next_ev"] < len(evs)
+
+    deadlock = False
+    if events_mode:
+        # a step at every arrival, completion and node event
+        t = jobs[0].submit if n else 0.0
+        if evs:
+            t = min(t, evs[0][0])
+        while True:
+            set_time(t)
+            completions_to(t)
+            if st["left"] == 0:
+                break
+            node_events_to(t)
+            schedule(t)
+            if not pending():
+                deadlock = True
+                break
+            t_arr = jobs[st["next_arr"]].submit if st["next_arr"] < n else math.inf
+            t_ev = evs[st["next_ev"]][0] if st["next_ev"] < len(evs) else math.inf
+            t = min(t_arr, live_top(), t_ev)
+    else:
+        # every boundary k·R in turn; node events (with the completions before them) at their own
+        # times in between; a boundary is a step unless provably nothing changed since the last
+        # boundary that was looked at: no arrival, completion or node event since, and either no
+        # waiting job or keys that do not move while jobs run (a planner runs while any job is active)
+        k = 0
+        t = 0.0
+        while True:
+            b = k * round_s
+            while st["next_ev"] < len(evs) and evs[st["next_ev"]][0] < b:
+                te = evs[st["next_ev"]][0]
+                set_time(te)
+                completions_to(te)
+                if st["left"] == 0:
+                    break
+                node_events_to(te)
+            if st["left"] == 0:
+                t = st["t"]  # the run ends at the node event's time (as the kernel does)
+                break
+            t = b
+            set_time(b)
+            completions_to(b)
+            if st["left"] == 0:
+                break
+            node_events_to(b)
+            arrival = st["next_arr"] < n and jobs[st["next_arr"]].submit <= b
+            look = (k == 0 or st["changed"] or arrival or (dynamic and waiting())
+                    or (planner is not None and active))
+            if look:
+                st["changed"] = False
+                schedule(b)
+            if not pending():
+                deadlock = True
+                break
+            k += 1
+    for j in jobs:
+        if j.state == DONE:  # work is conserved: the progress kept over all launches is the work
+            kept = sum(c.kept * c.rate for c in j.history)
+            assert math.isclose(kept, j.work, rel_tol=1e-9, abs_tol=1e-6), f"job {j.i}: kept progress {kept} != work {j.work}"
     return {
         "finish": [j.finish for j in jobs],
         "first_start": [j.first_start for j in jobs],
         "n_preempt": [j.n_preempt for j in jobs],
-        "attained": [j.attained + ((t - j.launch_t) if j.state == RUNNING else 0.0) for j in jobs],
+        "n_fail": [j.n_fail for j in jobs],
+        "attained": [j.attained + ((t - j.cur.t) if j.state == RUNNING else 0.0) for j in jobs],
+        "attained_gpu": [j.attained_gpu + ((t - j.cur.t) * len(j.cur.gpus) if j.state == RUNNING else 0.0) for j in jobs],
+        "lost_s": [j.lost_s for j in jobs],
+        "gpu_type": [j.cur.gtype if j.cur else (j.history[-1].gtype if j.history else -1) for j in jobs],
+        "history": [j.history for j in jobs],
         "end_t": t,
-        "steps": steps,
+        "steps": st["steps"],
         "deadlock": deadlock,
+        # what was left when stuck: jobs waiting, jobs held back by admission, GPUs in service
+        "stuck": {"waiting": len(waiting()), "overflow": len(overflow), "in_service": cl.in_service()},
+        "lost_gpu_s": st["lost_gpu_s"],
+        "n_migrate": st["n_migrate"],
     }
