@@ -86,6 +86,7 @@ I_NEXT_EV = 13  # next node event
 I_WAKE_N = 14  # size of the wake-up heap
 I_N_FAIL = 15  # jobs killed by node failures
 I_N_MIGRATE = 16  # running jobs a plan moved to another type or size
+I_IDLE = 17  # scheduling steps in a row that left the cluster empty with jobs waiting
 I_SIZE = 24
 
 # slots of the float scalar state ``sf``
@@ -120,6 +121,7 @@ CF_THEMIS_F = 7  # Themis: fairness knob f in [0, 1)
 CF_SIZE = 12
 
 SERIES_COLS = 7
+PLAN_IDLE_LIMIT = 1000
 
 
 @jit
@@ -425,6 +427,15 @@ def stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp):
 
 
 @jit
+def _stuck(q, run, si, n_jobs, n_ev):
+    """Nothing is left to arrive, no node event or policy wake-up is pending (stale wake-ups
+    dropped first): with nothing running, the waiting jobs will never be placed."""
+    while si[I_WAKE_N] > 0 and run.version[q.wake_j[0]] != q.wake_v[0]:
+        si[I_WAKE_N] = heap_pop(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N])
+    return si[I_NEXT_ARR] == n_jobs and si[I_NEXT_EV] == n_ev and si[I_WAKE_N] == 0
+
+
+@jit
 def _free_up(nodes):
     total = 0
     free = 0
@@ -495,6 +506,8 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     tb = sf[F_LAST_B]
                     if (dynamic and si[I_NW] > 0) or (kind == KIND_PLAN and si[I_NW] + si[I_N_RUNNING] > 0):
                         t_new = tb + round_s
+                        if t_new < t:  # a node event since then (handled at its own time) came first
+                            t_new = math.ceil(t / round_s) * round_s
                     else:
                         t_ev = min(min(t_arr, t_end), sf[F_DIRTY])
                         if si[I_NW] > 0:
@@ -629,6 +642,8 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                 if si[I_NW] + si[I_N_RUNNING] == 0:
                     continue
             elif si[I_NW] == 0 or (free == 0 and not preempt):
+                if si[I_N_RUNNING] == 0 and si[I_NW] > 0 and _stuck(q, run, si, n_jobs, n_ev):
+                    return DEADLOCK, series  # nothing in service, and nothing will come back
                 continue  # nothing can start: no step
             if py or kind == KIND_FULL:
                 # every active job, in arrival order
@@ -821,11 +836,16 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             total_gpus, free = _free_up(nodes)
         si[I_N_PREEMPT] += ns + n_pre
         si[I_N_STEPS] += 1
-        if (nr == 0 and nw > 0 and si[I_NEXT_ARR] == n_jobs and si[I_OV_HEAD] == n_jobs
-                and si[I_NEXT_EV] == n_ev and si[I_WAKE_N] == 0):
+        if nr == 0 and nw > 0:
             # the cluster is empty and nothing is left to arrive or change, yet no waiting job
-            # fits it: no order and no amount of waiting will change that
-            return DEADLOCK, series
+            # fits it: no order and no amount of waiting will change that (jobs held back by
+            # admission only get in after a completion). A planner may idle on purpose (Gavel
+            # waits for its next allocation): it gets PLAN_IDLE_LIMIT such steps in a row.
+            si[I_IDLE] += 1
+            if _stuck(q, run, si, n_jobs, n_ev) and (kind != KIND_PLAN or si[I_IDLE] > PLAN_IDLE_LIMIT):
+                return DEADLOCK, series
+        else:
+            si[I_IDLE] = 0
         if ci[C_SERIES] != 0:
             r = si[I_N_SERIES]
             if r >= series.shape[0]:

@@ -32,7 +32,8 @@ class RealCase:
     appearance, as ``fastblox.Cluster`` numbers them), ``node_rack`` (None: one rack). Jobs (sorted
     by submit): ``submit``, ``gpus``, ``work`` (work units), ``cls`` (-1: unknown model),
     ``ref_rate``. Speed: ``tab[c, t, n]`` (0: cannot run there), ``type_speed[t]``,
-    ``node_factor[c]`` (NaN: the run's multi-node factor). ``events``: ``(time_s, event, node)``
+    ``node_factor[c]`` (NaN: the run's multi-node factor), ``spread[c, t, n]`` a measured
+    multi-node throughput (0: none, use the factor). ``events``: ``(time_s, event, node)``
     records, a valid fail/recover sequence per node. ``g_max``: the largest gang possible."""
 
     submit: np.ndarray
@@ -47,6 +48,7 @@ class RealCase:
     tab: np.ndarray
     type_speed: np.ndarray
     node_factor: np.ndarray
+    spread: np.ndarray
     events: list
     g_max: int
 
@@ -137,6 +139,12 @@ def real_case(draw, max_jobs=14, max_types=3, with_events=True):
                 tab[c, t, k] = draw(_rate())
     type_speed = np.asarray([1.0] + [draw(st.sampled_from([0.0, 0.5, 1.5, 2.0, 0.3])) for _ in range(n_types - 1)])
     node_factor = np.asarray([draw(st.sampled_from([np.nan, 1.0, 0.75, 0.3])) for _ in range(n_models)], dtype=np.float64)
+    spread = np.zeros_like(tab)
+    for c in range(n_models):
+        if draw(st.booleans()):  # this model has measured multi-node throughputs (some sizes)
+            for t in range(n_types):
+                for k in range(2, g_max + 1):
+                    spread[c, t, k] = tab[c, t, k] * draw(st.sampled_from([0.0, 0.4, 0.9, 1.2]))
     cls = np.asarray([draw(st.integers(-1, n_models - 1)) for _ in range(n)], dtype=np.int64)
     ref_rate = np.ones(n)
     for j in range(n):
@@ -160,4 +168,4 @@ def real_case(draw, max_jobs=14, max_types=3, with_events=True):
                 type_speed[t] = 1.0
     events = draw(node_events(n_nodes)) if with_events else []
     return RealCase(submit, gpus, work, node_gpus, node_type, type_names, node_rack, cls, ref_rate, tab,
-                    type_speed, node_factor, events, g_max)
+                    type_speed, node_factor, spread, events, g_max)

@@ -14,7 +14,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 import fastblox
@@ -140,7 +140,8 @@ PLACEMENTS = ["first-fit", "consolidated", "blox", "topology"]
 def speed_model(case: RealCase, mnf: float) -> SpeedModel:
     nf = np.where(np.isnan(case.node_factor), mnf, case.node_factor)
     rates = Rates(np.ascontiguousarray(case.tab, dtype=np.float64), np.asarray(case.type_speed, dtype=np.float64),
-                  amdahl(np.arange(case.g_max + 1), DEFAULT_SERIAL_FRACTION), np.append(nf, mnf).astype(np.float64))
+                  amdahl(np.arange(case.g_max + 1), DEFAULT_SERIAL_FRACTION), np.append(nf, mnf).astype(np.float64),
+                  np.ascontiguousarray(case.spread, dtype=np.float64))
     return SpeedModel(case.cls.copy(), case.work.copy(), case.ref_rate.copy(), rates, None, "hypothesis",
                       int((case.cls >= 0).sum()))
 
@@ -209,7 +210,8 @@ def run_reference(case: RealCase, cfg: dict):
         case.submit, case.gpus, case.work, case.node_gpus, placement=cfg["placement"], theta=cfg["theta"],
         time_model=cfg["tm"], round_s=cfg["round_s"], restart_s=cfg["restart"], preempt=cfg["preempt"],
         node_type=case.node_type, node_rack=case.node_rack, cls=case.cls, ref_rate=case.ref_rate, tab=case.tab.tolist(),
-        type_speed=case.type_speed, node_factor=list(case.node_factor), multi_node_factor=cfg["mnf"],
+        type_speed=case.type_speed, node_factor=list(case.node_factor), spread=case.spread.tolist(),
+        multi_node_factor=cfg["mnf"],
         rack_factor=cfg["rf"], checkpoint_s=cfg["ckpt"], events=case.events, max_steps=100_000, **kw)
 
 
@@ -339,38 +341,9 @@ def _cfg(draw, policies):
     return cfg
 
 
-#: kernel bugs (see the xfail tests at the end): while they stand, the comparison leaves out the
-#: inputs that hit them. Set to False once the kernel is fixed (the xfail tests then pass, and
-#: fail as strict xfails, as a reminder).
-KNOWN_BUG_ROUNDS_STEP_IN_THE_PAST = True
-KNOWN_BUG_ROUNDS_HANG_NO_GPU = True
-KNOWN_BUG_ROUNDS_HANG_ADMISSION = True
-
-
-def _hits_known_bug(case: RealCase, cfg: dict) -> bool:
-    return (KNOWN_BUG_ROUNDS_STEP_IN_THE_PAST and cfg["tm"] == "rounds" and cfg["policy"] in DYNAMIC
-            and any(e in ("fail", "remove") for _, e, _ in case.events))
-
-
-def _known_hang(ref, cfg: dict) -> bool:
-    """The reference found the run stuck for good where the kernel is known to step forever."""
-    if not ref["deadlock"] or cfg["tm"] != "rounds":
-        return False
-    every_round = cfg["policy"] in DYNAMIC or cfg["policy"] == PLANNER
-    no_gpu = (KNOWN_BUG_ROUNDS_HANG_NO_GPU and cfg["policy"] in DYNAMIC and not cfg["preempt"]
-              and ref["stuck"]["in_service"] == 0)
-    held = KNOWN_BUG_ROUNDS_HANG_ADMISSION and every_round and ref["stuck"]["overflow"] > 0
-    return no_gpu or held
-
-
 def check_case(case: RealCase, cfg: dict):
-    assume(not _hits_known_bug(case, cfg))
     ref = run_reference(case, cfg)
-    try:
-        res = run_kernel(case, cfg)
-    except KernelLoops:
-        assume(not _known_hang(ref, cfg))
-        raise
+    res = run_kernel(case, cfg)
     if res is None:
         assert ref["deadlock"], "the kernel reports jobs that can never run; the reference ran them all"
         return None, ref
@@ -410,16 +383,12 @@ def test_one_type_with_rates_matches_reference(case, cfg):
     check_case(case, cfg)
 
 
-# --------------------------------------------------------------------------- known kernel bugs
-@pytest.mark.xfail(strict=True, reason=(
-    "kernel bug: rounds mode computes the next boundary as F_LAST_B + R when a dynamic policy has a "
-    "waiting job, even when a node event between boundaries (handled after the last boundary was "
-    "skipped past) made that job wait: the step lands before the event, in the past"))
+# --------------------------------------------------------------------------- kernel bugs found by these tests (fixed)
 def test_rounds_node_failure_is_scheduled_at_the_next_boundary():
     """LAS, rounds of 300 s, one job on node 0 of two 1-GPU nodes; node 0 fails at 450. The
     next boundary after the failure is 600: the job restarts there on node 1 and ends at 1150.
-    The kernel (having skipped to 1000's boundary, 1200, before seeing the event) steps at
-    0 + 300 = 300 < 450 and restarts the killed job in the past: it ends at 850."""
+    The kernel used to step at 0 + 300 = 300 < 450 (it had skipped to the boundary of the
+    completion, 1200, before the event) and restart the killed job in the past."""
     w = fastblox.Workload.from_arrays(submit_s=[0.0], num_gpus=[1], duration_s=[1000.0])
     ev = [(450.0, "fail", 0)]
     ref = simulate_native_reference([0.0], [1], [1000.0], [1, 1], policy="las", time_model="rounds", events=ev)
@@ -429,11 +398,9 @@ def test_rounds_node_failure_is_scheduled_at_the_next_boundary():
     assert res.jobs["finish_s"].to_list() == [1150.0]
 
 
-@pytest.mark.xfail(strict=True, raises=KernelLoops, reason=(
-    "kernel bug: rounds mode, a dynamic policy without preemption and no GPU left in service for "
-    "good: every round is a pass that skips the step (nothing free, no preemption) before the "
-    "deadlock check, so advance() never returns (simulate hangs)"))
 def test_rounds_no_gpu_left_in_service_is_a_deadlock_not_a_hang():
+    """Every round skipped its step (nothing free, no preemption) before the deadlock check: the
+    kernel used to step forever."""
     w = fastblox.Workload.from_arrays(submit_s=[0.0], num_gpus=[1], duration_s=[1000.0])
     ev = [(100.0, "fail", 0)]
     ref = simulate_native_reference([0.0], [1], [1000.0], [1], policy="las", time_model="rounds", preempt=False,
@@ -444,14 +411,10 @@ def test_rounds_no_gpu_left_in_service_is_a_deadlock_not_a_hang():
             fastblox.simulate(w, cluster="1x1", scheduler="las", time_model="rounds", preempt=False, cluster_events=ev)
 
 
-@pytest.mark.xfail(strict=True, raises=KernelLoops, reason=(
-    "kernel bug: the end-of-step deadlock check requires the admission queue to be empty, but jobs "
-    "held back by admission only get in after a completion or a node event; with nothing running "
-    "and nothing left to come they never will. Rounds mode with a dynamic policy (or a planner) "
-    "then steps every round forever (simulate hangs); events mode reports the deadlock"))
 def test_rounds_admission_held_jobs_behind_unplaceable_ones_is_a_deadlock_not_a_hang():
     """Two 3-GPU jobs that Blox's exact-sum placement never puts on an empty 2x2 cluster are
-    admitted (demand 6 > 1.0 x 4 GPUs), so the 1-GPU job behind them is held back for good."""
+    admitted (demand 6 > 1.0 x 4 GPUs), so the 1-GPU job behind them is held back for good. The
+    deadlock check used to wait for the admission queue to empty, which it never does."""
     w = fastblox.Workload.from_arrays(submit_s=[0.0, 0.0, 0.0], num_gpus=[3, 3, 1], duration_s=[100.0] * 3)
     kw = dict(cluster="2x2", scheduler="las", placement="blox", admission="load:1.0")
     ref = simulate_native_reference(w.submit_s, w.num_gpus, w.duration_s, [2, 2], policy="las", placement="blox",

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 
 FUTURE, OVERFLOW, WAITING, RUNNING, DONE = "future", "overflow", "waiting", "running", "done"
+PLAN_IDLE_LIMIT = 1000  # as kernels.engine
 ANY_TYPE = -1  # a planner's "any GPU type"
 NO_RUN = -2  # a planner's "do not run this step"
 SERIAL_FRACTION = 0.05  # Amdahl's serial fraction for jobs of unknown model (docs/semantics.md)
@@ -90,10 +91,12 @@ class Speed:
 
     ``tab[c][t][n]``: whole-gang throughput of a class-``c`` job on ``n`` GPUs of type ``t``
     (0 or NaN: cannot run there); ``type_speed[t]``: speed of type ``t`` for jobs of unknown
-    model; ``node_factor[c]`` (None or NaN: ``multi_node_factor``) when the gang spans nodes, and
-    ``rack_factor`` on top when it spans racks."""
+    model. A gang spanning nodes runs at ``spread[c][t][n]`` (a measured multi-node throughput)
+    where that is positive, else at ``node_factor[c]`` (None or NaN: ``multi_node_factor``) × its
+    rate; ``rack_factor`` on top when it spans racks."""
 
-    def __init__(self, n_types, tab=None, type_speed=None, node_factor=None, multi_node_factor=1.0, rack_factor=1.0):
+    def __init__(self, n_types, tab=None, type_speed=None, node_factor=None, multi_node_factor=1.0, rack_factor=1.0,
+                 spread=None):
         self.tab = [] if tab is None else [[[float(x) for x in row] for row in per_t] for per_t in tab]
         self.type_speed = [1.0] * n_types if type_speed is None else [float(x) for x in type_speed]
         assert len(self.type_speed) == n_types
@@ -101,6 +104,7 @@ class Speed:
         self.node_factor = [multi_node_factor if (f is None or f != f) else float(f) for f in nf]
         self.multi_node_factor = float(multi_node_factor)
         self.rack_factor = float(rack_factor)
+        self.spread = [] if spread is None else [[[float(x) for x in row] for row in per_t] for per_t in spread]
 
     def base(self, job: Job, t: int, n: int) -> float:
         """Rate on ``n`` GPUs of type ``t`` within one node."""
@@ -118,7 +122,14 @@ class Speed:
     def launch(self, job: Job, t: int, n: int, multi_node: bool, multi_rack: bool) -> float:
         r = self.base(job, t, n)
         if multi_node:
-            r *= self.node_factor[job.cls] if job.cls >= 0 else self.multi_node_factor
+            measured = 0.0
+            if job.cls >= 0 and self.spread:
+                row = self.spread[job.cls][t]
+                measured = row[n] if n < len(row) else 0.0
+            if measured > 0.0:
+                r = measured
+            else:
+                r *= self.node_factor[job.cls] if job.cls >= 0 else self.multi_node_factor
             if multi_rack:
                 r *= self.rack_factor
         return r
@@ -265,7 +276,7 @@ def simulate_native_reference(
     submit, gpus, work, node_gpus, tracked=None, policy="fifo", placement="first-fit", theta=0.0,
     time_model="events", round_s=300.0, restart_s=0.0, preempt=True, key_fn=None, *,
     node_type=None, node_rack=None, cls=None, ref_rate=None, tab=None, type_speed=None, node_factor=None,
-    multi_node_factor=1.0, rack_factor=1.0, checkpoint_s=0.0, events=None, planner=None, dynamic=None,
+    multi_node_factor=1.0, rack_factor=1.0, checkpoint_s=0.0, events=None, planner=None, dynamic=None, spread=None,
     max_steps=None,
 ):
     """Replay jobs (sorted by submit time) on nodes of ``node_gpus`` GPUs.
@@ -299,7 +310,7 @@ def simulate_native_reference(
         j.want = j.gpus
     evs, start_down = _node_events(events, n_nodes)
     cl = Cluster(node_gpus, node_type, node_rack, [not d for d in start_down])
-    sp = Speed(cl.n_types, tab, type_speed, node_factor, multi_node_factor, rack_factor)
+    sp = Speed(cl.n_types, tab, type_speed, node_factor, multi_node_factor, rack_factor, spread)
     if dynamic is None:
         dynamic = key_fn is not None or policy in ("las", "las-gpu", "srtf")
     events_mode = time_model == "events"
@@ -556,6 +567,7 @@ def simulate_native_reference(
         # waiting job or keys that do not move while jobs run (a planner runs while any job is active)
         k = 0
         t = 0.0
+        idle = 0
         while True:
             b = k * round_s
             while st["next_ev"] < len(evs) and evs[st["next_ev"]][0] < b:
@@ -580,7 +592,10 @@ def simulate_native_reference(
             if look:
                 st["changed"] = False
                 schedule(b)
-            if not pending():
+                # a planner may leave the cluster empty on purpose for a while (Gavel waits for
+                # its next allocation): it is stuck only after PLAN_IDLE_LIMIT such steps in a row
+                idle = idle + 1 if (waiting() and not any(j.state == RUNNING for j in jobs)) else 0
+            if not pending() and (planner is None or idle > PLAN_IDLE_LIMIT):
                 deadlock = True
                 break
             k += 1
