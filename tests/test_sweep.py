@@ -10,8 +10,10 @@ import subprocess
 import sys
 import textwrap
 import time
+import tomllib
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -167,7 +169,14 @@ def test_failing_point_is_recorded_and_others_finish(tmp_path):
     ({"base": {"round_s": "300"}}, "[base] round_s"),
     ({"base": {"workload": "philly"}}, "[base] workload"),
     ({"base": {"trace": "no/such/file.csv"}}, "[base] trace"),
-    ({"base": {"workload": "gavel", "load": 3}}, "[base] load"),
+    ({"base": {"workload": "sample", "load": 3}}, "[base] load"),
+    ({"base": {"workload": "gavel", "load": 0}}, "[base] load"),
+    ({"grid": {"cases": {"cluster": "8x4"}}}, "[grid] cases"),
+    ({"grid": {"cases": []}}, "[grid] cases"),
+    ({"grid": {"cases": [{"cluster": "8x4"}, {"clustr": "4x8"}]}}, "[grid] cases[1] clustr"),
+    ({"base": {"cluster": "8x4"}, "grid": {"cases": [{"cluster": "4x8"}]}}, "[grid] cases[0] cluster"),
+    ({"grid": {"load": [1, 2], "cases": [{"load": 3}]}}, "[grid] cases[0] load"),
+    ({"grid": {"cases": [{"cluster": "8x4"}, {"cluster": "8by4"}]}}, "[grid] cases[1] cluster"),
     ({"base": {"workload": "gavel", "num_jobs": 0}}, "[base] num_jobs"),
     ({"base": {"blox_compat": True, "policy": "las-gpu"}}, "[base] policy"),
     ({"base": {"blox_compat": True, "scheduler": "las-gpu"}}, "[base] scheduler"),
@@ -233,3 +242,24 @@ def test_example_configs_and_toml_copy(tmp_path, capsys):
     assert (tmp_path / "o" / "sweep.toml").read_text() == toml.read_text()
     summ = pl.read_parquet(tmp_path / "o" / "summary.parquet")
     assert summ["trace"].to_list() == [str((trace_dir / "w.parquet").resolve())] * 2
+
+
+def test_gavel_load_and_cases(tmp_path):
+    """``load`` of the Gavel generator is jobs per hour; ``[grid] cases`` set several keys together."""
+    import fastblox.sweep.run
+
+    c = load_config({"base": {"workload": "gavel", "num_jobs": 100, "seed": 4}, "grid": {"load": [3, 6]}})
+    w = {p.params["load"]: fastblox.sweep.run.get_workload(p.workload_spec) for p in c.points}
+    ref = fastblox.gavel_like_workload(100, mean_interarrival_s=600.0, seed=4)
+    assert np.array_equal(w[6.0].submit_s, ref.submit_s) and np.array_equal(w[6.0].num_gpus, ref.num_gpus)
+    assert w[3.0].submit_s[-1] == pytest.approx(2 * w[6.0].submit_s[-1])
+    cfg = {"base": {"workload": "blox", "num_jobs": 200},
+           "grid": {"policy": ["fifo", "srtf"], "cases": [{"cluster": "8x4", "load": 2}, {"cluster": "32x4", "load": 8}]}}
+    cc = load_config(cfg)
+    assert sorted((p.params["scheduler"], p.params["cluster"], p.params["load"]) for p in cc.points) == [
+        ("fifo", "32x4", 8.0), ("fifo", "8x4", 2.0), ("srtf", "32x4", 8.0), ("srtf", "8x4", 2.0)]
+    res = run_sweep(cfg, tmp_path, executor="serial", progress=False)
+    assert res.ok and res.summary.height == 4
+    # a dict config with cases is written back as TOML that reads to the same points
+    again = load_config(tomllib.loads((tmp_path / "sweep.toml").read_text()))
+    assert sorted(p.id for p in again.points) == sorted(p.id for p in cc.points)

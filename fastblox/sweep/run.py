@@ -76,6 +76,8 @@ def _build_workload(spec: dict):
     if kind == "gavel":
         from ..generators import gavel_like_workload
 
+        if spec.get("load") is not None:  # jobs per hour
+            return gavel_like_workload(spec["num_jobs"], mean_interarrival_s=3600.0 / spec["load"], seed=spec["seed"])
         return gavel_like_workload(spec["num_jobs"], seed=spec["seed"])
     if kind == "sample":
         from ..datasets import load_sample
@@ -112,23 +114,36 @@ def preload_workloads(refs: dict) -> None:
 
 
 def _simulate_point(point: Point):
-    """Run one point; returns a fastblox Result."""
+    """Run one point; returns a fastblox Result (a DynamicResult for ``policy = "dynamic"``)."""
     from ..engine import simulate
 
     spec = point.workload_spec
     kw = point.run_kwargs
+    dyn = point.dynamic_kwargs
+    if dyn is not None:
+        from ..dynamic import simulate_dynamic
+
+        kw = {k: v for k, v in kw.items() if k not in ("scheduler", "blox_compat")}
+
+        def run(w):
+            return simulate_dynamic(w, **dyn, **kw)
+    else:
+        def run(w):
+            return simulate(w, **kw)
     if spec["kind"] == "blox" and spec["num_jobs"] is None:
-        # Blox's endless stream, as simulate_blox_workload emulates it, with cached generations
+        # Blox's endless stream, as simulate_blox_workload emulates it, with cached generations;
+        # a look-ahead that sees arrivals needs the stream to reach past the end by its horizon
+        margin = dyn["horizon_s"] if dyn is not None and dyn["lookahead"] == "trace" else 0.0
         track = kw["track"]
         n = max(2 * (track[1] + 1), 2000)
         while True:
             w = get_workload({**spec, "num_jobs": n})
-            res = simulate(w, **kw)
-            if w.submit_s[-1] > res.summary["end_s"]:
+            res = run(w)
+            if w.submit_s[-1] > res.summary["end_s"] + margin:
                 res.summary["num_generated_jobs"] = n
                 return res
             n *= 2
-    return simulate(get_workload(spec), **kw)
+    return run(get_workload(spec))
 
 
 def _tmp(path: Path) -> Path:
@@ -289,8 +304,8 @@ def _summary_table(config: SweepConfig, out: Path):
         doc = json.loads(js.read_text())
         row = dict(p.params)
         for k, v in doc["summary"].items():
-            if isinstance(v, dict):
-                continue  # nested counts (dropped_rows): in the point's JSON
+            if isinstance(v, (dict, list)):
+                continue  # nested counts (dropped_rows), sequences (policy_per_period): in the point's JSON
             row[k] = v
         rows.append(row)
     types = {"str": pl.Utf8, "int": pl.Int64, "float": pl.Float64, "bool": pl.Boolean}
@@ -309,6 +324,8 @@ def _summary_table(config: SweepConfig, out: Path):
             series.append(pl.Series(k, vals, dtype=schema[k]))
         elif all(isinstance(v, int) and not isinstance(v, bool) for v in vals if v is not None):
             series.append(pl.Series(k, vals, dtype=pl.Int64))
+        elif any(isinstance(v, (str, bool)) for v in vals):  # e.g. throughput_table = "gavel"
+            series.append(pl.Series(k, [None if v is None else str(v) for v in vals], dtype=pl.Utf8))
         else:
             series.append(pl.Series(k, [None if v is None else float(v) for v in vals], dtype=pl.Float64))
     return pl.DataFrame(series)
