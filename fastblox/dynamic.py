@@ -1,7 +1,7 @@
 """Dynamic policy selection (Blox, EuroSys 2024, Figures 14-15): every period, simulate each
 candidate policy ahead from a copy of the run's state and run the next period with the best.
 
-``simulate_dynamic(workload, candidates=("fifo", "las", "srtf"), period_s=3600, horizon_s=None,
+``simulate_dynamic(workload, candidates=("fifo", "las", "srtf"), period_s=3600, horizon_s=21600,
 lookahead="known", **simulate_kwargs)`` replays ``workload`` on the native engine (events or
 rounds; the compat engine cannot pause) and returns a :class:`DynamicResult`: the usual per-job
 table and summary, plus ``periods`` (one row per period: the policy chosen and every
@@ -68,6 +68,10 @@ from .workload import Workload
 
 DEFAULT_CANDIDATES = ("fifo", "las", "srtf")
 DEFAULT_PERIOD_S = 3600.0
+#: Six hours: on Blox's and Gavel's workloads (jobs of hours to days) a one-hour look-ahead sees
+#: few completions and mostly compares work done, which favours keeping FIFO's running jobs;
+#: from about six hours on the choices, and the JCT they give, barely change (docs/sweeps.md).
+DEFAULT_HORIZON_S = 6 * 3600.0
 LOOKAHEADS = ("known", "trace")
 #: keywords of ``fastblox.simulate`` that a dynamic run takes as they are
 PASSED_KWARGS = ("cluster", "placement", "admission", "time_model", "round_s", "restart_s", "preempt", "track",
@@ -133,10 +137,10 @@ def _seconds(v, name: str) -> float:
 
 
 def check_dynamic_args(candidates, period_s, horizon_s, lookahead) -> tuple[list, float, float, str]:
-    """Validated ``(policies, period_s, horizon_s, lookahead)``; ``horizon_s`` None means ``period_s``."""
+    """Validated ``(policies, period_s, horizon_s, lookahead)``; ``horizon_s`` None means the default."""
     pols = _candidates(candidates)
     period = _seconds(period_s, "period_s")
-    horizon = period if horizon_s is None else _seconds(horizon_s, "horizon_s")
+    horizon = DEFAULT_HORIZON_S if horizon_s is None else _seconds(horizon_s, "horizon_s")
     if lookahead not in LOOKAHEADS:
         raise ConfigError(f"dynamic: lookahead must be one of {', '.join(LOOKAHEADS)}, got {lookahead!r}")
     return pols, period, horizon, lookahead
@@ -243,9 +247,11 @@ def _choose(scores: list, current: int) -> int:
 
 # ----------------------------------------------------------------------------- the run
 def simulate_dynamic(workload: Workload, candidates=DEFAULT_CANDIDATES, period_s: float = DEFAULT_PERIOD_S,
-                     horizon_s: float | None = None, lookahead: str = "known", **simulate_kwargs) -> DynamicResult:
+                     horizon_s: float = DEFAULT_HORIZON_S, lookahead: str = "known", **simulate_kwargs) -> DynamicResult:
     """Replay ``workload`` switching policy every ``period_s`` seconds to the candidate whose
-    look-ahead of ``horizon_s`` (default ``period_s``) scores best (see the module's docstring).
+    look-ahead of ``horizon_s`` scores best (see the module's docstring). A horizon longer than
+    the run (e.g. ``1e9``) scores each candidate by the exact mean JCT the known jobs would have
+    if no other job arrived (Blox's "run to completion" prediction), at more cost.
 
     ``simulate_kwargs`` are keywords of :func:`fastblox.simulate` (cluster, placement,
     admission, time_model, round_s, restart_s, preempt, track, record_series, ...); ``preempt``

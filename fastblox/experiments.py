@@ -42,9 +42,11 @@ BLOX_BASE = {"workload": "blox", "seed": 1, "cluster": "32x4", "blox_compat": Tr
 #: Blox's workload on the native engine in 300 s rounds, a finite stream (see the module's docstring);
 #: dynamic selection every hour with a one-hour look-ahead of the jobs known at the time
 NATIVE_BLOX_BASE = {"workload": "blox", "seed": 1, "cluster": "32x4", "time_model": "rounds", "round_s": 300,
-                    "num_jobs": 4000, "track": "1000:2999", "period_s": 3600, "horizon_s": 3600, "lookahead": "known"}
+                    "num_jobs": 4000, "track": "1000:2999", "period_s": 3600, "horizon_s": 21600, "lookahead": "known"}
 NATIVE_BLOX_QUICK = {"num_jobs": 600, "track": "100:499"}
-LARGE_LOADS = [2, 4, 6, 7, 8]
+#: Blox's workload saturates 32x4 near 7.5 jobs/h; below 6 no job waits and every policy is the same
+SATURATION_LOADS = [6, 7, 7.5, 8, 8.5, 9]
+LARGE_LOADS = SATURATION_LOADS
 LARGE_SCALE = 4
 
 
@@ -324,19 +326,22 @@ for _r in (
     ),
     Recipe(
         "blox-dynamic",
-        "Blox Figures 14-15: dynamic policy selection (every hour, a one-hour look-ahead of FIFO, LAS and SRTF "
+        "Blox Figures 14-15: dynamic policy selection (every hour, a 1 h or 6 h look-ahead of FIFO, LAS and SRTF "
         "from a copy of the run) vs each fixed policy, Blox workload (4,000 jobs, 1000..2999 tracked), 32x4, "
-        "native engine, 300 s rounds, loads 2..9 jobs/h",
-        base=NATIVE_BLOX_BASE, grid={"policy": WITH_DYNAMIC, "load": [2, 4, 6, 7, 8, 9]},
-        quick={"base": NATIVE_BLOX_QUICK, "grid": {"load": [5, 9]}},
+        "native engine, 300 s rounds, loads 6..9 jobs/h",
+        base={k: v for k, v in NATIVE_BLOX_BASE.items() if k != "horizon_s"},
+        grid={"policy": WITH_DYNAMIC, "load": SATURATION_LOADS, "horizon_s": [3600, 21600]},
+        quick={"base": NATIVE_BLOX_QUICK, "grid": {"load": [6, 9]}},
+        sort=("scheduler", "horizon_s", "load"),
         figures=(
             Figure(_VS, "avg_jct_vs_load", "average JCT: dynamic selection vs fixed policies (32x4)",
-                   opts={"ylabel": "average JCT (h)"}),
-            Figure("policy_timeline", "policy_over_time", "policy chosen each hour by the dynamic run, per load",
-                   at={"scheduler": "dynamic"}, label=("load",)),
-            Figure("policy_shares", "policy_shares", "share of the hours each policy ran (dynamic run)",
-                   at={"scheduler": "dynamic"}),
-            Figure("cdf", "jct_cdf_load{load}", "JCT CDF of the tracked jobs at load {load} jobs/h", at={"load": "max"}),
+                   label=("scheduler", "horizon_s"), opts={"ylabel": "average JCT (h)"}),
+            Figure("policy_timeline", "policy_over_time", "policy chosen each hour (6 h look-ahead), per load",
+                   at={"scheduler": "dynamic", "horizon_s": 21600.0}, label=("load",)),
+            Figure("policy_shares", "policy_shares", "share of the hours each policy ran (6 h look-ahead)",
+                   at={"scheduler": "dynamic", "horizon_s": 21600.0}),
+            Figure("cdf", "jct_cdf_load{load}", "JCT CDF of the tracked jobs at load {load} jobs/h", at={"load": "max"},
+                   label=("scheduler", "horizon_s")),
         ),
     ),
     Recipe(
@@ -344,7 +349,7 @@ for _r in (
         "FIFO/LAS/SRTF (and dynamic selection) on Blox's workload beyond the paper's loads: 8..16 jobs/h "
         "(offered 1.06..2.1x the GPUs), 32x4, native engine, 300 s rounds, 4,000 jobs, 1000..2999 tracked",
         base=NATIVE_BLOX_BASE, grid={"policy": WITH_DYNAMIC, "load": [8, 10, 12, 14, 16]},
-        quick={"base": NATIVE_BLOX_QUICK, "grid": {"load": [9, 14]}},
+        quick={"base": NATIVE_BLOX_QUICK, "grid": {"load": [10, 14]}},
         figures=(
             Figure(_VS, "avg_jct_vs_load", "average JCT beyond the paper's loads (32x4)",
                    opts={"ylabel": "average JCT (h)"}),
@@ -356,10 +361,10 @@ for _r in (
     Recipe(
         "gavel-mix",
         "FIFO/LAS/SRTF (and dynamic selection) on Gavel's multi-GPU job mix (1/2/4/8 GPUs, 0.5..167 h; "
-        "2,000 jobs, all tracked), 32x4, native engine, 300 s rounds, loads 1..5 jobs/h",
+        "2,000 jobs, all tracked), 32x4, native engine, 300 s rounds, loads 2..5 jobs/h",
         base={"workload": "gavel", "seed": 0, "num_jobs": 2000, "cluster": "32x4", "time_model": "rounds",
-              "round_s": 300, "period_s": 3600, "horizon_s": 3600, "lookahead": "known"},
-        grid={"policy": WITH_DYNAMIC, "load": [1, 2, 3, 4, 5]},
+              "round_s": 300, "period_s": 3600, "horizon_s": 21600, "lookahead": "known"},
+        grid={"policy": WITH_DYNAMIC, "load": [2, 3, 3.5, 4, 4.5, 5]},
         quick={"base": {"num_jobs": 400}, "grid": {"load": [2, 5]}},
         figures=(
             Figure(_VS, "avg_jct_vs_load", "Gavel's job mix: average JCT (32x4)",

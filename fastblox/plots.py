@@ -77,7 +77,11 @@ def label_of(row: dict, cols) -> str:
     out = []
     for c in cols:
         v = row[c]
-        if c == "scheduler":
+        if v is None:
+            continue  # e.g. the look-ahead of a fixed policy
+        if c in ("horizon_s", "period_s"):
+            out.append(f"({v / HOUR:g} h {'look-ahead' if c == 'horizon_s' else 'period'})")
+        elif c == "scheduler":
             out.append(str(v).upper())
         elif isinstance(v, float) and v.is_integer():
             out.append(f"{c} {int(v)}" if c == "load" else str(int(v)))
@@ -94,11 +98,15 @@ def avg_jct_vs_load(summary, stem, metric: str = "avg_jct_s", by="scheduler", x:
     cols = [by] if isinstance(by, str) else list(by)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     df = summary.sort(x)
-    keys = sorted({tuple(r[c] for c in cols) for r in df.iter_rows(named=True)}, key=lambda t: tuple(map(str, t)))
+    keys = sorted({tuple(r[c] for c in cols) for r in df.iter_rows(named=True)},
+                  key=lambda t: tuple((v is not None, str(v)) for v in t))
+    import polars as pl
+
     firsts = sorted({k[0] for k in keys}, key=str)
-    seconds = sorted({k[1] for k in keys}, key=str) if len(cols) > 1 else []
+    # line styles by the second column; an unset value (None) gets the solid line
+    seconds = sorted({k[1] for k in keys}, key=lambda v: (v is not None, str(v))) if len(cols) > 1 else []
     for i, key in enumerate(keys):
-        d = df.filter(*[df[c] == v for c, v in zip(cols, key)])
+        d = df.filter(*[pl.col(c).is_null() if v is None else pl.col(c) == v for c, v in zip(cols, key)])
         if seconds:  # colour and marker by the first column, line style by the second
             j = firsts.index(key[0])
             st = {"color": f"C{j % 10}", "marker": _STYLES[j % len(_STYLES)][1],

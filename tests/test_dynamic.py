@@ -129,7 +129,7 @@ def test_unfinished_jobs_count_their_remaining_work():
 
 
 def test_write_and_the_sweep_point(tmp_path):
-    res = simulate_dynamic(GAVEL_W, period_s=7200.0, time_model="rounds", **GAVEL_KW)
+    res = simulate_dynamic(GAVEL_W, period_s=7200.0, time_model="rounds", **GAVEL_KW)  # 6 h look-ahead
     paths = res.write(tmp_path / "run")
     assert (tmp_path / "run" / "periods.parquet") in paths
     assert pl.read_parquet(tmp_path / "run" / "periods.parquet").equals(res.periods)
@@ -144,7 +144,7 @@ def test_write_and_the_sweep_point(tmp_path):
     dyn = s.filter(pl.col("scheduler") == "dynamic").row(0, named=True)
     plain = s.filter(pl.col("scheduler") == "srtf").row(0, named=True)
     assert dyn["avg_jct_s"] == res.summary["avg_jct_s"] and dyn["num_switches"] == res.summary["num_switches"]
-    assert dyn["candidates"] == "fifo,las,srtf" and dyn["period_s"] == 7200.0 and dyn["horizon_s"] == 7200.0
+    assert dyn["candidates"] == "fifo,las,srtf" and dyn["period_s"] == 7200.0 and dyn["horizon_s"] == 21600.0
     assert plain["candidates"] is None and plain["period_s"] is None  # ignored by other policies
     periods = pl.read_parquet(tmp_path / "sweep" / "points" / f"{dyn['point_id']}.periods.parquet")
     assert periods.equals(res.periods)
