@@ -120,7 +120,8 @@ def avg_jct_vs_load(summary, stem, metric: str = "avg_jct_s", by="scheduler", x:
     if logy:
         ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
-    ax.legend(title=" / ".join("policy" if c == "scheduler" else c for c in cols), fontsize="small")
+    names = {"scheduler": "policy", "horizon_s": "look-ahead", "period_s": "period"}
+    ax.legend(title=" / ".join(names.get(c, c) for c in cols), fontsize="small")
     ax.set_title(title or f"{metric.removesuffix('_s').replace('_', ' ')} vs {x}")
     return _save(fig, stem)
 
