@@ -103,7 +103,8 @@ def main() -> None:
     workers = a.workers or os.cpu_count() or 1
     print(f"bench_sweep: {n} configurations on {TRACE.name} ({machine()})")
     tmp = Path(tempfile.mkdtemp(prefix="bench_sweep_"))
-    results = {"machine": machine(), "num_points": n, "workers": workers, "date": datetime.date.today().isoformat()}
+    results = {"machine": machine(), "num_points": n, "workers": workers, "date": datetime.date.today().isoformat(),
+               "loadavg_before": os.getloadavg()[0]}
     try:
         # warm numba's on-disk cache so no executor pays for compiling
         run_sweep({"base": {"trace": str(TRACE)}}, tmp / "warm", executor="serial", progress=False)
@@ -126,6 +127,8 @@ def main() -> None:
         print(f"  one `fastblox run` process per config: {per:.2f} s each (mean of {len(times)}), so ~{est_serial:,.0f} s "
               f"for {n} one after another, ~{est_par:,.0f} s with {workers} at a time (extrapolated): "
               f"{n / est_par:.1f} configs/s")
+        results["loadavg_after"] = os.getloadavg()[0]
+        print(f"  1-minute load average: {results['loadavg_before']:.1f} before, {results['loadavg_after']:.1f} after")
         print(f"  wrote {save('sweep', results)}")
         if not a.no_docs:
             update_section(ROOT / "docs" / "sweeps.md", "sweep", render(results, executors))
@@ -140,7 +143,10 @@ def render(r: dict, executors: list) -> str:
     sub = r["subprocess"]
     lines = [f"Measured by `python bench/bench_sweep.py` on {r['machine']} ({r['date']}): {n:,} configurations "
              f"(5 policies × 2 placements × 5 cluster sizes × 5 restart costs × 2 time models × 2 admissions) "
-             f"on the 2,000-job peer trace, every point writing its files; target: under {TARGET_S:g} s in all.",
+             f"on the 2,000-job peer trace, every point writing its files; target: under {TARGET_S:g} s in all. "
+             f"1-minute load average {r['loadavg_before']:.1f} before the run and {r['loadavg_after']:.1f} after "
+             f"(on {w} cores)" + (": other work shared the cores, so parallel executors gain less than they could."
+                                  if r["loadavg_before"] > 1.0 else "."),
              "", "| how | wall time for the 1,000 | configurations/s | under 10 s? |", "|---|---|---|---|"]
     names = {"local": f"`--executor local` ({w} worker processes)", "threads": f"`--executor threads` ({w} threads)",
              "ray": f"`--executor ray` (local Ray instance, {w} CPUs)", "serial": "`--executor serial` (1 core)"}
