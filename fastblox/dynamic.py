@@ -76,7 +76,7 @@ LOOKAHEADS = ("known", "trace")
 #: keywords of ``fastblox.simulate`` that a dynamic run takes as they are
 PASSED_KWARGS = ("cluster", "placement", "admission", "time_model", "round_s", "restart_s", "preempt", "track",
                  "record_series", "checkpoint_s", "throughput", "multi_node_factor", "rack_factor", "cluster_events",
-                 "reference_gpu")
+                 "reference_gpu", "placement_effects")
 
 
 @dataclass
@@ -124,6 +124,10 @@ def _candidates(candidates) -> list:
         if pol.name in PREPARE:
             raise ConfigError(f"dynamic: candidate {pol.name!r} derives options from the workload before a run; "
                               "it cannot be switched to on a paused run yet")
+        if pol.code in (enums.POL_TIRESIAS, enums.POL_GITTINS):
+            raise ConfigError(f"dynamic: candidate {pol.name!r} moves jobs between queues at times set when they "
+                              "start or stop, which a switch on a paused run does not set for the jobs already "
+                              "there; it cannot be a candidate yet")
         if any(p.name == pol.name for p in pols):
             raise ConfigError(f"dynamic: candidate {pol.name!r} given twice")
         pols.append(pol)
@@ -148,15 +152,20 @@ def check_dynamic_args(candidates, period_s, horizon_s, lookahead) -> tuple[list
 
 # ----------------------------------------------------------------------------- the state
 def _native_state(workload: Workload, policy: parts.Policy, cluster="32x4", placement=None, admission="accept-all",
-                  time_model=None, round_s=engine.DEFAULT_ROUND_S, restart_s=0.0, preempt=None, track=None,
+                  time_model=None, round_s=None, restart_s=0.0, preempt=None, track=None,
                   record_series=False, checkpoint_s=0.0, throughput=None, multi_node_factor=1.0, rack_factor=1.0,
-                  cluster_events=None, reference_gpu=None):
+                  cluster_events=None, reference_gpu=None, placement_effects=True):
     """The run state, speed model and config of a native run, built as ``fastblox.simulate``
-    builds them (same checks, same defaults) for ``policy`` with its default options."""
+    builds them (same checks, same defaults) for ``policy`` with its default options. (A copy of
+    the native half of ``simulate``: the engine has no function that builds a state without
+    running it; a test keeps the two equal.) ``round_s`` None: 300 s (a dynamic run's rounds do
+    not change with the policy)."""
     if not isinstance(workload, Workload):
         raise ConfigError(f"workload must be a fastblox Workload, got {type(workload).__name__}")
     c = Cluster.parse(cluster)
     adm = parts.Admission.parse(admission)
+    if round_s is None:
+        round_s = engine.DEFAULT_ROUND_S
     if not (np.isfinite(round_s) and round_s > 0):
         raise ConfigError(f"--round-s must be a positive number of seconds, got {round_s!r}")
     if not (np.isfinite(restart_s) and restart_s >= 0):
@@ -177,15 +186,20 @@ def _native_state(workload: Workload, policy: parts.Policy, cluster="32x4", plac
     do_preempt = policy.preemptive if preempt is None else bool(preempt)
     if throughput is None and len(c.gpu_types) > 1:
         throughput = "gavel"
-    sm = build_speed_model(workload, c, throughput, multi_node_factor=multi_node_factor, reference=reference_gpu)
+    if not placement_effects and (multi_node_factor != 1.0 or rack_factor != 1.0):
+        raise ConfigError("--no-placement-effects turns off the multi-node and rack factors; drop them")
+    sm = build_speed_model(workload, c, throughput, multi_node_factor=multi_node_factor, reference=reference_gpu,
+                           measured_spread=placement_effects)
     check_runnable(workload, c, sm)
     events = engine._parse_events(cluster_events, c)
     engine._start_down_ok(c, events)
     opts = policy.resolve_options(None)
     cfg = engine.RunConfig(c.spec, "dynamic", pl_name, adm.name, tm_name, float(round_s), float(restart_s),
-                           preempt, track, False, record_series, float(checkpoint_s),
-                           sm.table_name if sm.table_name else None, float(multi_node_factor), float(rack_factor),
-                           None if events is None else events.source, ())
+                           preempt, track, False, record_series, checkpoint_s=float(checkpoint_s),
+                           throughput=sm.table_name if sm.table_name else None,
+                           multi_node_factor=float(multi_node_factor), rack_factor=float(rack_factor),
+                           cluster_events=None if events is None else events.source,
+                           placement_effects=bool(placement_effects))
     st = engine.NativeState(workload, c, tracked, policy, opts, pl_code, adm.theta, tm, float(round_s),
                             float(restart_s), do_preempt, record_series, speed=sm, checkpoint_s=float(checkpoint_s),
                             rack_factor=float(rack_factor), events=events)

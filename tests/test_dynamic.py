@@ -42,6 +42,10 @@ def test_one_candidate_is_the_plain_run(case, policy, time_model):
         if k not in ("sim_wall_s", "compile_s"):
             assert dyn.summary[k] == v or (v != v and dyn.summary[k] != dyn.summary[k]), k
     assert dyn.summary["num_switches"] == 0 and set(dyn.periods["policy"]) == {policy}
+    # the state is built as simulate builds it: the same configuration but for the policy
+    differ = {"scheduler", "preempt", "policy_opts", "dynamic"}
+    assert {k: v for k, v in dyn.config.items() if k not in differ} == {
+        k: v for k, v in plain.config.items() if k not in differ}
     assert dyn.summary["num_lookaheads"] > 10  # the look-aheads did run (and changed nothing)
 
 
@@ -175,11 +179,30 @@ def test_bad_input(kw, msg):
         simulate_dynamic(BLOX_W, **kw)
 
 
-def test_planner_candidates_are_refused():
+def test_candidates_that_cannot_take_over_a_paused_run_are_refused():
     planner = parts.Policy("toy-planner", enums.POL_CUSTOM, True, True, "a planner", kind=enums.KIND_PLAN,
                            planner=lambda ctx, opts: None)
-    with pytest.raises(ConfigError, match="planner"):
+    with pytest.raises(ConfigError, match="'toy-planner' is a planner"):
         simulate_dynamic(BLOX_W, candidates=["fifo", planner])
+    if "gavel" in parts.POLICIES:
+        with pytest.raises(ConfigError, match="'gavel' is a planner"):
+            simulate_dynamic(BLOX_W, candidates=["fifo", "gavel"])
+    if "tiresias" in parts.POLICIES:
+        with pytest.raises(ConfigError, match="'tiresias' moves jobs between queues"):
+            simulate_dynamic(BLOX_W, candidates=["tiresias", "srtf"])
+
+
+def test_other_orderings_and_user_policies_can_be_candidates():
+    """SJF, LAS-GPU and a Python policy: one candidate is still the plain run."""
+    def fewest_gpus(jobs, now):
+        return jobs.num_gpus * 1e9 + jobs.submit_s
+
+    for cand in ("sjf", "las-gpu", fewest_gpus):
+        plain = fastblox.simulate(GAVEL_W, scheduler=cand, **GAVEL_KW)
+        dyn = simulate_dynamic(GAVEL_W, candidates=[cand], period_s=7200.0, **GAVEL_KW)
+        assert _parquet(dyn.jobs) == _parquet(plain.jobs)
+    mixed = simulate_dynamic(GAVEL_W, candidates=["fifo", fewest_gpus, "sjf"], period_s=7200.0, **GAVEL_KW)
+    assert set(mixed.periods["policy"]) <= {"fifo", "fewest_gpus", "sjf"} and mixed.summary["num_periods"] > 10
 
 
 @pytest.mark.parametrize("cfg, key", [
