@@ -151,21 +151,28 @@ def check_dynamic_args(candidates, period_s, horizon_s, lookahead) -> tuple[list
 
 
 # ----------------------------------------------------------------------------- the state
+def _common(pols, attr):
+    """The candidates' shared default (time model, round length), else None."""
+    vals = {getattr(p, attr) for p in pols}
+    return vals.pop() if len(vals) == 1 else None
+
+
 def _native_state(workload: Workload, policy: parts.Policy, cluster="32x4", placement=None, admission="accept-all",
                   time_model=None, round_s=None, restart_s=0.0, preempt=None, track=None,
                   record_series=False, checkpoint_s=0.0, throughput=None, multi_node_factor=1.0, rack_factor=1.0,
-                  cluster_events=None, reference_gpu=None, placement_effects=True):
+                  cluster_events=None, reference_gpu=None, placement_effects=True, _defaults=None):
     """The run state, speed model and config of a native run, built as ``fastblox.simulate``
     builds them (same checks, same defaults) for ``policy`` with its default options. (A copy of
     the native half of ``simulate``: the engine has no function that builds a state without
-    running it; a test keeps the two equal.) ``round_s`` None: 300 s (a dynamic run's rounds do
-    not change with the policy)."""
+    running it; a test keeps the two equal.) ``time_model``/``round_s`` None: the policy's
+    defaults, as in ``simulate``; the caller passes the candidates' shared ones."""
     if not isinstance(workload, Workload):
         raise ConfigError(f"workload must be a fastblox Workload, got {type(workload).__name__}")
     c = Cluster.parse(cluster)
     adm = parts.Admission.parse(admission)
+    dflt = _defaults or policy
     if round_s is None:
-        round_s = engine.DEFAULT_ROUND_S
+        round_s = dflt.default_round_s or engine.DEFAULT_ROUND_S
     if not (np.isfinite(round_s) and round_s > 0):
         raise ConfigError(f"--round-s must be a positive number of seconds, got {round_s!r}")
     if not (np.isfinite(restart_s) and restart_s >= 0):
@@ -181,7 +188,7 @@ def _native_state(workload: Workload, policy: parts.Policy, cluster="32x4", plac
     tracked = engine._tracked_mask(workload, track)
     pl_name = placement or "first-fit"
     pl_code = parts.PLACEMENTS.get(pl_name)
-    tm_name = time_model or "events"
+    tm_name = time_model or dflt.default_time_model or "events"
     tm = parts.TIME_MODELS.get(tm_name)
     do_preempt = policy.preemptive if preempt is None else bool(preempt)
     if throughput is None and len(c.gpu_types) > 1:
@@ -269,7 +276,9 @@ def simulate_dynamic(workload: Workload, candidates=DEFAULT_CANDIDATES, period_s
 
     ``simulate_kwargs`` are keywords of :func:`fastblox.simulate` (cluster, placement,
     admission, time_model, round_s, restart_s, preempt, track, record_series, ...); ``preempt``
-    None lets each candidate use its own default (FIFO non-preemptive, LAS and SRTF preemptive).
+    None lets each candidate use its own default (FIFO non-preemptive, LAS and SRTF preemptive);
+    ``time_model``/``round_s`` None: the candidates' shared defaults if they have one (Themis:
+    rounds), else events and 300 s.
     Returns a :class:`DynamicResult`; its summary adds ``policy_per_period`` (the sequence),
     ``num_periods``, ``num_switches``, ``num_lookaheads`` and ``share_<candidate>`` (fraction of
     periods run with it); ``sim_wall_s`` covers the real run and every look-ahead."""
@@ -285,7 +294,12 @@ def simulate_dynamic(workload: Workload, candidates=DEFAULT_CANDIDATES, period_s
             raise ConfigError(f"dynamic: unexpected keyword {k!r} ({why})")
     pols, period, horizon, lookahead = check_dynamic_args(candidates, period_s, horizon_s, lookahead)
     preempt = simulate_kwargs.get("preempt")
-    st, c, tracked, sm, events, cfg = _native_state(workload, pols[0], **simulate_kwargs)
+    # the run's time model and round length are the candidates' shared defaults (Themis: rounds),
+    # else events and 300 s, unless given
+    shared = parts.Policy("candidates", pols[0].code, pols[0].preemptive, pols[0].dynamic, "",
+                          default_time_model=_common(pols, "default_time_model"),
+                          default_round_s=_common(pols, "default_round_s"))
+    st, c, tracked, sm, events, cfg = _native_state(workload, pols[0], _defaults=shared, **simulate_kwargs)
     compile_s = engine._warm("native")
 
     t0 = float(workload.submit_s[0])

@@ -193,11 +193,11 @@ def test_candidates_that_cannot_take_over_a_paused_run_are_refused():
 
 
 def test_other_orderings_and_user_policies_can_be_candidates():
-    """SJF, LAS-GPU and a Python policy: one candidate is still the plain run."""
+    """SJF, LAS-GPU, Themis and a Python policy: one candidate is still the plain run."""
     def fewest_gpus(jobs, now):
         return jobs.num_gpus * 1e9 + jobs.submit_s
 
-    for cand in ("sjf", "las-gpu", fewest_gpus):
+    for cand in ("sjf", "las-gpu", "themis", fewest_gpus):  # themis: rounds by default, here too
         plain = fastblox.simulate(GAVEL_W, scheduler=cand, **GAVEL_KW)
         dyn = simulate_dynamic(GAVEL_W, candidates=[cand], period_s=7200.0, **GAVEL_KW)
         assert _parquet(dyn.jobs) == _parquet(plain.jobs)
