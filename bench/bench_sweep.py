@@ -62,12 +62,13 @@ def run_one_cli(p: dict, out: str) -> float:
 
 def bench_executor(cfg, ex: str, tmp: Path, workers) -> dict:
     extra = {}
+    ray_tmp = None
     if ex == "ray":
         import ray
 
+        ray_tmp = tempfile.mkdtemp(prefix="fbray")  # short: Ray's socket paths live under it
         t0 = time.perf_counter()
-        ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                 _temp_dir=tempfile.mkdtemp(prefix="fbray"))
+        ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False, _temp_dir=ray_tmp)
         extra["ray_init_s"] = time.perf_counter() - t0
     try:
         t0 = time.perf_counter()
@@ -82,6 +83,7 @@ def bench_executor(cfg, ex: str, tmp: Path, workers) -> dict:
     finally:
         if ex == "ray":
             ray.shutdown()
+            shutil.rmtree(ray_tmp, ignore_errors=True)
     return {"wall_s": wall, "configs_per_s": n / wall, "sim_s": float(res.summary["sim_wall_s"].sum()),
             "rerun_s": rerun, **extra}
 
