@@ -258,6 +258,13 @@ def _builtin_key(policy, job: Job, t, restart):
     raise ValueError(policy)
 
 
+def _open_launch(c: Launch, t, restart_s) -> Launch:
+    """A copy of a launch still running at the end ``t`` of the run (``why`` "running")."""
+    el = t - c.t
+    prod = max(0.0, el - restart_s)
+    return Launch(c.t, list(c.gpus), c.gtype, c.rate, c.multi_node, c.multi_rack, t, "running", el, prod, prod)
+
+
 def _node_events(events, num_nodes):
     """Events sorted by time (ties in the given order) as ``(t, down?, node)``, and the nodes that
     start out of service (those whose first event is ``add``)."""
@@ -296,8 +303,9 @@ def simulate_native_reference(
 
     Returns a dict of per-job lists (``finish``, ``first_start`` (-1 for never), ``n_preempt``,
     ``n_fail``, ``attained``, ``attained_gpu``, ``lost_s``, ``gpu_type`` of the last launch,
-    ``history`` of :class:`Launch`) and ``end_t``, ``steps``, ``deadlock``, ``lost_gpu_s``,
-    ``n_migrate``."""
+    ``history`` of :class:`Launch`, the last one ``why="running"`` if still running at the end)
+    and ``end_t``, ``steps``, ``deadlock``, ``stuck`` (what was left when deadlocked),
+    ``lost_gpu_s``, ``n_migrate``."""
     n = len(submit)
     n_nodes = len(node_gpus)
     tracked = [True] * n if tracked is None else [bool(x) for x in tracked]
@@ -612,7 +620,7 @@ def simulate_native_reference(
         "attained_gpu": [j.attained_gpu + ((t - j.cur.t) * len(j.cur.gpus) if j.state == RUNNING else 0.0) for j in jobs],
         "lost_s": [j.lost_s for j in jobs],
         "gpu_type": [j.cur.gtype if j.cur else (j.history[-1].gtype if j.history else -1) for j in jobs],
-        "history": [j.history for j in jobs],
+        "history": [j.history + ([_open_launch(j.cur, t, restart_s)] if j.cur else []) for j in jobs],
         "end_t": t,
         "steps": st["steps"],
         "deadlock": deadlock,
