@@ -101,12 +101,12 @@ def node_events(draw, num_nodes, horizon=20000, integral=True):
 
 
 @st.composite
-def real_case(draw, max_jobs=14, max_types=3, with_events=True, integral=None):
+def real_case(draw, max_jobs=14, max_types=3, with_events=True, integral=None, max_nodes=5, node_sizes=(1, 2, 4)):
     """``integral``: whole-second submit times, work and event times (None: drawn)."""
     if integral is None:
         integral = draw(st.booleans())
     n_types = draw(st.integers(1, max_types))
-    n_nodes = draw(st.integers(n_types, 5))
+    n_nodes = draw(st.integers(n_types, max(max_nodes, n_types)))
     raw = draw(st.lists(st.integers(0, n_types - 1), min_size=n_nodes, max_size=n_nodes))
     raw[: n_types] = draw(st.permutations(list(range(n_types))))  # every type has a node
     first = []
@@ -115,7 +115,7 @@ def real_case(draw, max_jobs=14, max_types=3, with_events=True, integral=None):
             first.append(t)
     node_type = [first.index(t) for t in raw]  # types numbered in order of first appearance
     type_names = ("v100", "p100", "k80")[:n_types]
-    node_gpus = draw(st.lists(st.sampled_from([1, 2, 4]), min_size=n_nodes, max_size=n_nodes))
+    node_gpus = draw(st.lists(st.sampled_from(list(node_sizes)), min_size=n_nodes, max_size=n_nodes))
     rack_kind = draw(st.sampled_from(["one", "blocks", "random"]))
     if rack_kind == "one":
         node_rack = None

@@ -11,10 +11,12 @@ back, progress never beyond the work). The hypothesis tests compare it with the 
 What it covers: GPU types per node and racks; first-fit / consolidated / blox / topology
 placement restricted to one GPU type (a job that may use any type tries the cluster's types in
 order); the rate model (throughput table for known models, type speed × Amdahl ratio for unknown
-ones, node and rack factors); restart cost and checkpoint loss when a job is stopped; node
+ones; a gang spread over nodes at its measured multi-node throughput, else the node factor; the
+rack factor on top); restart cost and checkpoint loss when a job is stopped; node
 fail/recover events; load-based admission over the GPUs in service; the built-in orderings
 (FIFO, LAS, LAS-GPU, SRTF, SJF), a user key function (full sort), and a planner (keys, GPU types
-and sizes). Not covered: policy wake-ups (Tiresias, Gittins), Themis' built-in key.
+and sizes; it may leave the cluster idle up to ``PLAN_IDLE_LIMIT`` steps in a row before the run
+counts as stuck). Not covered: Tiresias and Gittins (queues, wake-ups), Themis' lease auction.
 
 Floating point: every quantity compared exactly with the kernel (finish times, keys) is computed
 with the same operations in the same order as the kernel (e.g. a finish time is
@@ -480,7 +482,6 @@ def simulate_native_reference(
                 return
         elif not waiting() or (cl.free_in_service() == 0 and not preempt):
             return
-        stopped = []
         if planner is not None:
             idx = [j.i for j in active]
             keys, types, sizes = planner(idx, t)
@@ -507,7 +508,6 @@ def simulate_native_reference(
                     j.gang = []
                     j.n_preempt += 1
                     j.state = WAITING
-                    stopped.append(j)
             order = sorted(active, key=lambda j: kmap[j.i])  # stable: ties in arrival order
             launched, suspended = walk(order, False)
         else:
