@@ -151,16 +151,28 @@ class Cluster:
         self.base = [sum(self.node_gpus[:k]) for k in range(n)]
         self.gpu_node = [nd for nd in range(n) for _ in range(self.node_gpus[nd])]
         self.owner: dict[int, int] = {}
+        self._free = None  # per node, its free GPUs: recomputed after any change (take, release, set_up)
+
+    def _frees(self):
+        """Per node, its free GPUs, lowest first (shared lists: read only)."""
+        if self._free is None:
+            self._free = [[self.base[x] + k for k in range(self.node_gpus[x]) if self.base[x] + k not in self.owner]
+                          for x in range(len(self.node_gpus))]
+        return self._free
 
     def free_on(self, nd):
         """Free GPUs of node ``nd``, lowest first."""
-        return [self.base[nd] + k for k in range(self.node_gpus[nd]) if self.base[nd] + k not in self.owner]
+        return list(self._frees()[nd])
+
+    def set_up(self, nd, up):
+        self.up[nd] = up
+        self._free = None
 
     def in_service(self):
         return sum(g for g, u in zip(self.node_gpus, self.up) if u)
 
     def free_in_service(self):
-        return sum(len(self.free_on(nd)) for nd in range(len(self.node_gpus)) if self.up[nd])
+        return sum(len(f) for f, u in zip(self._frees(), self.up) if u)
 
     def spans(self, gpu_ids):
         nodes = {self.gpu_node[g] for g in gpu_ids}
@@ -170,7 +182,10 @@ class Cluster:
     def fit(self, kind, n, gtype):
         """``n`` free GPUs of type ``gtype`` on nodes in service chosen by placement ``kind``, or None."""
         cand = [nd for nd in range(len(self.node_gpus)) if self.up[nd] and self.node_type[nd] == gtype]
-        free = {nd: self.free_on(nd) for nd in cand}
+        frees = self._frees()
+        if sum(len(frees[nd]) for nd in cand) < n:
+            return None  # every placement takes free GPUs of these nodes only
+        free = {nd: frees[nd] for nd in cand}  # read only: the placements below build new lists
         if kind == "first-fit":
             got = []
             for nd in cand:
@@ -232,12 +247,14 @@ class Cluster:
         return None
 
     def take(self, gpu_ids, j):
+        self._free = None
         for g in gpu_ids:
             assert g not in self.owner, f"GPU {g} given twice"
             assert self.up[self.gpu_node[g]], f"GPU {g} is on a node out of service"
             self.owner[g] = j
 
     def release(self, gpu_ids, j):
+        self._free = None
         for g in gpu_ids:
             assert self.owner.get(g) == j, f"GPU {g} is not held by job {j}"
             del self.owner[g]
@@ -413,11 +430,11 @@ def simulate_native_reference(
                     job.n_fail += 1
                     job.state = WAITING
                 assert len(cl.free_on(nd)) == cl.node_gpus[nd], "a failed node keeps no job"
-                cl.up[nd] = False
+                cl.set_up(nd, False)
             else:
                 assert not cl.up[nd], f"node {nd} comes back while in service"
                 assert len(cl.free_on(nd)) == cl.node_gpus[nd], "a node comes back with every GPU free"
-                cl.up[nd] = True
+                cl.set_up(nd, True)
             st["changed"] = True
 
     def place(job: Job, n_gpus, want_type):
@@ -436,13 +453,18 @@ def simulate_native_reference(
         """Place the waiting jobs of ``order`` (highest priority first), suspending jobs from the
         tail if allowed; returns (launched, suspended)."""
         launched, suspended = [], []
+        # a job running after position idx was running when the walk began (a job the walk
+        # launches is at or before the position it has reached)
+        ran = [p for p, v in enumerate(order) if v.state == RUNNING]
         for idx, job in enumerate(order):
             if job.state != WAITING or job.want_type == NO_RUN:
                 continue
             got, gt = place(job, job.want, job.want_type)
             victims = []
-            if got is None and may_preempt:
-                for v in reversed(order[idx + 1:]):
+            below = [order[p] for p in ran if p > idx and order[p].state == RUNNING] if got is None and may_preempt else []
+            # a search that cannot free enough GPUs ends with every victim put back: skip it
+            if below and cl.free_in_service() + sum(len(v.gang) for v in below) >= job.want:
+                for v in reversed(below):
                     if v.state != RUNNING:
                         continue
                     cl.release(v.gang, v.i)
