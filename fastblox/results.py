@@ -191,7 +191,9 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
     if len(cluster.gpu_types) > 1:
         # the GPU type of each job's last launch
         types = np.asarray(cluster.gpu_types, dtype=object)
-        extra["gpu_type"] = np.where(r.held_type >= 0, types[np.maximum(r.held_type, 0)], None).astype(str)
+        names = types[np.maximum(r.held_type, 0)]
+        extra["gpu_type"] = pl.Series("gpu_type", [str(x) if h >= 0 else None for x, h in zip(names, r.held_type)],
+                                      dtype=pl.Utf8)  # null: never launched
     alone = st.jobs.work / st.jobs.ref_rate
     jobs = _jobs_table(w, first, finish, r.n_preempt.copy(), attained, attained_gpu, tracked, extra,
                        more={"num_failures": r.n_fail.copy(), "lost_s": r.lost_s.copy()}, alone=alone)
