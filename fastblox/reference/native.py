@@ -460,9 +460,8 @@ def simulate_native_reference(
         q, e = job.queue, job.qentry
         if job.cur is not None:
             for k1, tc in crossings(thresholds, job.cur):
-                if tc > t:
-                    break
-                q, e = k1, tc
+                if tc <= t:
+                    q, e = k1, tc
         return q, e
 
     def service(job: Job, t):
