@@ -355,6 +355,68 @@ def test_larger_workload_matches_reference(policy, tm):
         assert any(w == "promote" for log in ref["queue_log"] for _, _, w in log)
 
 
+def _both(submit, gpus, work, node_gpus, policy, opts, **kw):
+    """The kernel (through simulate) and the reference on a small hand-made case."""
+    w = fastblox.Workload.from_arrays(submit_s=submit, num_gpus=gpus, duration_s=work)
+    res = fastblox.simulate(w, cluster=",".join(f"1x{g}" for g in node_gpus), scheduler=policy, policy_opts=opts,
+                            **kw)
+    rkw = {"thresholds": tuple(float(x) for x in str(opts["thresholds"]).split(";")),
+           "promote": float(opts.get("promote", 0.0))}
+    rkw.update({k: (float(v) if k == "round_s" else v) for k, v in kw.items()})
+    ref = simulate_native_reference(submit, gpus, work, node_gpus, policy=policy, **rkw)
+    return res, ref
+
+
+@pytest.mark.parametrize("tm", ["events", "rounds"])
+def test_tiresias_hand_made_cases(tm):
+    """test_policies' Tiresias cases, worked out by hand, on both engines."""
+    # B waits behind A in queue 0 until A's service reaches 3,250 GPU-s (t = 3,250; rounds:
+    # the boundary after), then B preempts A
+    res, ref = _both([0.0, 100.0], [1, 1], [10_000.0, 100.0], [1], "tiresias", {"thresholds": "3250"},
+                     time_model=tm, round_s=300)
+    b, a = (3250.0, 10_100.0) if tm == "events" else (3300.0, 10_300.0)  # (rounds: A resumes at 3,600)
+    for first, fin, pre in ((res.jobs["first_start_s"].to_list(), res.jobs["finish_s"].to_list(),
+                             res.jobs["num_preemptions"].to_list()),
+                            (ref["first_start"], ref["finish"], ref["n_preempt"])):
+        assert first[1] == b and fin[1] == b + 100 and pre == [1, 0] and fin[0] == a
+    # GPU-seconds: a 2-GPU job leaves queue 0 after 3,250 / 2 s
+    res, ref = _both([0.0, 10.0], [2, 2], [5_000.0, 50.0], [2], "tiresias", {"thresholds": "3250"}, time_model=tm,
+                     round_s=25)
+    assert res.jobs["first_start_s"].to_list()[1] == ref["first_start"][1] == 1625.0
+
+
+@pytest.mark.parametrize("tm", ["events", "rounds"])
+def test_tiresias_promotions_by_hand(tm):
+    """One GPU, threshold 100 GPU-s, P = 1; A (1,000 s) from 0, B (1,000 s) from 50.
+
+    events: A crosses at 100, B (queue 0) preempts it; A ran 100 s, so it is due at 200, when B
+    crosses: A, promoted, preempts B; and so on every 100 s: A ends at 1,900 (9 preemptions), B
+    at 2,000 (9). rounds of 60 s: every crossing and promotion waits for the next boundary, so
+    every run lasts 120 s (A: 0-120, promoted at 240 = 120 + 120, ...): A ends at 1,960, B at
+    2,020 (the GPU idles from 1,960 to the boundary at 1,980), 8 preemptions each."""
+    res, ref = _both([0.0, 50.0], [1, 1], [1000.0, 1000.0], [1], "tiresias", {"thresholds": "100", "promote": 1},
+                     time_model=tm, round_s=60)
+    fin, pre, promo = ([1900.0, 2000.0], [9, 9], [200.0, 400.0]) if tm == "events" else \
+        ([1960.0, 2020.0], [8, 8], [240.0, 480.0])
+    assert res.jobs["finish_s"].to_list() == ref["finish"] == fin
+    assert res.jobs["num_preemptions"].to_list() == ref["n_preempt"] == pre
+    assert [t for t, _, w in ref["queue_log"][0] if w == "promote"][:2] == promo
+
+
+def test_themis_by_hand():
+    """The case of ``test_themis_bidders_are_the_worst_rho_as_documented`` as docs/semantics.md
+    states the rule (rho at the end of the lease without GPUs): at 900 job 2's rho is (900 + 300
+    - 850 + 100) / 100 = 4.5, job 1's (900 + 300 + 1000) / 1000 = 2.2; one bids (ceil(0.5 × 2)):
+    job 2, which runs 900-1000; job 1 starts at the next boundary, 1,200."""
+    sub, g, work = [0.0, 0.0, 850.0], [1, 1, 1], [900.0, 1000.0, 100.0]
+    w = fastblox.Workload.from_arrays(submit_s=sub, num_gpus=g, duration_s=work)
+    res = fastblox.simulate(w, cluster="1x1", scheduler="themis", policy_opts={"f": 0.5}, preempt=False,
+                            time_model="rounds", round_s=300)
+    ref = simulate_native_reference(sub, g, work, [1], policy="themis", themis_f=0.5, preempt=False,
+                                    time_model="rounds", round_s=300.0)
+    assert res.jobs["first_start_s"].to_list() == ref["first_start"] == [0.0, 1200.0, 900.0]
+
+
 # --------------------------------------------------------------------------- kernel bugs found by these tests
 @pytest.mark.xfail(strict=True, reason=(
     "kernel: a job stopped at its crossing instant keeps the lower queue (stop_job: rank), but "
