@@ -241,8 +241,8 @@ def assert_same(res, ref, case: RealCase):
     np.testing.assert_array_equal(j["attained_gpu_s"].to_numpy(), ref["attained_gpu"], err_msg="attained_gpu_s")
     np.testing.assert_array_equal(j["lost_s"].to_numpy(), ref["lost_s"], err_msg="lost_s")
     if len(case.type_names) > 1:
-        # never launched: results.py writes the string "None"
-        assert j["gpu_type"].to_list() == [case.type_names[t] if t >= 0 else "None" for t in ref["gpu_type"]]
+        # never launched: null
+        assert j["gpu_type"].to_list() == [case.type_names[t] if t >= 0 else None for t in ref["gpu_type"]]
     s = res.summary
     assert s["num_steps"] == ref["steps"]
     assert s["end_s"] == ref["end_t"]
