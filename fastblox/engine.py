@@ -431,7 +431,7 @@ def simulate(
     do_preempt = pol.preemptive if preempt is None else bool(preempt)
     if throughput is None and len(c.gpu_types) > 1:
         throughput = "gavel"
-    if (tm == enums.TM_ROUNDS and do_preempt and pol.dynamic and checkpoint_s > 0
+    if (tm == enums.TM_ROUNDS and do_preempt and pol.dynamic and pol.kind != enums.KIND_PLAN and checkpoint_s > 0
             and checkpoint_s + restart_s >= round_s):
         raise ConfigError(
             f"--checkpoint-s {checkpoint_s:g} with rounds of {round_s:g} s: a job that {pol.name} preempts every "

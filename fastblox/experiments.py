@@ -274,6 +274,8 @@ def _per_128_gpus(summary):
 
 # ----------------------------------------------------------------------------- the recipes
 _VS = "vs_load"
+HETERO_CLUSTER = "v100:9x4,p100:9x4,k80:9x4"
+HETERO_POLICIES = ["fifo", "las-gpu", "tiresias", "themis", "gavel", "gavel-las-agnostic", "gavel-ftf", "optimus"]
 for _r in (
     Recipe(
         "blox-fig6",
@@ -398,6 +400,27 @@ for _r in (
                          "ylabel": "average JCT (h)"}),
             Figure("cdf", "jct_cdf_load{load_per_128_gpus}", "JCT CDF at {load_per_128_gpus} jobs/h per 128 GPUs",
                    at={"load_per_128_gpus": "max"}, label=("scheduler", "cluster")),
+        ),
+    ),
+    Recipe(
+        "hetero-cluster",
+        "The schedulers Blox promised, on Gavel's heterogeneous cluster (36 V100, 36 P100, 36 K80 in 4-GPU "
+        "servers) with Gavel's job types and throughputs: FIFO, 2D-LAS, Tiresias, Themis, Gavel (aware and "
+        "agnostic, max-min and finish-time fairness), Optimus; consolidated placement with measured "
+        "multi-node slowdowns; 1,000 jobs, loads 1..4 jobs/h",
+        base={"workload": "gavel", "seed": 0, "num_jobs": 1000, "cluster": HETERO_CLUSTER, "placement": "consolidated"},
+        grid={"policy": HETERO_POLICIES, "load": [1, 2, 3, 4]},
+        quick={"base": {"num_jobs": 120}, "grid": {"policy": ["fifo", "tiresias", "gavel", "gavel-las-agnostic"],
+                                                   "load": [3]}},
+        figures=(
+            Figure(_VS, "avg_jct_vs_load", "average JCT on v100/p100/k80 (36 GPUs each)",
+                   opts={"ylabel": "average JCT (h)"}),
+            Figure(_VS, "rho_p95_vs_load", "finish-time fairness: 95th percentile of rho = JCT / time alone",
+                   opts={"metric": "rho_p95", "unit_s": 1.0, "unit": "", "ylabel": "rho, 95th percentile"}),
+            Figure("cdf", "jct_cdf_load{load}", "JCT CDF at load {load} jobs/h (heterogeneous cluster)",
+                   at={"load": "max"}),
+            Figure("jct_by_gpus", "jct_by_gpus_load{load}", "JCT by job size at load {load} jobs/h",
+                   at={"load": "max"}),
         ),
     ),
 ):

@@ -133,3 +133,16 @@ def test_recipe_registry_errors():
     quick = EXPERIMENTS["blox-dynamic"].config(quick=True)
     full = EXPERIMENTS["blox-dynamic"].config()
     assert quick["base"]["num_jobs"] < full["base"]["num_jobs"] and quick["name"] == "blox-dynamic-quick"
+
+
+def test_hetero_cluster_quick(tmp_path):
+    files = run_experiment("hetero-cluster", tmp_path, quick=True)
+    for stem in ("avg_jct_vs_load", "rho_p95_vs_load", "jct_cdf_load3", "jct_by_gpus_load3"):
+        assert files[f"{stem}_png"].stat().st_size > 1000
+    s = pl.read_parquet(tmp_path / "summary.parquet")
+    assert set(s["scheduler"]) == {"fifo", "tiresias", "gavel", "gavel-las-agnostic"}
+    assert (s["throughput_table"] == "gavel").all() and (s["jobs_with_known_model"] == 120).all()
+    by = {r["scheduler"]: r for r in s.iter_rows(named=True)}
+    # Gavel's heterogeneity-aware allocation beats its agnostic twin on the mixed cluster
+    assert by["gavel"]["avg_jct_s"] < by["gavel-las-agnostic"]["avg_jct_s"]
+    assert by["gavel"]["time_model"] == "rounds" and by["fifo"]["time_model"] == "events"

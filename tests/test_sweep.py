@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+import fastblox
 from fastblox.errors import ConfigError
 from fastblox.sweep import SweepResult, load_config, run_sweep
 from fastblox.sweep.cli import add_sweep_commands
@@ -263,3 +264,36 @@ def test_gavel_load_and_cases(tmp_path):
     # a dict config with cases is written back as TOML that reads to the same points
     again = load_config(tomllib.loads((tmp_path / "sweep.toml").read_text()))
     assert sorted(p.id for p in again.points) == sorted(p.id for p in cc.points)
+
+
+def test_sweep_takes_realism_options_and_policy_parameters(tmp_path):
+    cfg = load_config({
+        "base": {"workload": "gavel", "num_jobs": 60, "cluster": "v100:2x4,k80:2x4", "checkpoint_s": 100},
+        "grid": {"cases": [{"policy": "tiresias", "policy_opts": {"promote": 2, "thresholds": [3250, 7200]}},
+                           {"policy": "gavel"}],
+                 "multi_node_factor": [1.0, 0.7]},
+    })
+    assert len(cfg) == 4
+    p = {pt.params["scheduler"]: pt for pt in cfg.points if pt.params["multi_node_factor"] == 0.7}
+    assert p["tiresias"].run_kwargs["policy_opts"] == {"promote": "2", "thresholds": "3250;7200"}
+    assert p["gavel"].params["time_model"] == "rounds" and p["gavel"].params["round_s"] == 360.0
+    summ = run_sweep(cfg, tmp_path / "out", executor="serial", progress=False).summary
+
+    w = fastblox.gavel_like_workload(60, seed=0)
+    direct = fastblox.simulate(w, cluster="v100:2x4,k80:2x4", scheduler="tiresias", checkpoint_s=100,
+                               multi_node_factor=0.7, policy_opts={"promote": 2, "thresholds": "3250;7200"})
+    row = summ.filter((summ["scheduler"] == "tiresias") & (summ["multi_node_factor"] == 0.7)).row(0, named=True)
+    assert row["avg_jct_s"] == direct.summary["avg_jct_s"]
+    # old configs keep their ids: unset realism keys are left out of the id
+    old = load_config({"base": {"workload": "gavel", "num_jobs": 10}, "grid": {"policy": ["fifo"]}})
+    assert all(old.points[0].params[k] is None for k in ("checkpoint_s", "policy_opts", "throughput"))
+
+
+@pytest.mark.parametrize("grid,msg", [
+    ({"policy": ["themis"], "policy_opts": [{"g": 1}]}, "policy_opts.*has no option 'g'"),
+    ({"policy": ["fifo"], "rack_factor": [1.5]}, r"rack_factor.*\(0, 1\]"),
+    ({"policy": ["fifo"], "cluster_events": ["nope.csv"]}, "cluster_events.*no such file"),
+])
+def test_sweep_realism_errors_name_the_key(grid, msg):
+    with pytest.raises(ConfigError, match=msg):
+        load_config({"base": {"workload": "gavel", "num_jobs": 10}, "grid": grid})

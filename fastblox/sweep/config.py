@@ -41,10 +41,14 @@ RUN_KEYS = ("cluster", "scheduler", "placement", "admission", "time_model", "rou
             "track", "blox_compat", "record_series")
 #: Keys of dynamic policy selection (``policy = "dynamic"``, :mod:`fastblox.dynamic`); None otherwise.
 DYNAMIC_KEYS = ("candidates", "period_s", "horizon_s", "lookahead")
+#: Run options of cluster realism and policy parameters (keywords of ``fastblox.simulate``); None:
+#: simulate's default. ``policy_opts`` is a table (``{ f = 0.5 }``) kept as ``"f=0.5"`` text.
+REALISM_KEYS = ("checkpoint_s", "throughput", "reference_gpu", "multi_node_factor", "rack_factor",
+                "placement_effects", "cluster_events", "policy_opts")
 #: Every point has exactly these parameters, in this order (``point_id`` is added in front).
-PARAM_KEYS = WORKLOAD_KEYS + RUN_KEYS + DYNAMIC_KEYS
+PARAM_KEYS = WORKLOAD_KEYS + RUN_KEYS + DYNAMIC_KEYS + REALISM_KEYS
 #: Keys left out of a point's id while they are None, so that adding them kept every older id.
-OPTIONAL_KEYS = DYNAMIC_KEYS
+OPTIONAL_KEYS = DYNAMIC_KEYS + REALISM_KEYS
 #: The grid key whose values are tables of keys set together (a zipped axis).
 CASES_KEY = "cases"
 DYNAMIC_POLICY = "dynamic"
@@ -60,7 +64,9 @@ PARAM_TYPES = {
     "num_jobs": "int", "seed": "int", "cluster": "str", "scheduler": "str", "placement": "str", "admission": "str",
     "time_model": "str", "round_s": "float", "restart_s": "float", "preempt": "bool", "track": "str",
     "blox_compat": "bool", "record_series": "bool", "candidates": "str", "period_s": "float", "horizon_s": "float",
-    "lookahead": "str",
+    "lookahead": "str", "checkpoint_s": "float", "throughput": "str", "reference_gpu": "str",
+    "multi_node_factor": "float", "rack_factor": "float", "placement_effects": "bool", "cluster_events": "str",
+    "policy_opts": "str",
 }
 
 
@@ -92,6 +98,11 @@ class Point:
         """Keywords of ``fastblox.simulate`` for this point."""
         kw = {k: self.params[k] for k in RUN_KEYS}
         kw["track"] = _parse_track(kw["track"], "track") if kw["track"] is not None else None
+        for k in REALISM_KEYS:
+            if self.params.get(k) is not None:
+                kw[k] = self.params[k]
+        if "policy_opts" in kw:
+            kw["policy_opts"] = _opts_dict(kw["policy_opts"])
         return kw
 
     @property
@@ -306,15 +317,17 @@ def _resolve(raw: dict, base_dir: Path, where: dict) -> dict:
     if isinstance(adm, bool) or not isinstance(adm, (str, int, float)):
         raise _err(name("admission"), f"expected 'accept-all' or 'load:THETA', got {adm!r}")
     p["admission"] = built("admission", lambda: parts.Admission.parse(adm)).name
+    pol_obj = None if (p["blox_compat"] or sched == DYNAMIC_POLICY) else parts.POLICIES.get(sched)
     tm = p.get("time_model")
     if tm is None:
-        tm = "rounds" if p["blox_compat"] else "events"
+        tm = "rounds" if p["blox_compat"] else ((pol_obj.default_time_model if pol_obj is not None else None) or "events")
     tm = _str(tm, name("time_model")).lower()
     built("time_model", lambda: parts.TIME_MODELS.get(tm))
     if p["blox_compat"] and tm != "rounds":
         raise _err(name("time_model"), "blox_compat simulates Blox's fixed rounds; time_model must be 'rounds'")
     p["time_model"] = tm
-    p["round_s"] = _number(p.get("round_s", 300.0), name("round_s"), positive=True)
+    default_round = (pol_obj.default_round_s if pol_obj is not None and pol_obj.default_round_s else None) or 300.0
+    p["round_s"] = _number(p.get("round_s", default_round), name("round_s"), positive=True)
     p["restart_s"] = _number(p.get("restart_s", 0.0), name("restart_s"), nonneg=True)
     if p["blox_compat"] and p["restart_s"]:
         raise _err(name("restart_s"), "blox_compat has no restart cost (Blox has none)")
@@ -333,7 +346,76 @@ def _resolve(raw: dict, base_dir: Path, where: dict) -> dict:
         raise _err(name("track"), "Blox's workload is an endless stream: give track = '3000:4000' or num_jobs")
     p["track"] = None if tr is None else f"{tr[0]}:{tr[1]}"
     _resolve_dynamic(p, name)
+    _resolve_realism(p, name, base_dir, pol_obj, cl)
     return {k: p.get(k) for k in PARAM_KEYS}
+
+
+def _opts_text(d: dict) -> str:
+    return ",".join(f"{k}={';'.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in sorted(d.items()))
+
+
+def _opts_dict(text: str) -> dict:
+    return dict(kv.split("=", 1) for kv in text.split(",") if kv)
+
+
+def _resolve_realism(p: dict, name, base_dir: Path, pol, cluster: str) -> None:
+    """Validate the realism keys and policy parameters (None: simulate's default)."""
+    given = {k: p.get(k) for k in REALISM_KEYS if p.get(k) is not None}
+    if p["blox_compat"] and given:
+        raise _err(name(next(iter(given))), "blox_compat replays Blox as it is: no realism options or policy parameters")
+    for k in ("checkpoint_s",):
+        if k in given:
+            p[k] = _number(given[k], name(k), nonneg=True)
+    for k in ("multi_node_factor", "rack_factor"):
+        if k in given:
+            v = _number(given[k], name(k), positive=True)
+            if v > 1:
+                raise _err(name(k), f"a speed multiplier in (0, 1], got {v:g}")
+            p[k] = v
+    if "placement_effects" in given:
+        p["placement_effects"] = _bool(given["placement_effects"], name("placement_effects"))
+    for k in ("reference_gpu",):
+        if k in given:
+            p[k] = _str(given[k], name(k)).lower()
+    for k in ("throughput", "cluster_events"):
+        if k not in given:
+            continue
+        v = _str(given[k], name(k))
+        if k == "throughput" and v.lower() in ("gavel", "none", "builtin"):
+            p[k] = v.lower()
+            continue
+        path = Path(v).expanduser()
+        path = (path if path.is_absolute() else base_dir / path).resolve()
+        if not path.exists():
+            raise _err(name(k), f"no such file: {path} (relative paths are relative to the config file's folder)")
+        p[k] = str(path)
+    if p.get("throughput") not in (None, "gavel", "none", "builtin"):
+        from ..speed import resolve_table
+
+        try:
+            resolve_table(p["throughput"])
+        except ConfigError as e:
+            raise _err(name("throughput"), str(e)) from None
+    if p.get("cluster_events") is not None:
+        from ..cluster_events import ClusterEvents
+
+        try:
+            ClusterEvents.read(p["cluster_events"], Cluster.parse(cluster))
+        except ConfigError as e:
+            raise _err(name("cluster_events"), str(e)) from None
+    po = given.get("policy_opts")
+    if po is not None:
+        if isinstance(po, str):
+            po = _opts_dict(po)
+        if not isinstance(po, dict):
+            raise _err(name("policy_opts"), f"expected a table like {{ f = 0.5 }}, got {po!r}")
+        if pol is None:
+            raise _err(name("policy_opts"), "policy parameters need a named policy (not 'dynamic')")
+        try:
+            pol.resolve_options(po)
+        except ConfigError as e:
+            raise _err(name("policy_opts"), str(e)) from None
+        p["policy_opts"] = _opts_text(po)
 
 
 def _resolve_dynamic(p: dict, name) -> None:
