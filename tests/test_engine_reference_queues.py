@@ -253,11 +253,55 @@ def assert_queue_invariants(ref, cfg: dict):
             assert kj[0] <= kv[0] and (kj, j) < (kv, v), f"t={t}: job {j} {kj} preempted job {v} {kv}"
 
 
-def assert_themis_invariants(ref):
+def assert_themis_invariants(ref, case: RealCase, cfg: dict):
     """A job stopped for another ranks after it: a bidder is never stopped for a job getting
-    leftovers, and within each group the victim has the lower bid (leftovers: the better rho)."""
+    leftovers, and within each group the victim has the lower bid (leftovers: the better rho).
+
+    With every job admitted at once (no load-based admission), the auction at each preemption
+    is worked out again from the record of the launches (remaining work from the progress each
+    launch kept): the keys the reference ordered the two jobs by are the rule's."""
     for t, j, v, kj, kv in ref["preemptions"]:
         assert kj[0] <= kv[0] and (kj, j) < (kv, v), f"t={t}: job {j} {kj} preempted job {v} {kv}"
+        if cfg["theta"] == 0:
+            keys = _themis_keys(ref, case, cfg, t)
+            for i, k in ((j, kj), (v, kv)):
+                part, key = keys[i]
+                if part is None:
+                    continue  # its rho within rounding of the cut: either side
+                assert part == k[0], f"t={t}: job {i} bids {k[0] == 0}, the rule says {part == 0}"
+                assert key == k[1] or abs(key - k[1]) <= TOL * abs(key), f"t={t}: job {i} key {k[1]}, the rule {key}"
+
+
+def _themis_keys(ref, case: RealCase, cfg: dict, t):
+    """Themis' ``(part, key)`` of every active job at the step at ``t``, from the launches."""
+    L, restart, f = cfg["round_s"], cfg["restart"], cfg["opts"]["f"]
+    rho, alone = {}, {}
+    for i, hist in enumerate(ref["history"]):
+        fin = ref["finish"][i]
+        if case.submit[i] > t or 0 <= fin <= t:
+            continue  # not arrived, or done before the step
+        left, run_el, rate = case.work[i], None, 0.0
+        for c in hist:
+            if c.t >= t:
+                break  # launched at this step (after the order) or later
+            if c.end < t or (c.end == t and c.why == "fail"):
+                left -= c.kept * c.rate  # (a node failure at t comes before the step)
+            else:
+                run_el, rate = t - c.t, c.rate  # running when the step began
+        if run_el is not None:
+            left -= max(0.0, run_el - restart) * rate
+        alone[i] = case.work[i] / case.ref_rate[i]
+        rho[i] = ((t + L - case.submit[i]) + left / case.ref_rate[i]) / alone[i]
+    k = max(1, math.ceil((1.0 - f) * len(rho)))
+    cut = sorted(rho.values(), reverse=True)[k - 1]
+    keys = {}
+    for i, r in rho.items():
+        part = 0 if r >= cut else 1
+        if abs(r - cut) <= TOL * abs(cut):
+            part = None
+        run_rho = r - L / alone[i]
+        keys[i] = (part, -(r / run_rho) if run_rho > 0 else -math.inf) if r >= cut else (part, -r)
+    return keys
 
 
 def _events(ref, cfg):
@@ -283,7 +327,7 @@ def check_themis(example):
     case, cfg = example
     res, ref = run_checked(case, cfg)
     if res is not None:
-        assert_themis_invariants(ref)
+        assert_themis_invariants(ref, case, cfg)
         _events(ref, cfg)
 
 
@@ -348,7 +392,7 @@ def test_larger_workload_matches_reference(policy, tm):
     res, ref = run_checked(case, cfg)
     assert res is not None and sum(ref["n_preempt"]) > 0 and sum(ref["n_fail"]) > 0
     if policy == "themis":
-        assert_themis_invariants(ref)
+        assert_themis_invariants(ref, case, cfg)
     else:
         cfg["opts"].update(thresholds=(3250.0, 7200.0))
         assert_queue_invariants(ref, cfg)

@@ -250,9 +250,8 @@ def _nan(x):
     return np.where(a < 0, np.nan, a)
 
 
-def assert_same(res, ref, case: RealCase, steps: bool = True):
-    """Job by job: finish, first start, preemptions, failures, attained service, lost time, GPU
-    type; the summary (the number of steps unless ``steps`` is False)."""
+def assert_same(res, ref, case: RealCase):
+    """Job by job: finish, first start, preemptions, failures, attained service, lost time, GPU type."""
     j = res.jobs
     np.testing.assert_array_equal(j["finish_s"].to_numpy(), _nan(ref["finish"]), err_msg="finish_s")
     np.testing.assert_array_equal(j["first_start_s"].to_numpy(), _nan(ref["first_start"]), err_msg="first_start_s")
@@ -265,8 +264,7 @@ def assert_same(res, ref, case: RealCase, steps: bool = True):
         # never launched: null
         assert j["gpu_type"].to_list() == [case.type_names[t] if t >= 0 else None for t in ref["gpu_type"]]
     s = res.summary
-    if steps:
-        assert s["num_steps"] == ref["steps"]
+    assert s["num_steps"] == ref["steps"]
     assert s["end_s"] == ref["end_t"]
     assert s["num_failures"] == sum(ref["n_fail"])
     assert s["num_preemptions"] == sum(ref["n_preempt"])
@@ -387,14 +385,14 @@ def _cfg(draw, policies):
     return cfg
 
 
-def check_case(case: RealCase, cfg: dict, steps: bool = True):
+def check_case(case: RealCase, cfg: dict):
     ref = run_reference(case, cfg)
     res = run_kernel(case, cfg)
     if res is None:
         assert ref["deadlock"], "the kernel reports jobs that can never run; the reference ran them all"
         return None, ref
     assert not ref["deadlock"], "the reference found jobs that can never run; the kernel ran them all"
-    assert_same(res, ref, case, steps)
+    assert_same(res, ref, case)
     assert_invariants(res, ref, case, cfg)
     return res, ref
 
