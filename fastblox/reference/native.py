@@ -321,9 +321,9 @@ def gittins_index(xs, vs, service) -> float:
     return vs[i]
 
 
-def themis_order(active, t, lease_s, f, restart_s):
-    """Themis' lease auction as a priority order of ``active`` (arrival order), with each job's
-    ``(part, key)``: the ``ceil((1 - f) n)`` jobs with the worst ``rho`` (and any tied with the
+def themis_keys(active, t, lease_s, f, restart_s):
+    """Themis' lease auction as each active job's ``(part, key)``, lower first (ties in arrival
+    order): the ``ceil((1 - f) n)`` jobs with the worst ``rho`` (and any tied with the
     last of them) bid and come first, the highest bid ``rho_wait / rho_run`` first; the others
     follow, the worst ``rho`` first; ties in arrival order. ``rho`` is taken at the end of the
     lease for a job that gets no GPUs during it: ``(t + lease - submit + remaining alone) /
@@ -346,7 +346,7 @@ def themis_order(active, t, lease_s, f, restart_s):
             keys[j.i] = (0, -(rho[j.i] / run_rho) if run_rho > 0.0 else -math.inf)
         else:  # leftovers
             keys[j.i] = (1, -rho[j.i])
-    return sorted(active, key=lambda j: keys[j.i]), keys
+    return keys
 
 
 def _open_launch(c: Launch, t, restart_s) -> Launch:
@@ -404,7 +404,7 @@ def simulate_native_reference(
     ``history`` of :class:`Launch`, the last one ``why="running"`` if still running at the end)
     and ``end_t``, ``steps``, ``deadlock``, ``stuck`` (what was left when deadlocked),
     ``lost_gpu_s``, ``n_migrate``, ``queue_log`` (per job its ``(t, queue, why)`` changes: ``admit``,
-    ``cross`` (recorded when the job stops), ``promote``), ``step_log`` (per step ``(t, jobs
+    ``cross`` (recorded when its launch ends), ``promote``), ``step_log`` (per step ``(t, jobs
     stopped)``, as the kernel's series), ``preemptions`` (``(t, job, victim, key of job, key of
     victim)``: the victim's GPUs went to the job; keys as ordered at that step)."""
     n = len(submit)
@@ -705,7 +705,7 @@ def simulate_native_reference(
                 # by queue; within a queue the highest Gittins index of the service first
                 kmap = {j.i: (queue_at(j, t)[0], -gittins_index(gx, gv, service(j, t))) for j in active}
             elif policy == THEMIS:
-                kmap = themis_order(active, t, round_s, themis_f, restart_s)[1]
+                kmap = themis_keys(active, t, round_s, themis_f, restart_s)
             else:
                 kmap = {j.i: _builtin_key(policy, j, t, restart_s) for j in active}
             order = sorted(active, key=lambda j: kmap[j.i])  # stable: ties in arrival order
