@@ -124,7 +124,7 @@ SERIES_COLS = 7
 PLAN_IDLE_LIMIT = 1000
 
 
-@jit
+@jit(nrt=False)
 def heap_push(ht, hj, hv, n, t, j, v):
     """Push (t, j, v) onto the binary min-heap ``ht/hj/hv[:n]`` ordered by (t, j); returns new size."""
     i = n
@@ -142,7 +142,7 @@ def heap_push(ht, hj, hv, n, t, j, v):
     return n + 1
 
 
-@jit
+@jit(nrt=False)
 def heap_pop(ht, hj, hv, n):
     """Remove the minimum of the heap of size ``n``; returns the new size."""
     n -= 1
@@ -167,7 +167,7 @@ def heap_pop(ht, hj, hv, n):
     return n
 
 
-@jit
+@jit(nrt=False)
 def heap_compact(ht, hj, hv, n, version):
     """Drop stale entries (their job has moved on to another version) and rebuild; returns the size.
     Live entries are at most one per job, so a heap of capacity N + 1 always has room."""
@@ -184,7 +184,7 @@ def heap_compact(ht, hj, hv, n, version):
     return m
 
 
-@jit
+@jit(nrt=False)
 def heap_add(ht, hj, hv, n, t, j, v, version):
     """``heap_push`` that first compacts a full heap."""
     if n >= ht.shape[0]:
@@ -192,14 +192,14 @@ def heap_add(ht, hj, hv, n, t, j, v, version):
     return heap_push(ht, hj, hv, n, t, j, v)
 
 
-@jit
+@jit(nrt=False)
 def rq_add(rq, rpos, nr, j):
     rq[nr] = j
     rpos[j] = nr
     return nr + 1
 
 
-@jit
+@jit(nrt=False)
 def rq_remove(rq, rpos, nr, j):
     """Remove ``j`` from the unordered running list in O(1) (the last entry takes its place)."""
     p = rpos[j]
@@ -209,7 +209,7 @@ def rq_remove(rq, rpos, nr, j):
     return nr - 1
 
 
-@jit
+@jit(nrt=False)
 def _level(thresholds, service):
     """Tiresias' queue of a job with ``service`` attained GPU-seconds: the number of thresholds
     at or below it (queue 0 is the highest priority)."""
@@ -219,7 +219,7 @@ def _level(thresholds, service):
     return k
 
 
-@jit
+@jit(nrt=False)
 def _gittins(pp, service):
     """The Gittins index at ``service`` attained GPU-seconds (a step function, see PolicyParams)."""
     xs = pp.gittins_x
@@ -234,7 +234,7 @@ def _gittins(pp, service):
     return pp.gittins_v[lo - 1] if lo > 0 else pp.gittins_v[0]
 
 
-@jit
+@jit(nrt=False)
 def run_level(pp, j, t, run):
     """Tiresias' queue of running job ``j`` at ``t``: its service (GPU-seconds since its last
     promotion) moves it down at the instant ``launch_t + (threshold - service at launch) / GPUs``
@@ -248,13 +248,13 @@ def run_level(pp, j, t, run):
     return k
 
 
-@jit
+@jit(nrt=False)
 def _crossing(pp, j, run, lvl):
     """When running job ``j`` entered queue ``lvl`` (> the queue it was launched in)."""
     return run.launch_t[j] + (pp.thresholds[lvl - 1] - (run.attained_gpu[j] - run.svc0[j])) / run.held[j]
 
 
-@jit
+@jit(nrt=False)
 def rank_key(policy, j, t, jobs, run, pp, restart_s):
     """``(rank, key)`` of active job ``j`` at time ``t``: lower runs first, ties in arrival order.
     For a waiting job of a ``KIND_STATIC`` policy this does not change while it waits (except at
@@ -287,7 +287,7 @@ def rank_key(policy, j, t, jobs, run, pp, restart_s):
     return 0, 0.0
 
 
-@jit
+@jit(nrt=False)
 def themis_rho(j, t, jobs, run, restart_s, ahead):
     """Finish-time fairness ``rho = (T_elapsed + T_remaining) / T_alone`` of job ``j`` as it would
     stand ``ahead`` seconds from ``t`` if it does not run meanwhile; times at the reference speed
@@ -325,7 +325,7 @@ def themis_keys(t, jobs, run, s, na, restart_s, lease_s, f):
             s.keys[a] = -rho[a]
 
 
-@jit
+@jit(nrt=False)
 def _before(ra, ka, a, rb, kb, b):
     """(rank, key, job index) order."""
     if ra != rb:
@@ -333,7 +333,7 @@ def _before(ra, ka, a, rb, kb, b):
     return ka < kb or (ka == kb and a < b)
 
 
-@jit
+@jit(nrt=False)
 def wq_insert(q, nw, j):
     """Insert job ``j`` into the waiting queue ``q.wq[:nw]`` sorted by (wrank, wkey, index)."""
     lo = 0
@@ -353,7 +353,7 @@ def wq_insert(q, nw, j):
     return nw + 1
 
 
-@jit
+@jit(nrt=False)
 def wq_remove(q, nw, j):
     """Remove job ``j`` from the waiting queue; returns the new length."""
     p = 0
@@ -364,7 +364,7 @@ def wq_remove(q, nw, j):
     return nw - 1
 
 
-@jit
+@jit(nrt=False)
 def enqueue(policy, j, t, jobs, run, q, pp, nw, restart_s):
     """Key a job that starts waiting and insert it into the waiting queue."""
     r, k = rank_key(policy, j, t, jobs, run, pp, restart_s)
@@ -373,7 +373,7 @@ def enqueue(policy, j, t, jobs, run, q, pp, nw, restart_s):
     return wq_insert(q, nw, j)
 
 
-@jit
+@jit(nrt=False)
 def wake_time(policy, j, t, jobs, run, pp, promote):
     """When the key of job ``j`` next moves on its own (``INF``: never). Tiresias and Gittins: a
     running job crossing its next queue threshold; a waiting job of a lower queue reaching its
@@ -391,7 +391,7 @@ def wake_time(policy, j, t, jobs, run, pp, promote):
     return INF
 
 
-@jit
+@jit(nrt=False)
 def promote_job(j, t, run):
     """Tiresias' starvation promotion: back to queue 0's tail, service counted afresh."""
     run.rank[j] = 0
@@ -401,7 +401,7 @@ def promote_job(j, t, run):
     run.pend0[j] = 0.0
 
 
-@jit
+@jit(nrt=False)
 def stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp):
     """Account for a running job stopped at ``t`` (suspended or killed): progress up to its last
     checkpoint is kept, service counts every second it held GPUs, Tiresias' queue is kept in
@@ -426,7 +426,7 @@ def stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp):
     run.version[j] += 1
 
 
-@jit
+@jit(nrt=False)
 def _stuck(q, run, si, n_jobs, n_ev):
     """Nothing is left to arrive, no node event or policy wake-up is pending (stale wake-ups
     dropped first): with nothing running, the waiting jobs will never be placed."""
@@ -435,7 +435,7 @@ def _stuck(q, run, si, n_jobs, n_ev):
     return si[I_NEXT_ARR] == n_jobs and si[I_NEXT_EV] == n_ev and si[I_WAKE_N] == 0
 
 
-@jit
+@jit(nrt=False)
 def _free_up(nodes):
     total = 0
     free = 0

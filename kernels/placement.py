@@ -18,7 +18,7 @@ from .enums import FREE, PL_BLOX, PL_CONSOLIDATED, PL_FIRST_FIT, PL_TOPOLOGY
 from .state import Nodes
 
 
-@jit
+@jit(nrt=False)
 def _lowest_bits(mask, k, base, out, pos):
     """Write the ``k`` lowest set bits of ``mask`` as ``base + bit`` into ``out[pos:pos+k]``."""
     m = np.uint64(mask)
@@ -33,7 +33,7 @@ def _lowest_bits(mask, k, base, out, pos):
     return pos + got
 
 
-@jit
+@jit(nrt=False)
 def next_node(bits, row, start):
     """The first node ``>= start`` whose bit is set in ``bits[row]`` (up, with a free GPU), or -1."""
     wi = start >> 6
@@ -51,7 +51,7 @@ def next_node(bits, row, start):
         word = bits[row, wi]
 
 
-@jit
+@jit(nrt=False)
 def set_node_bit(nodes, nd):
     """Recompute node ``nd``'s bits from its free count and service state."""
     b = np.uint64(1) << np.uint64(nd & 63)
@@ -66,12 +66,12 @@ def set_node_bit(nodes, nd):
             nodes.bits[r, nd >> 6] &= ~b
 
 
-@jit
+@jit(nrt=False)
 def _eligible(nodes, nd, row):
     return nodes.up[nd] != 0 and (row == 0 or nodes.row[nd] == row)
 
 
-@jit
+@jit(nrt=False)
 def fit_first(n, row, nodes, out):
     """Any free GPUs: lowest-numbered first, node by node (a correct scattered placement)."""
     pos = 0
@@ -85,7 +85,7 @@ def fit_first(n, row, nodes, out):
     return 0
 
 
-@jit
+@jit(nrt=False)
 def fit_blox(n, row, nodes, out):
     """Blox's ``_scattered_placement``: take ``min(free, n)`` from each node in order; the running
     total must equal ``n`` exactly at some node, else the job does not fit (Blox's quirk)."""
@@ -102,7 +102,7 @@ def fit_blox(n, row, nodes, out):
     return 0
 
 
-@jit
+@jit(nrt=False)
 def _best_node(n, row, nodes):
     """The fullest eligible node that still holds ``n`` free GPUs (lowest id on ties), or -1."""
     best = -1
@@ -115,7 +115,7 @@ def _best_node(n, row, nodes):
     return best
 
 
-@jit
+@jit(nrt=False)
 def _max_node_size(row, nodes):
     m = 0
     for nd in range(nodes.gpus.shape[0]):
@@ -150,7 +150,7 @@ def _take_emptiest(n, row, nodes, out, k_max, rack):
     return 0
 
 
-@jit
+@jit(nrt=False)
 def fit_consolidated(n, row, nodes, out):
     """Fewest nodes. A gang that fits in one node goes to the fullest node that still holds it
     (best fit; ties to the lowest node id). A larger gang takes the emptiest nodes first and fits
@@ -198,7 +198,7 @@ def fit_topology(n, row, nodes, out):
     return _take_emptiest(n, row, nodes, out, num_nodes, -1)
 
 
-@jit
+@jit(nrt=False)
 def fit(kind, n, row, nodes, out):
     """Dispatch on the placement code (see ``enums``)."""
     if kind == PL_FIRST_FIT:
@@ -212,7 +212,7 @@ def fit(kind, n, row, nodes, out):
     return 0
 
 
-@jit
+@jit(nrt=False)
 def take(gpu_ids, n, job, nodes):
     """Give GPUs ``gpu_ids[:n]`` (all free) to ``job``."""
     one = np.uint64(1)
@@ -230,7 +230,7 @@ def take(gpu_ids, n, job, nodes):
                 nodes.bits[r, nd >> 6] &= b
 
 
-@jit
+@jit(nrt=False)
 def assign(gpu_ids, n, job, alloc, o, nodes):
     """Give GPUs ``gpu_ids[:n]`` to ``job`` and record them as its allocation ``alloc[o:o+n]``
     (where ``release`` finds them)."""
@@ -239,7 +239,7 @@ def assign(gpu_ids, n, job, alloc, o, nodes):
         alloc[o + k] = gpu_ids[k]
 
 
-@jit
+@jit(nrt=False)
 def release(gpu_ids, n, nodes):
     """Free GPUs ``gpu_ids[:n]``."""
     one = np.uint64(1)
@@ -257,7 +257,7 @@ def release(gpu_ids, n, nodes):
                 nodes.bits[r, nd >> 6] |= b
 
 
-@jit
+@jit(nrt=False)
 def spans(gpu_ids, n, nodes):
     """``(more than one node, more than one rack)`` for the gang ``gpu_ids[:n]``."""
     if n == 0:
