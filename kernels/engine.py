@@ -402,10 +402,12 @@ def promote_job(j, t, run):
 
 
 @jit(nrt=False)
-def stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp):
+def stop_job(j, t, run, restart_s, ckpt_s, policy, pp):
     """Account for a running job stopped at ``t`` (suspended or killed): progress up to its last
     checkpoint is kept, service counts every second it held GPUs, Tiresias' queue is kept in
-    ``rank`` (and when it entered it in ``qentry``). The caller frees its GPUs."""
+    ``rank`` (and when it entered it in ``qentry``). The caller frees its GPUs. Returns
+    ``(gpu_s, lost_gpu_s)``: the GPU-seconds it held since its launch and the GPU-seconds of
+    progress it lost, for the run's totals."""
     if policy == POL_TIRESIAS or policy == POL_GITTINS:
         lvl = run_level(pp, j, t, run)
         if lvl != run.rank[j]:
@@ -417,22 +419,24 @@ def stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp):
     if ckpt_s > 0.0:
         kept = math.floor(prod / ckpt_s) * ckpt_s
     run.work_left[j] -= kept * run.rate[j]
+    lost = 0.0
     if prod > kept:
         run.lost_s[j] += prod - kept
-        sf[F_LOST_GPU_S] += (prod - kept) * run.held[j]
+        lost = (prod - kept) * run.held[j]
     run.attained[j] += el
     run.attained_gpu[j] += el * run.held[j]
-    sf[F_BUSY_GPU_S] += el * run.held[j]
     run.version[j] += 1
+    return el * run.held[j], lost
 
 
 @jit(nrt=False)
-def _stuck(q, run, si, n_jobs, n_ev):
+def _stuck(q, run, wake_n, next_arr, next_ev, n_jobs, n_ev):
     """Nothing is left to arrive, no node event or policy wake-up is pending (stale wake-ups
-    dropped first): with nothing running, the waiting jobs will never be placed."""
-    while si[I_WAKE_N] > 0 and run.version[q.wake_j[0]] != q.wake_v[0]:
-        si[I_WAKE_N] = heap_pop(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N])
-    return si[I_NEXT_ARR] == n_jobs and si[I_NEXT_EV] == n_ev and si[I_WAKE_N] == 0
+    dropped first): with nothing running, the waiting jobs will never be placed. Returns
+    ``(stuck, size of the wake-up heap)``."""
+    while wake_n > 0 and run.version[q.wake_j[0]] != q.wake_v[0]:
+        wake_n = heap_pop(q.wake_t, q.wake_j, q.wake_v, wake_n)
+    return next_arr == n_jobs and next_ev == n_ev and wake_n == 0, wake_n
 
 
 @jit(nrt=False)
@@ -464,6 +468,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     kind = ci[C_KIND]
     py = ci[C_PY] != 0
     n_types = ci[C_N_TYPES]
+    record = ci[C_SERIES] != 0
     round_s = cf[CF_ROUND_S]
     restart_s = cf[CF_RESTART_S]
     theta = cf[CF_THETA]
@@ -471,46 +476,84 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     rack_factor = cf[CF_RACK_FACTOR]
     stop_t = cf[CF_STOP_T]
     promote = cf[CF_PROMOTE]
+    wakes = policy == POL_TIRESIAS or policy == POL_GITTINS  # policies with wake-ups
     total_gpus, free = _free_up(nodes)
-    status = run.status
+    # every array advance() touches, bound once: reading a NamedTuple's field is a new reference
+    # (an atomic increment and decrement) each time it is evaluated in a loop
+    submit, gpus_req, tracked, alloc_off = jobs.submit, jobs.gpus, jobs.tracked, jobs.alloc_off
+    status, version, held, held_type, alloc = run.status, run.version, run.held, run.held_type, run.alloc
+    want, want_type, rate, launch_t, wait_t = run.want, run.want_type, run.rate, run.launch_t, run.wait_t
+    work_left, attained, attained_gpu = run.work_left, run.attained, run.attained_gpu
+    first_start, finish, n_preempt_j, n_fail_j = run.first_start, run.finish, run.n_preempt, run.n_fail
+    qentry, exec0, pend0 = run.qentry, run.exec0, run.pend0
+    wq, wkey, wrank, rq, rpos = q.wq, q.wkey, q.wrank, q.rq, q.rpos
+    heap_t, heap_j, heap_v, wake_t, wake_j, wake_v = q.heap_t, q.heap_j, q.heap_v, q.wake_t, q.wake_j, q.wake_v
+    active, order, keys, prio, tmp, launched = s.active, s.order, s.keys, s.prio, s.tmp, s.launched
+    suspended, victims, victims_pos, run_suffix = s.suspended, s.victims, s.victims_pos, s.run_suffix
+    ev_t = ev.t
+    # the scalar state lives in locals while the kernel runs (as array slots, every store to an
+    # int64 array made LLVM reload them) and goes back into si / sf at the one exit below
+    n_active = si[I_N_ACTIVE]
+    next_arr = si[I_NEXT_ARR]
+    ov_head = si[I_OV_HEAD]
+    tracked_left = si[I_TRACKED_LEFT]
+    heap_n = si[I_HEAP_N]
+    n_steps = si[I_N_STEPS]
+    n_running = si[I_N_RUNNING]
+    demand = si[I_DEMAND]
+    started = si[I_STARTED]
+    n_preempt = si[I_N_PREEMPT]
+    n_series = si[I_N_SERIES]
+    pending = si[I_PENDING]
+    n_wait = si[I_NW]
+    next_ev = si[I_NEXT_EV]
+    wake_n = si[I_WAKE_N]
+    n_fail = si[I_N_FAIL]
+    n_migrate = si[I_N_MIGRATE]
+    idle = si[I_IDLE]
+    t = sf[F_T]
+    busy_gpu_s = sf[F_BUSY_GPU_S]
+    last_b = sf[F_LAST_B]
+    dirty = sf[F_DIRTY]
+    lost_gpu_s = sf[F_LOST_GPU_S]
 
+    code = FINISHED
     while True:
-        t = sf[F_T]
-        if si[I_PENDING] == 0:
+        if pending == 0:
             # ---- the time of the next step; a rounds-mode node event between boundaries is
             # handled at its own time without a scheduling pass (``boundary`` False)
-            t_clu = ev.t[si[I_NEXT_EV]] if si[I_NEXT_EV] < n_ev else INF
+            t_clu = ev_t[next_ev] if next_ev < n_ev else INF
             boundary = True
-            if si[I_STARTED] == 0:
+            if started == 0:
                 if events:
-                    t_new = jobs.submit[0] if n_jobs > 0 else 0.0
+                    t_new = submit[0] if n_jobs > 0 else 0.0
                     if t_clu < t_new:
                         t_new = t_clu
                 else:
                     t_new = 0.0
             else:
                 # jobs held back by admission only get in after a completion: no event of their own
-                t_arr = jobs.submit[si[I_NEXT_ARR]] if si[I_NEXT_ARR] < n_jobs else INF
-                while si[I_HEAP_N] > 0:  # drop stale tops (suspended or finished jobs)
-                    j0 = q.heap_j[0]
-                    if status[j0] == RUNNING and run.version[j0] == q.heap_v[0]:
+                t_arr = submit[next_arr] if next_arr < n_jobs else INF
+                while heap_n > 0:  # drop stale tops (suspended or finished jobs)
+                    j0 = heap_j[0]
+                    if status[j0] == RUNNING and version[j0] == heap_v[0]:
                         break
-                    si[I_HEAP_N] = heap_pop(q.heap_t, q.heap_j, q.heap_v, si[I_HEAP_N])
-                t_end = q.heap_t[0] if si[I_HEAP_N] > 0 else INF
-                while si[I_WAKE_N] > 0 and run.version[q.wake_j[0]] != q.wake_v[0]:
-                    si[I_WAKE_N] = heap_pop(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N])
-                t_wake = q.wake_t[0] if si[I_WAKE_N] > 0 else INF
+                    heap_n = heap_pop(heap_t, heap_j, heap_v, heap_n)
+                t_end = heap_t[0] if heap_n > 0 else INF
+                while wake_n > 0 and version[wake_j[0]] != wake_v[0]:
+                    wake_n = heap_pop(wake_t, wake_j, wake_v, wake_n)
+                t_wake = wake_t[0] if wake_n > 0 else INF
                 if events:
                     t_new = min(min(t_arr, t_end), min(t_clu, t_wake))
                 else:
-                    tb = sf[F_LAST_B]
-                    if (dynamic and si[I_NW] > 0) or (kind == KIND_PLAN and si[I_NW] + si[I_N_RUNNING] > 0):
+                    tb = last_b
+                    if (dynamic and n_wait > 0) or (kind == KIND_PLAN and n_wait + n_running > 0):
                         t_new = tb + round_s
                         if t_new < t:  # a node event since then (handled at its own time) came first
                             t_new = math.ceil(t / round_s) * round_s
                     else:
-                        t_ev = min(min(t_arr, t_end), sf[F_DIRTY])
-                        if si[I_NW] > 0:
+                        t_ev = min(min(t_arr, t_end), dirty)
+                        if n_wait > 0:
                             t_ev = min(t_ev, t_wake)
                         if t_ev == INF:
                             t_new = INF
@@ -520,45 +563,46 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                         t_new = t_clu
                         boundary = False
                 if t_new == INF:
-                    return DEADLOCK, series
+                    code = DEADLOCK
+                    break
             if t_new > stop_t:
-                return PAUSED, series
-            si[I_STARTED] = 1
+                code = PAUSED
+                break
+            started = 1
             t = t_new
-            sf[F_T] = t
             # ---- completions up to t (exact finish times)
-            while si[I_HEAP_N] > 0 and q.heap_t[0] <= t:
-                j = q.heap_j[0]
-                te = q.heap_t[0]
-                valid = status[j] == RUNNING and run.version[j] == q.heap_v[0]
-                si[I_HEAP_N] = heap_pop(q.heap_t, q.heap_j, q.heap_v, si[I_HEAP_N])
+            while heap_n > 0 and heap_t[0] <= t:
+                j = heap_j[0]
+                te = heap_t[0]
+                valid = status[j] == RUNNING and version[j] == heap_v[0]
+                heap_n = heap_pop(heap_t, heap_j, heap_v, heap_n)
                 if not valid:
                     continue
-                el = te - run.launch_t[j]
-                g = run.held[j]
-                run.attained[j] += el
-                run.attained_gpu[j] += el * g
-                sf[F_BUSY_GPU_S] += el * g
-                run.work_left[j] = 0.0
-                run.finish[j] = te
+                el = te - launch_t[j]
+                g = held[j]
+                attained[j] += el
+                attained_gpu[j] += el * g
+                busy_gpu_s += el * g
+                work_left[j] = 0.0
+                finish[j] = te
                 status[j] = DONE
-                run.version[j] += 1
-                o = jobs.alloc_off[j]
-                release(run.alloc[o:o + g], g, nodes)
+                version[j] += 1
+                release(alloc, alloc_off[j], g, nodes)
                 free += g  # a node going down kills its jobs first: these nodes are up
-                run.held[j] = 0
-                si[I_DEMAND] -= jobs.gpus[j]
-                si[I_N_RUNNING] = rq_remove(q.rq, q.rpos, si[I_N_RUNNING], j)
-                if jobs.tracked[j]:
-                    si[I_TRACKED_LEFT] -= 1
-            if si[I_TRACKED_LEFT] == 0:
-                return FINISHED, series
+                held[j] = 0
+                demand -= gpus_req[j]
+                n_running = rq_remove(rq, rpos, n_running, j)
+                if tracked[j]:
+                    tracked_left -= 1
+            if tracked_left == 0:
+                code = FINISHED
+                break
             # ---- node events up to t, at their own times
-            while si[I_NEXT_EV] < n_ev and ev.t[si[I_NEXT_EV]] <= t:
-                e = si[I_NEXT_EV]
-                si[I_NEXT_EV] += 1
+            while next_ev < n_ev and ev_t[next_ev] <= t:
+                e = next_ev
+                next_ev += 1
                 nd = ev.node[e]
-                te = ev.t[e]
+                te = ev_t[e]
                 if ev.kind[e] == EV_FAIL:
                     if not nodes.up[nd]:
                         continue
@@ -567,24 +611,26 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                         if j < 0:
                             continue
                         # kill the job: all its GPUs are freed, it waits again
-                        stop_job(j, te, run, sf, restart_s, ckpt_s, policy, pp)
-                        o = jobs.alloc_off[j]
-                        g = run.held[j]
+                        b, lo = stop_job(j, te, run, restart_s, ckpt_s, policy, pp)
+                        busy_gpu_s += b
+                        lost_gpu_s += lo
+                        o = alloc_off[j]
+                        g = held[j]
                         for x in range(g):
-                            if nodes.up[nodes.gpu_node[run.alloc[o + x]]]:
+                            if nodes.up[nodes.gpu_node[alloc[o + x]]]:
                                 free += 1
-                        release(run.alloc[o:o + g], g, nodes)
-                        run.held[j] = 0
-                        run.n_fail[j] += 1
-                        si[I_N_FAIL] += 1
+                        release(alloc, o, g, nodes)
+                        held[j] = 0
+                        n_fail_j[j] += 1
+                        n_fail += 1
                         status[j] = WAITING
-                        run.wait_t[j] = te
-                        si[I_N_RUNNING] = rq_remove(q.rq, q.rpos, si[I_N_RUNNING], j)
-                        si[I_NW] = enqueue(policy, j, te, jobs, run, q, pp, si[I_NW], restart_s)
-                        tw = wake_time(policy, j, te, jobs, run, pp, promote)
-                        if tw < INF:
-                            si[I_WAKE_N] = heap_add(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N], tw, j,
-                                                    run.version[j], run.version)
+                        wait_t[j] = te
+                        n_running = rq_remove(rq, rpos, n_running, j)
+                        n_wait = enqueue(policy, j, te, jobs, run, q, pp, n_wait, restart_s)
+                        if wakes:
+                            tw = wake_time(policy, j, te, jobs, run, pp, promote)
+                            if tw < INF:
+                                wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
                     free -= nodes.free[nd]
                     total_gpus -= nodes.gpus[nd]
                     nodes.up[nd] = 0
@@ -595,113 +641,117 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     free += nodes.free[nd]
                     total_gpus += nodes.gpus[nd]
                 set_node_bit(nodes, nd)
-                if te < sf[F_DIRTY]:
-                    sf[F_DIRTY] = te
+                if te < dirty:
+                    dirty = te
             if not boundary:
                 continue
-            sf[F_LAST_B] = t
-            sf[F_DIRTY] = INF
+            last_b = t
+            dirty = INF
             # ---- wake-ups up to t: a waiting job promoted for starving moves to queue 0
-            while si[I_WAKE_N] > 0 and q.wake_t[0] <= t:
-                j = q.wake_j[0]
-                valid = run.version[j] == q.wake_v[0]
-                si[I_WAKE_N] = heap_pop(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N])
+            while wake_n > 0 and wake_t[0] <= t:
+                j = wake_j[0]
+                valid = version[j] == wake_v[0]
+                wake_n = heap_pop(wake_t, wake_j, wake_v, wake_n)
                 if not valid:
                     continue
                 if status[j] == WAITING:
-                    si[I_NW] = wq_remove(q, si[I_NW], j)
+                    n_wait = wq_remove(q, n_wait, j)
                     promote_job(j, t, run)
-                    si[I_NW] = enqueue(policy, j, t, jobs, run, q, pp, si[I_NW], restart_s)
+                    n_wait = enqueue(policy, j, t, jobs, run, q, pp, n_wait, restart_s)
                 elif status[j] == RUNNING:
                     # crossed a queue threshold (running keys are computed when needed): set
                     # the next crossing
                     tw = wake_time(policy, j, t, jobs, run, pp, promote)
                     if tw < INF:
-                        si[I_WAKE_N] = heap_add(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N], tw, j,
-                                                run.version[j], run.version)
+                        wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
             # ---- arrivals and admission
-            while si[I_NEXT_ARR] < n_jobs and jobs.submit[si[I_NEXT_ARR]] <= t:
-                status[si[I_NEXT_ARR]] = OVERFLOW
-                si[I_NEXT_ARR] += 1
+            while next_arr < n_jobs and submit[next_arr] <= t:
+                status[next_arr] = OVERFLOW
+                next_arr += 1
             if theta <= 0.0:
-                admit_to = si[I_NEXT_ARR]
+                admit_to = next_arr
             else:
                 added = 0
-                admit_to = si[I_OV_HEAD]
-                while si[I_DEMAND] + added <= theta * total_gpus and admit_to < si[I_NEXT_ARR]:
-                    added += jobs.gpus[admit_to]
+                admit_to = ov_head
+                while demand + added <= theta * total_gpus and admit_to < next_arr:
+                    added += gpus_req[admit_to]
                     admit_to += 1
-            for j in range(si[I_OV_HEAD], admit_to):
+            for j in range(ov_head, admit_to):
                 status[j] = WAITING
-                run.wait_t[j] = t
-                run.qentry[j] = t
-                si[I_NW] = enqueue(policy, j, t, jobs, run, q, pp, si[I_NW], restart_s)
-                si[I_DEMAND] += jobs.gpus[j]
-            si[I_OV_HEAD] = admit_to
+                wait_t[j] = t
+                qentry[j] = t
+                n_wait = enqueue(policy, j, t, jobs, run, q, pp, n_wait, restart_s)
+                demand += gpus_req[j]
+            ov_head = admit_to
             if kind == KIND_PLAN:
-                if si[I_NW] + si[I_N_RUNNING] == 0:
+                if n_wait + n_running == 0:
                     continue
-            elif si[I_NW] == 0 or (free == 0 and not preempt):
-                if si[I_N_RUNNING] == 0 and si[I_NW] > 0 and _stuck(q, run, si, n_jobs, n_ev):
-                    return DEADLOCK, series  # nothing in service, and nothing will come back
+            elif n_wait == 0 or (free == 0 and not preempt):
+                if n_running == 0 and n_wait > 0:
+                    stuck, wake_n = _stuck(q, run, wake_n, next_arr, next_ev, n_jobs, n_ev)
+                    if stuck:
+                        code = DEADLOCK  # nothing in service, and nothing will come back
+                        break
                 continue  # nothing can start: no step
             if py or kind == KIND_FULL:
                 # every active job, in arrival order
                 na = 0
-                for a in range(si[I_NW]):
-                    s.active[na] = q.wq[a]
+                for a in range(n_wait):
+                    active[na] = wq[a]
                     na += 1
-                for a in range(si[I_N_RUNNING]):
-                    s.active[na] = q.rq[a]
+                for a in range(n_running):
+                    active[na] = rq[a]
                     na += 1
-                s.active[:na] = np.sort(s.active[:na])
-                si[I_N_ACTIVE] = na
+                active[:na] = np.sort(active[:na])
+                n_active = na
                 if py:
-                    si[I_PENDING] = 1
-                    return (NEED_PLAN if kind == KIND_PLAN else NEED_KEYS), series
-        si[I_PENDING] = 0
-        nw = si[I_NW]
-        nr = si[I_N_RUNNING]
+                    pending = 1
+                    code = NEED_PLAN if kind == KIND_PLAN else NEED_KEYS
+                    break
+        pending = 0
+        nw = n_wait
+        nr = n_running
         nl = 0
         ns = 0
         slow = False
         n_pre = 0  # jobs a plan stopped before the walk
         if kind == KIND_PLAN:
-            na = si[I_N_ACTIVE]
+            na = n_active
             # stop running jobs whose plan differs from what they hold
             for a in range(na):
-                j = s.active[a]
+                j = active[a]
                 if status[j] != RUNNING:
                     continue
-                wt = run.want_type[j]
-                if wt == NO_RUN or run.want[j] != run.held[j] or (wt != ANY_TYPE and wt != run.held_type[j]):
+                wt = want_type[j]
+                if wt == NO_RUN or want[j] != held[j] or (wt != ANY_TYPE and wt != held_type[j]):
                     if wt != NO_RUN:
-                        si[I_N_MIGRATE] += 1
-                    stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp)
-                    o = jobs.alloc_off[j]
-                    release(run.alloc[o:o + run.held[j]], run.held[j], nodes)
-                    free += run.held[j]
-                    run.held[j] = 0
-                    run.n_preempt[j] += 1
+                        n_migrate += 1
+                    b, lo = stop_job(j, t, run, restart_s, ckpt_s, policy, pp)
+                    busy_gpu_s += b
+                    lost_gpu_s += lo
+                    release(alloc, alloc_off[j], held[j], nodes)
+                    free += held[j]
+                    held[j] = 0
+                    n_preempt_j[j] += 1
                     status[j] = WAITING
-                    run.wait_t[j] = t
-                    nr = rq_remove(q.rq, q.rpos, nr, j)
+                    wait_t[j] = t
+                    nr = rq_remove(rq, rpos, nr, j)
                     nw = enqueue(policy, j, t, jobs, run, q, pp, nw, restart_s)
                     n_pre += 1
-            stable_order(s.keys, s.prio, s.active, na, s.order)
-            nl, ns = walk(s.order, na, jobs, run, rates, nodes, placement, n_types, False, False,
-                          s.launched, s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
+            stable_order(keys, prio, active, na, order)
+            nl, ns = walk(order, na, jobs, run, rates, nodes, placement, n_types, False, False,
+                          launched, suspended, victims, victims_pos, run_suffix, tmp)
             slow = True
         elif py or kind == KIND_FULL:
-            na = si[I_N_ACTIVE]
+            na = n_active
             if not py:
                 themis_keys(t, jobs, run, s, na, restart_s, round_s, cf[CF_THEMIS_F])
-            stable_order(s.keys, s.prio, s.active, na, s.order)
+            stable_order(keys, prio, active, na, order)
             if not py:
                 for a in range(na):
-                    s.prio[s.active[a]] = 0
-            nl, ns = walk(s.order, na, jobs, run, rates, nodes, placement, n_types, preempt, False,
-                          s.launched, s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
+                    prio[active[a]] = 0
+            nl, ns = walk(order, na, jobs, run, rates, nodes, placement, n_types, preempt, False,
+                          launched, suspended, victims, victims_pos, run_suffix, tmp)
             slow = True
         else:
             # ---- the walk over the waiting queue; the last running job in the order bounds the
@@ -713,18 +763,18 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             slow_from = -1
             i = 0
             while i < nw:
-                w = q.wq[i]
-                g = run.want[w]
+                w = wq[i]
+                g = want[w]
                 got = -1
                 if g <= free:
-                    got = place(w, g, run.want_type[w], jobs, rates, nodes, placement, n_types, s.tmp)
+                    got = place(w, g, want_type[w], jobs, rates, nodes, placement, n_types, tmp)
                 if got >= 0:
-                    assign(s.tmp, g, w, run.alloc, jobs.alloc_off[w], nodes)
+                    assign(tmp, g, w, alloc, alloc_off[w], nodes)
                     status[w] = RUNNING
-                    run.held[w] = g
-                    run.held_type[w] = got
+                    held[w] = g
+                    held_type[w] = got
                     free -= g
-                    s.launched[nl] = w
+                    launched[nl] = w
                     nl += 1
                     if free > 0 or have_r:
                         i += 1
@@ -734,15 +784,15 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     # the last running job in the order (jobs launched in this step rank before
                     # every job still waiting, so they never bound it)
                     for a in range(nr):
-                        r = q.rq[a]
+                        r = rq[a]
                         rr, kr = rank_key(policy, r, t, jobs, run, pp, restart_s)
-                        s.prio[r] = rr
-                        s.keys[r] = kr
+                        prio[r] = rr
+                        keys[r] = kr
                         if jmax < 0 or _before(rmax, kmax, jmax, rr, kr, r):
                             rmax = rr
                             kmax = kr
                             jmax = r
-                if have_r and _before(q.wrank[w], q.wkey[w], w, rmax, kmax, jmax):
+                if have_r and _before(wrank[w], wkey[w], w, rmax, kmax, jmax):
                     slow_from = i
                     break
                 if free == 0:
@@ -751,16 +801,16 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             if slow_from >= 0:
                 # the merged order from the blocked job on: the rest of the queue and the running
                 # jobs ranked after it, sorted by their keys now
-                w0 = q.wq[slow_from]
-                r0 = q.wrank[w0]
-                k0 = q.wkey[w0]
+                w0 = wq[slow_from]
+                r0 = wrank[w0]
+                k0 = wkey[w0]
                 nra = 0
                 for a in range(nr):
-                    r = q.rq[a]
-                    if status[r] == RUNNING and _before(r0, k0, w0, s.prio[r], s.keys[r], r):
-                        s.victims[nra] = r
+                    r = rq[a]
+                    if status[r] == RUNNING and _before(r0, k0, w0, prio[r], keys[r], r):
+                        victims[nra] = r
                         nra += 1
-                sort_jobs(s.victims, nra, s.prio, s.keys, s.suspended)
+                sort_jobs(victims, nra, prio, keys, suspended)
                 no = 0
                 a = slow_from
                 b = 0
@@ -770,84 +820,89 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     elif a >= nw:
                         take_w = False
                     else:
-                        wa = q.wq[a]
-                        rb = s.suspended[b]
-                        take_w = _before(q.wrank[wa], q.wkey[wa], wa, s.prio[rb], s.keys[rb], rb)
+                        wa = wq[a]
+                        rb = suspended[b]
+                        take_w = _before(wrank[wa], wkey[wa], wa, prio[rb], keys[rb], rb)
                     if take_w:
-                        s.order[no] = q.wq[a]
+                        order[no] = wq[a]
                         a += 1
                     else:
-                        s.order[no] = s.suspended[b]
+                        order[no] = suspended[b]
                         b += 1
                     no += 1
-                nl2, ns = walk(s.order, no, jobs, run, rates, nodes, placement, n_types, True, False,
-                               s.launched[nl:], s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
+                nl2, ns = walk(order, no, jobs, run, rates, nodes, placement, n_types, True, False,
+                               launched[nl:], suspended, victims, victims_pos, run_suffix, tmp)
                 nl += nl2
                 slow = True
         # ---- settle: suspensions first (a victim may be re-placed in the same step), then launches
         for x in range(ns):
-            v = s.suspended[x]
+            v = suspended[x]
             # a victim re-placed in this walk holds its new GPUs already; its old launch is
             # settled with the size it had (the same: only plans change sizes, before the walk)
-            stop_job(v, t, run, sf, restart_s, ckpt_s, policy, pp)
-            run.n_preempt[v] += 1
-            nr = rq_remove(q.rq, q.rpos, nr, v)
-            run.wait_t[v] = t  # (a victim re-placed in this walk waited no time)
+            b, lo = stop_job(v, t, run, restart_s, ckpt_s, policy, pp)
+            busy_gpu_s += b
+            lost_gpu_s += lo
+            n_preempt_j[v] += 1
+            nr = rq_remove(rq, rpos, nr, v)
+            wait_t[v] = t  # (a victim re-placed in this walk waited no time)
             if status[v] == WAITING:
-                run.held[v] = 0
+                held[v] = 0
         # the queue loses the jobs that started and gains the victims left waiting
         if nl > 0:
             wn = 0
             for a in range(nw):
-                j = q.wq[a]
+                j = wq[a]
                 if status[j] == WAITING:
-                    q.wq[wn] = j
+                    wq[wn] = j
                     wn += 1
             nw = wn
         for x in range(ns):
-            v = s.suspended[x]
+            v = suspended[x]
             if status[v] == WAITING:
                 nw = enqueue(policy, v, t, jobs, run, q, pp, nw, restart_s)
-                tw = wake_time(policy, v, t, jobs, run, pp, promote)
-                if tw < INF:
-                    si[I_WAKE_N] = heap_add(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N], tw, v, run.version[v],
-                                            run.version)
+                if wakes:
+                    tw = wake_time(policy, v, t, jobs, run, pp, promote)
+                    if tw < INF:
+                        wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, v, version[v], version)
         for x in range(nl):
-            j = s.launched[x]
-            if run.attained[j] > run.exec0[j]:
-                run.pend0[j] += t - run.wait_t[j]  # Tiresias' starvation counter: waiting after having run
-            run.launch_t[j] = t
-            if run.first_start[j] < 0.0:
-                run.first_start[j] = t
-            run.version[j] += 1
-            g = run.held[j]
-            o = jobs.alloc_off[j]
-            multi_node, multi_rack = spans(run.alloc[o:o + g], g, nodes)
-            run.rate[j] = launch_rate(jobs, rates, j, run.held_type[j], g, multi_node, multi_rack, rack_factor)
-            nr = rq_add(q.rq, q.rpos, nr, j)
-            si[I_HEAP_N] = heap_add(q.heap_t, q.heap_j, q.heap_v, si[I_HEAP_N],
-                                    t + restart_s + run.work_left[j] / run.rate[j], j, run.version[j], run.version)
-            tw = wake_time(policy, j, t, jobs, run, pp, promote)
-            if tw < INF:
-                si[I_WAKE_N] = heap_add(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N], tw, j, run.version[j], run.version)
-        si[I_NW] = nw
-        si[I_N_RUNNING] = nr
+            j = launched[x]
+            if attained[j] > exec0[j]:
+                pend0[j] += t - wait_t[j]  # Tiresias' starvation counter: waiting after having run
+            launch_t[j] = t
+            if first_start[j] < 0.0:
+                first_start[j] = t
+            version[j] += 1
+            g = held[j]
+            o = alloc_off[j]
+            multi_node, multi_rack = spans(alloc, o, g, nodes)
+            rate[j] = launch_rate(jobs, rates, j, held_type[j], g, multi_node, multi_rack, rack_factor)
+            nr = rq_add(rq, rpos, nr, j)
+            heap_n = heap_add(heap_t, heap_j, heap_v, heap_n, t + restart_s + work_left[j] / rate[j], j,
+                              version[j], version)
+            if wakes:
+                tw = wake_time(policy, j, t, jobs, run, pp, promote)
+                if tw < INF:
+                    wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
+        n_wait = nw
+        n_running = nr
         if slow or ns > 0:
             total_gpus, free = _free_up(nodes)
-        si[I_N_PREEMPT] += ns + n_pre
-        si[I_N_STEPS] += 1
+        n_preempt += ns + n_pre
+        n_steps += 1
         if nr == 0 and nw > 0:
             # the cluster is empty and nothing is left to arrive or change, yet no waiting job
             # fits it: no order and no amount of waiting will change that (jobs held back by
             # admission only get in after a completion). A planner may idle on purpose (Gavel
             # waits for its next allocation): it gets PLAN_IDLE_LIMIT such steps in a row.
-            si[I_IDLE] += 1
-            if _stuck(q, run, si, n_jobs, n_ev) and (kind != KIND_PLAN or si[I_IDLE] > PLAN_IDLE_LIMIT):
-                return DEADLOCK, series
+            idle += 1
+            stuck, wake_n = _stuck(q, run, wake_n, next_arr, next_ev, n_jobs, n_ev)
+            if stuck and (kind != KIND_PLAN or idle > PLAN_IDLE_LIMIT):
+                code = DEADLOCK
+                break
         else:
-            si[I_IDLE] = 0
-        if ci[C_SERIES] != 0:
-            r = si[I_N_SERIES]
+            idle = 0
+        if record:
+            r = n_series
             if r >= series.shape[0]:
                 bigger = np.empty((2 * series.shape[0] + 16, series.shape[1]), dtype=series.dtype)
                 bigger[: series.shape[0]] = series
@@ -857,9 +912,34 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             series[r, 2] = free
             series[r, 3] = nw
             series[r, 4] = nr
-            series[r, 5] = si[I_DEMAND]
+            series[r, 5] = demand
             series[r, 6] = total_gpus
-            si[I_N_SERIES] = r + 1
+            n_series = r + 1
+
+    si[I_N_ACTIVE] = n_active
+    si[I_NEXT_ARR] = next_arr
+    si[I_OV_HEAD] = ov_head
+    si[I_TRACKED_LEFT] = tracked_left
+    si[I_HEAP_N] = heap_n
+    si[I_N_STEPS] = n_steps
+    si[I_N_RUNNING] = n_running
+    si[I_DEMAND] = demand
+    si[I_STARTED] = started
+    si[I_N_PREEMPT] = n_preempt
+    si[I_N_SERIES] = n_series
+    si[I_PENDING] = pending
+    si[I_NW] = n_wait
+    si[I_NEXT_EV] = next_ev
+    si[I_WAKE_N] = wake_n
+    si[I_N_FAIL] = n_fail
+    si[I_N_MIGRATE] = n_migrate
+    si[I_IDLE] = idle
+    sf[F_T] = t
+    sf[F_BUSY_GPU_S] = busy_gpu_s
+    sf[F_LAST_B] = last_b
+    sf[F_DIRTY] = dirty
+    sf[F_LOST_GPU_S] = lost_gpu_s
+    return code, series
 
 
 @jit

@@ -213,10 +213,10 @@ def fit(kind, n, row, nodes, out):
 
 
 @jit(nrt=False)
-def take(gpu_ids, n, job, nodes):
-    """Give GPUs ``gpu_ids[:n]`` (all free) to ``job``."""
+def take(gpu_ids, o, n, job, nodes):
+    """Give GPUs ``gpu_ids[o:o + n]`` (all free) to ``job``."""
     one = np.uint64(1)
-    for k in range(n):
+    for k in range(o, o + n):
         g = gpu_ids[k]
         nd = nodes.gpu_node[g]
         nodes.owner[g] = job
@@ -234,16 +234,17 @@ def take(gpu_ids, n, job, nodes):
 def assign(gpu_ids, n, job, alloc, o, nodes):
     """Give GPUs ``gpu_ids[:n]`` to ``job`` and record them as its allocation ``alloc[o:o+n]``
     (where ``release`` finds them)."""
-    take(gpu_ids, n, job, nodes)
+    take(gpu_ids, 0, n, job, nodes)
     for k in range(n):
         alloc[o + k] = gpu_ids[k]
 
 
 @jit(nrt=False)
-def release(gpu_ids, n, nodes):
-    """Free GPUs ``gpu_ids[:n]``."""
+def release(gpu_ids, o, n, nodes):
+    """Free GPUs ``gpu_ids[o:o + n]`` (a job's slots in ``Run.alloc``: offsets rather than a slice,
+    which would be a new array)."""
     one = np.uint64(1)
-    for k in range(n):
+    for k in range(o, o + n):
         g = gpu_ids[k]
         nd = nodes.gpu_node[g]
         nodes.owner[g] = FREE
@@ -258,15 +259,15 @@ def release(gpu_ids, n, nodes):
 
 
 @jit(nrt=False)
-def spans(gpu_ids, n, nodes):
-    """``(more than one node, more than one rack)`` for the gang ``gpu_ids[:n]``."""
+def spans(gpu_ids, o, n, nodes):
+    """``(more than one node, more than one rack)`` for the gang ``gpu_ids[o:o + n]``."""
     if n == 0:
         return False, False
-    nd0 = nodes.gpu_node[gpu_ids[0]]
+    nd0 = nodes.gpu_node[gpu_ids[o]]
     r0 = nodes.rack[nd0]
     multi_node = False
     multi_rack = False
-    for k in range(1, n):
+    for k in range(o + 1, o + n):
         nd = nodes.gpu_node[gpu_ids[k]]
         if nd != nd0:
             multi_node = True

@@ -88,7 +88,7 @@ def walk(order, n_order, jobs, run, rates, nodes, kind, n_types, preempt, stop_o
                 v = order[p]
                 if status[v] == RUNNING:
                     o = jobs.alloc_off[v]
-                    release(run.alloc[o:o + held[v]], held[v], nodes)
+                    release(run.alloc, o, held[v], nodes)
                     status[v] = WAITING
                     total_free += held[v]
                     victims[nv] = v
@@ -118,7 +118,7 @@ def walk(order, n_order, jobs, run, rates, nodes, kind, n_types, preempt, stop_o
                     put_back = False
                     break
             if put_back:
-                take(run.alloc[o:o + held[v]], held[v], v, nodes)
+                take(run.alloc, o, held[v], v, nodes)
                 status[v] = RUNNING
                 total_free -= held[v]
                 if victims_pos[q] > tail:
