@@ -87,6 +87,7 @@ I_WAKE_N = 14  # size of the wake-up heap
 I_N_FAIL = 15  # jobs killed by node failures
 I_N_MIGRATE = 16  # running jobs a plan moved to another type or size
 I_IDLE = 17  # scheduling steps in a row that left the cluster empty with jobs waiting
+I_WQ_HEAD = 18  # the waiting queue is ``q.wq[head:head + n]`` (n = si[I_NW])
 I_SIZE = 24
 
 # slots of the float scalar state ``sf``
@@ -334,43 +335,134 @@ def _before(ra, ka, a, rb, kb, b):
 
 
 @jit(nrt=False)
-def wq_insert(q, nw, j):
-    """Insert job ``j`` into the waiting queue ``q.wq[:nw]`` sorted by (wrank, wkey, index)."""
+def _wq_pos(q, h, nw, rj, kj, j):
+    """Where ``(rj, kj, j)`` goes in the waiting queue ``q.wq[h:h + nw]`` (binary search)."""
     lo = 0
     hi = nw
-    kj = q.wkey[j]
-    rj = q.wrank[j]
     while lo < hi:
         mid = (lo + hi) >> 1
-        m = q.wq[mid]
+        m = q.wq[h + mid]
         if _before(q.wrank[m], q.wkey[m], m, rj, kj, j):
             lo = mid + 1
         else:
             hi = mid
-    for p in range(nw, lo, -1):
-        q.wq[p] = q.wq[p - 1]
-    q.wq[lo] = j
-    return nw + 1
+    return lo
 
 
 @jit(nrt=False)
-def wq_remove(q, nw, j):
-    """Remove job ``j`` from the waiting queue; returns the new length."""
-    p = 0
-    while q.wq[p] != j:
-        p += 1
-    for x in range(p, nw - 1):
-        q.wq[x] = q.wq[x + 1]
-    return nw - 1
+def wq_slide(wq, h, nw):
+    """Move the queue ``wq[h:h + nw]`` to the start of the array; returns the new head (0)."""
+    for a in range(nw):
+        wq[a] = wq[h + a]
+    return 0
 
 
 @jit(nrt=False)
-def enqueue(policy, j, t, jobs, run, q, pp, nw, restart_s):
-    """Key a job that starts waiting and insert it into the waiting queue."""
+def wq_insert(q, h, nw, j):
+    """Insert job ``j`` into the waiting queue ``q.wq[h:h + nw]``, sorted by (wrank, wkey, index);
+    returns ``(head, length)``. O(log n) to find the place, then the shorter side moves one slot:
+    the front into the room launches leave before the head, the back towards the end of the
+    array (2n + 2 slots: the window slides back to the start when it reaches the end)."""
+    wq = q.wq
+    lo = _wq_pos(q, h, nw, q.wrank[j], q.wkey[j], j)
+    if h > 0 and lo < nw - lo:
+        for p in range(h - 1, h + lo - 1):
+            wq[p] = wq[p + 1]
+        h -= 1
+    else:
+        if h + nw >= wq.shape[0]:
+            h = wq_slide(wq, h, nw)
+        for p in range(h + nw, h + lo, -1):
+            wq[p] = wq[p - 1]
+    wq[h + lo] = j
+    return h, nw + 1
+
+
+@jit(nrt=False)
+def wq_remove(q, h, nw, j):
+    """Remove job ``j`` (keyed as it was inserted) from the waiting queue; returns ``(head,
+    length)``. The shorter side closes the gap."""
+    wq = q.wq
+    p = _wq_pos(q, h, nw, q.wrank[j], q.wkey[j], j)
+    if p < nw - 1 - p:
+        for x in range(h + p, h, -1):
+            wq[x] = wq[x - 1]
+        h += 1
+    else:
+        for x in range(h + p, h + nw - 1):
+            wq[x] = wq[x + 1]
+    return h, nw - 1
+
+
+@jit(nrt=False)
+def wq_merge(q, h, nw, new, m):
+    """Merge the jobs ``new[:m]`` (sorted by (wrank, wkey, index), none in the queue) into the
+    waiting queue ``q.wq[h:h + nw]``; returns ``(head, length)``. One pass from whichever end
+    moves fewer jobs (the front moves into the room before the head): O(m + min(jobs after the
+    first new one, jobs before the last new one)), instead of one shift of the queue per job."""
+    wq = q.wq
+    wrank = q.wrank
+    wkey = q.wkey
+    first = _wq_pos(q, h, nw, wrank[new[0]], wkey[new[0]], new[0])
+    last = _wq_pos(q, h, nw, wrank[new[m - 1]], wkey[new[m - 1]], new[m - 1])
+    if h >= m and last < nw - first:
+        # forward from the front: the queue's head moves m slots left
+        i = 0
+        k = 0
+        out = h - m
+        while k < m:
+            v = new[k]
+            if i < nw and _before(wrank[wq[h + i]], wkey[wq[h + i]], wq[h + i], wrank[v], wkey[v], v):
+                wq[out] = wq[h + i]
+                i += 1
+            else:
+                wq[out] = v
+                k += 1
+            out += 1
+        return h - m, nw + m
+    if h + nw + m > wq.shape[0]:
+        h = wq_slide(wq, h, nw)
+    i = nw - 1
+    k = m - 1
+    out = nw + m - 1
+    while k >= 0:
+        v = new[k]
+        if i >= 0 and _before(wrank[v], wkey[v], v, wrank[wq[h + i]], wkey[wq[h + i]], wq[h + i]):
+            wq[h + out] = wq[h + i]
+            i -= 1
+        else:
+            wq[h + out] = v
+            k -= 1
+        out -= 1
+    return h, nw + m
+
+
+@jit(nrt=False)
+def sort_small(a, m, rank, key):
+    """Sort ``a[:m]`` in place by ``(rank[j], key[j], j)``: insertion sort (for a few jobs)."""
+    for x in range(1, m):
+        v = a[x]
+        y = x - 1
+        while y >= 0 and _before(rank[v], key[v], v, rank[a[y]], key[a[y]], a[y]):
+            a[y + 1] = a[y]
+            y -= 1
+        a[y + 1] = v
+
+
+@jit(nrt=False)
+def set_key(policy, j, t, jobs, run, q, pp, restart_s):
+    """Key a job that starts waiting (``q.wrank``/``q.wkey``)."""
     r, k = rank_key(policy, j, t, jobs, run, pp, restart_s)
     q.wrank[j] = r
     q.wkey[j] = k
-    return wq_insert(q, nw, j)
+
+
+@jit(nrt=False)
+def enqueue(policy, j, t, jobs, run, q, pp, h, nw, restart_s):
+    """Key a job that starts waiting and insert it into the waiting queue; returns ``(head,
+    length)``."""
+    set_key(policy, j, t, jobs, run, q, pp, restart_s)
+    return wq_insert(q, h, nw, j)
 
 
 @jit(nrt=False)
@@ -506,6 +598,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     n_series = si[I_N_SERIES]
     pending = si[I_PENDING]
     n_wait = si[I_NW]
+    wq_head = si[I_WQ_HEAD]
     next_ev = si[I_NEXT_EV]
     wake_n = si[I_WAKE_N]
     n_fail = si[I_N_FAIL]
@@ -626,7 +719,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                         status[j] = WAITING
                         wait_t[j] = te
                         n_running = rq_remove(rq, rpos, n_running, j)
-                        n_wait = enqueue(policy, j, te, jobs, run, q, pp, n_wait, restart_s)
+                        wq_head, n_wait = enqueue(policy, j, te, jobs, run, q, pp, wq_head, n_wait, restart_s)
                         if wakes:
                             tw = wake_time(policy, j, te, jobs, run, pp, promote)
                             if tw < INF:
@@ -655,9 +748,9 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                 if not valid:
                     continue
                 if status[j] == WAITING:
-                    n_wait = wq_remove(q, n_wait, j)
+                    wq_head, n_wait = wq_remove(q, wq_head, n_wait, j)
                     promote_job(j, t, run)
-                    n_wait = enqueue(policy, j, t, jobs, run, q, pp, n_wait, restart_s)
+                    wq_head, n_wait = enqueue(policy, j, t, jobs, run, q, pp, wq_head, n_wait, restart_s)
                 elif status[j] == RUNNING:
                     # crossed a queue threshold (running keys are computed when needed): set
                     # the next crossing
@@ -680,7 +773,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                 status[j] = WAITING
                 wait_t[j] = t
                 qentry[j] = t
-                n_wait = enqueue(policy, j, t, jobs, run, q, pp, n_wait, restart_s)
+                wq_head, n_wait = enqueue(policy, j, t, jobs, run, q, pp, wq_head, n_wait, restart_s)
                 demand += gpus_req[j]
             ov_head = admit_to
             if kind == KIND_PLAN:
@@ -696,7 +789,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             if py or kind == KIND_FULL:
                 # every active job, in arrival order
                 na = 0
-                for a in range(n_wait):
+                for a in range(wq_head, wq_head + n_wait):
                     active[na] = wq[a]
                     na += 1
                 for a in range(n_running):
@@ -710,6 +803,8 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     break
         pending = 0
         nw = n_wait
+        h = wq_head
+        last_l = -1  # the last queue position the fast walk launched
         nr = n_running
         nl = 0
         ns = 0
@@ -736,7 +831,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     status[j] = WAITING
                     wait_t[j] = t
                     nr = rq_remove(rq, rpos, nr, j)
-                    nw = enqueue(policy, j, t, jobs, run, q, pp, nw, restart_s)
+                    h, nw = enqueue(policy, j, t, jobs, run, q, pp, h, nw, restart_s)
                     n_pre += 1
             stable_order(keys, prio, active, na, order)
             nl, ns = walk(order, na, jobs, run, rates, nodes, placement, n_types, False, False,
@@ -763,7 +858,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             slow_from = -1
             i = 0
             while i < nw:
-                w = wq[i]
+                w = wq[h + i]
                 g = want[w]
                 got = -1
                 if g <= free:
@@ -776,6 +871,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     free -= g
                     launched[nl] = w
                     nl += 1
+                    last_l = i
                     if free > 0 or have_r:
                         i += 1
                         continue
@@ -801,7 +897,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             if slow_from >= 0:
                 # the merged order from the blocked job on: the rest of the queue and the running
                 # jobs ranked after it, sorted by their keys now
-                w0 = wq[slow_from]
+                w0 = wq[h + slow_from]
                 r0 = wrank[w0]
                 k0 = wkey[w0]
                 nra = 0
@@ -820,11 +916,11 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     elif a >= nw:
                         take_w = False
                     else:
-                        wa = wq[a]
+                        wa = wq[h + a]
                         rb = suspended[b]
                         take_w = _before(wrank[wa], wkey[wa], wa, prio[rb], keys[rb], rb)
                     if take_w:
-                        order[no] = wq[a]
+                        order[no] = wq[h + a]
                         a += 1
                     else:
                         order[no] = suspended[b]
@@ -849,18 +945,44 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                 held[v] = 0
         # the queue loses the jobs that started and gains the victims left waiting
         if nl > 0:
-            wn = 0
-            for a in range(nw):
-                j = wq[a]
-                if status[j] == WAITING:
-                    wq[wn] = j
-                    wn += 1
-            nw = wn
+            if slow:
+                # launches anywhere in the queue: one pass over it
+                wn = 0
+                for a in range(h, h + nw):
+                    j = wq[a]
+                    if status[j] == WAITING:
+                        wq[h + wn] = j
+                        wn += 1
+                nw = wn
+            else:
+                # the fast walk launched only from wq[h:h + last_l + 1]: that prefix closes up
+                # towards its end and the head moves, O(last_l) rather than O(queue)
+                wp = last_l
+                for a in range(last_l, -1, -1):
+                    j = wq[h + a]
+                    if status[j] == WAITING:
+                        wq[h + wp] = j
+                        wp -= 1
+                h += wp + 1
+                nw -= wp + 1
+        m = 0
         for x in range(ns):
             v = suspended[x]
             if status[v] == WAITING:
-                nw = enqueue(policy, v, t, jobs, run, q, pp, nw, restart_s)
-                if wakes:
+                set_key(policy, v, t, jobs, run, q, pp, restart_s)
+                victims[m] = v
+                m += 1
+        if m > 0:
+            # the step's victims left waiting join the queue in one merge
+            if m <= 32:
+                sort_small(victims, m, wrank, wkey)
+            else:
+                sort_jobs(victims[:m].copy(), m, wrank, wkey, victims)
+            h, nw = wq_merge(q, h, nw, victims, m)
+        if wakes:
+            for x in range(ns):
+                v = suspended[x]
+                if status[v] == WAITING:
                     tw = wake_time(policy, v, t, jobs, run, pp, promote)
                     if tw < INF:
                         wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, v, version[v], version)
@@ -884,6 +1006,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                 if tw < INF:
                     wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
         n_wait = nw
+        wq_head = h
         n_running = nr
         if slow or ns > 0:
             total_gpus, free = _free_up(nodes)
@@ -929,6 +1052,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     si[I_N_SERIES] = n_series
     si[I_PENDING] = pending
     si[I_NW] = n_wait
+    si[I_WQ_HEAD] = wq_head
     si[I_NEXT_EV] = next_ev
     si[I_WAKE_N] = wake_n
     si[I_N_FAIL] = n_fail
@@ -943,12 +1067,13 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
 
 
 @jit
-def rekey_waiting(policy, t, jobs, run, q, pp, nw, restart_s):
-    """Re-key and re-sort the waiting queue (after the policy changed on a paused run)."""
-    for a in range(nw):
-        j = q.wq[a]
-        r, k = rank_key(policy, j, t, jobs, run, pp, restart_s)
-        q.wrank[j] = r
-        q.wkey[j] = k
-    tmp = q.wq[:nw].copy()
+def rekey_waiting(policy, t, jobs, run, q, pp, si, restart_s):
+    """Re-key and re-sort the waiting queue (after the policy changed on a paused run); the queue
+    moves to the start of its array."""
+    h = si[I_WQ_HEAD]
+    nw = si[I_NW]
+    for a in range(h, h + nw):
+        set_key(policy, q.wq[a], t, jobs, run, q, pp, restart_s)
+    tmp = q.wq[h:h + nw].copy()
     sort_jobs(tmp, nw, q.wrank, q.wkey, q.wq)
+    si[I_WQ_HEAD] = 0
