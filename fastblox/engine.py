@@ -163,6 +163,7 @@ class NativeState:
         self.q = Queues(
             wq=np.empty(2 * n + 2, dtype=np.int64), wkey=np.zeros(n), wrank=np.zeros(n, dtype=np.int64),
             rq=np.empty(n, dtype=np.int64), rpos=np.zeros(n, dtype=np.int64),
+            ro=np.empty(n, dtype=np.int64), ro_ver=np.full(n, -1, dtype=np.int64),
             heap_t=np.empty(n + 1), heap_j=np.empty(n + 1, dtype=np.int64), heap_v=np.empty(n + 1, dtype=np.int64),
             wake_t=np.empty(n + 1), wake_j=np.empty(n + 1, dtype=np.int64), wake_v=np.empty(n + 1, dtype=np.int64),
         )

@@ -88,6 +88,7 @@ I_N_FAIL = 15  # jobs killed by node failures
 I_N_MIGRATE = 16  # running jobs a plan moved to another type or size
 I_IDLE = 17  # scheduling steps in a row that left the cluster empty with jobs waiting
 I_WQ_HEAD = 18  # the waiting queue is ``q.wq[head:head + n]`` (n = si[I_NW])
+I_N_RO = 19  # entries in ``q.ro`` (running jobs in key order as of the last preempting step)
 I_SIZE = 24
 
 # slots of the float scalar state ``sf``
@@ -532,6 +533,68 @@ def _stuck(q, run, wake_n, next_arr, next_ev, n_jobs, n_ev):
 
 
 @jit(nrt=False)
+def _insertion_fix(a, m, rank, key, budget):
+    """Insertion-sort ``a[:m]`` by ``(rank[j], key[j], j)`` in place, for a list already nearly in
+    order. Gives up (returns False, ``a`` a permutation of what it was) after ``budget`` moves."""
+    moves = 0
+    for x in range(1, m):
+        v = a[x]
+        y = x - 1
+        while y >= 0 and _before(rank[v], key[v], v, rank[a[y]], key[a[y]], a[y]):
+            a[y + 1] = a[y]
+            y -= 1
+            moves += 1
+        a[y + 1] = v
+        if moves > budget:
+            return False
+    return True
+
+
+@jit
+def _running_order(ro, ro_ver, n_ro, rq, nr, status, version, rank, key, new, out):
+    """Bring ``ro[:n_ro]``, the running jobs in ``(rank, key, job)`` order as of the last
+    preempting step, up to date with the keys just computed for the ``nr`` running jobs ``rq``;
+    returns its new length. Jobs that stopped since (their version moved on) drop out, jobs
+    launched since are sorted and merged in, and one insertion pass restores the exact order:
+    under LAS and SRTF the keys of running jobs move together, so the kept order holds up to
+    rounding; a policy whose running keys cross (LAS-GPU, Gittins) costs a full sort when the
+    pass finds more than 8 moves per job. ``new`` and ``out`` are scratch. O(R) when little moved,
+    instead of O(R log R)."""
+    nk = 0
+    for a in range(n_ro):
+        r = ro[a]
+        if status[r] == RUNNING and ro_ver[r] == version[r]:
+            ro[nk] = r
+            nk += 1
+    nn = 0
+    for a in range(nr):
+        r = rq[a]
+        if ro_ver[r] != version[r]:
+            ro_ver[r] = version[r]
+            new[nn] = r
+            nn += 1
+    if nn <= 32:
+        sort_small(new, nn, rank, key)
+    else:
+        sort_jobs(new[:nn].copy(), nn, rank, key, new)
+    a = 0
+    b = 0
+    no = 0
+    while a < nk or b < nn:
+        if b >= nn or (a < nk and _before(rank[ro[a]], key[ro[a]], ro[a], rank[new[b]], key[new[b]], new[b])):
+            out[no] = ro[a]
+            a += 1
+        else:
+            out[no] = new[b]
+            b += 1
+        no += 1
+    if not _insertion_fix(out, no, rank, key, 8 * no + 64):
+        sort_jobs(out[:no].copy(), no, rank, key, out)
+    ro[:no] = out[:no]
+    return no
+
+
+@jit(nrt=False)
 def _free_up(nodes):
     total = 0
     free = 0
@@ -578,7 +641,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     work_left, attained, attained_gpu = run.work_left, run.attained, run.attained_gpu
     first_start, finish, n_preempt_j, n_fail_j = run.first_start, run.finish, run.n_preempt, run.n_fail
     qentry, exec0, pend0 = run.qentry, run.exec0, run.pend0
-    wq, wkey, wrank, rq, rpos = q.wq, q.wkey, q.wrank, q.rq, q.rpos
+    wq, wkey, wrank, rq, rpos, ro, ro_ver = q.wq, q.wkey, q.wrank, q.rq, q.rpos, q.ro, q.ro_ver
     heap_t, heap_j, heap_v, wake_t, wake_j, wake_v = q.heap_t, q.heap_j, q.heap_v, q.wake_t, q.wake_j, q.wake_v
     active, order, keys, prio, tmp, launched = s.active, s.order, s.keys, s.prio, s.tmp, s.launched
     suspended, victims, victims_pos, run_suffix = s.suspended, s.victims, s.victims_pos, s.run_suffix
@@ -599,6 +662,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     pending = si[I_PENDING]
     n_wait = si[I_NW]
     wq_head = si[I_WQ_HEAD]
+    n_ro = si[I_N_RO]
     next_ev = si[I_NEXT_EV]
     wake_n = si[I_WAKE_N]
     n_fail = si[I_N_FAIL]
@@ -900,30 +964,35 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                 w0 = wq[h + slow_from]
                 r0 = wrank[w0]
                 k0 = wkey[w0]
-                nra = 0
-                for a in range(nr):
-                    r = rq[a]
-                    if status[r] == RUNNING and _before(r0, k0, w0, prio[r], keys[r], r):
-                        victims[nra] = r
-                        nra += 1
-                sort_jobs(victims, nra, prio, keys, suspended)
+                # the running jobs in key order (keys[] were just computed for all of them)
+                n_ro = _running_order(ro, ro_ver, n_ro, rq, nr, status, version, prio, keys, victims, order)
+                # those ranked after the blocked job: a suffix of that list
+                lo = 0
+                hi = n_ro
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    rm = ro[mid]
+                    if _before(r0, k0, w0, prio[rm], keys[rm], rm):
+                        hi = mid
+                    else:
+                        lo = mid + 1
                 no = 0
                 a = slow_from
-                b = 0
-                while a < nw or b < nra:
-                    if b >= nra:
+                b = lo
+                while a < nw or b < n_ro:
+                    if b >= n_ro:
                         take_w = True
                     elif a >= nw:
                         take_w = False
                     else:
                         wa = wq[h + a]
-                        rb = suspended[b]
+                        rb = ro[b]
                         take_w = _before(wrank[wa], wkey[wa], wa, prio[rb], keys[rb], rb)
                     if take_w:
                         order[no] = wq[h + a]
                         a += 1
                     else:
-                        order[no] = suspended[b]
+                        order[no] = ro[b]
                         b += 1
                     no += 1
                 nl2, ns = walk(order, no, jobs, run, rates, nodes, placement, n_types, True, False,
@@ -1053,6 +1122,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     si[I_PENDING] = pending
     si[I_NW] = n_wait
     si[I_WQ_HEAD] = wq_head
+    si[I_N_RO] = n_ro
     si[I_NEXT_EV] = next_ev
     si[I_WAKE_N] = wake_n
     si[I_N_FAIL] = n_fail
