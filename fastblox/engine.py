@@ -432,6 +432,13 @@ def simulate(
     do_preempt = pol.preemptive if preempt is None else bool(preempt)
     if throughput is None and len(c.gpu_types) > 1:
         throughput = "gavel"
+    if (tm == enums.TM_ROUNDS and do_preempt and pol.dynamic and pol.kind != enums.KIND_PLAN and checkpoint_s > 0
+            and checkpoint_s + restart_s >= round_s):
+        raise ConfigError(
+            f"--checkpoint-s {checkpoint_s:g} with rounds of {round_s:g} s: a job that {pol.name} preempts every "
+            f"round never reaches a checkpoint (restart {restart_s:g} s + checkpoint > round), so a contended run "
+            "may never finish; use a checkpoint interval shorter than the round minus the restart cost, or --no-preempt"
+        )
     max_gpus = None
     if pol.kind == enums.KIND_PLAN and opts.get("max_gpus_per_job"):
         max_gpus = np.minimum(np.maximum(workload.num_gpus, int(opts["max_gpus_per_job"])), c.largest_gang())

@@ -93,7 +93,9 @@ def gavel_like_workload(
     durations, multi-GPU scale factors 1 (70%), 2 (10%), 4 (15%), 8 (5%)) with numpy's PCG64 so it is
     fast and deterministic for a given seed. It is not byte-compatible with Gavel's own generator
     (that one uses Python ``random`` and Gavel's oracle throughputs); use the traces in
-    ``shared/peer-traces`` for side-by-side runs.
+    ``shared/peer-traces`` for side-by-side runs. Each job gets one of Gavel's 26 job types
+    (uniformly, as Gavel's generator does; column ``model``); ``duration_s`` is its run time on
+    V100s, so with a throughput table it runs at its type's speed on other GPUs.
     """
     if num_jobs <= 0:
         raise ValueError(f"num_jobs must be positive, got {num_jobs}")
@@ -109,11 +111,14 @@ def gavel_like_workload(
         gpus = np.select([u < 0.70, u < 0.80, u < 0.95], [1, 2, 4], 8).astype(np.int64)
     else:
         gpus = np.ones(num_jobs, dtype=np.int64)
-    model = rng.integers(0, len(GAVEL_JOB_TYPES), num_jobs)
+    from .throughput import ThroughputTable
+
+    types = ThroughputTable.builtin().models  # Gavel's 26 job types (model and batch size)
+    model = rng.integers(0, len(types), num_jobs)
     return Workload.from_arrays(
         submit_s=submit,
         num_gpus=gpus,
         duration_s=duration,
-        model=np.asarray(GAVEL_JOB_TYPES, dtype=object)[model],
+        model=np.asarray(types, dtype=object)[model],
         name=f"gavel-like(n={num_jobs}, seed={seed})",
     )

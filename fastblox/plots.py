@@ -5,7 +5,10 @@
 * :func:`avg_jct_vs_load` — a summary metric against the load, one line per group (policy);
 * :func:`bar_chart` — a summary metric as grouped bars (e.g. policy × admission);
 * :func:`timeseries` — free GPUs, queued jobs and GPU demand over time from ``Result.series``;
-* :func:`preemptions` — preemptions per scheduling step (round) from ``Result.series``.
+* :func:`preemptions` — preemptions per scheduling step (round) from ``Result.series``;
+* :func:`policy_timeline` — the policy a dynamic run chose in each period, one strip per run;
+* :func:`policy_shares` — the share of periods each candidate policy ran, per load;
+* :func:`metric_by_group` — a per-job metric averaged per group (e.g. JCT by job size), grouped bars.
 """
 
 from __future__ import annotations
@@ -68,24 +71,57 @@ def jct_cdf(jct_by_label: dict, stem, title: str = "JCT CDF", unit_s: float = HO
     return _save(fig, stem)
 
 
-def avg_jct_vs_load(summary, stem, metric: str = "avg_jct_s", by: str = "scheduler", x: str = "load",
+def label_of(row: dict, cols) -> str:
+    """A line's label from a row's values: the policy upper-cased (``SRTF``), others as they are."""
+    cols = [cols] if isinstance(cols, str) else list(cols)
+    out = []
+    for c in cols:
+        v = row[c]
+        if v is None:
+            continue  # e.g. the look-ahead of a fixed policy
+        if c in ("horizon_s", "period_s"):
+            out.append(f"({v / HOUR:g} h {'look-ahead' if c == 'horizon_s' else 'period'})")
+        elif c == "scheduler":
+            out.append(str(v).upper())
+        elif isinstance(v, float) and v.is_integer():
+            out.append(f"{c} {int(v)}" if c == "load" else str(int(v)))
+        else:
+            out.append(f"{c} {v}" if c == "load" else str(v))
+    return " ".join(out)
+
+
+def avg_jct_vs_load(summary, stem, metric: str = "avg_jct_s", by="scheduler", x: str = "load",
                     ylabel: str | None = None, xlabel: str = "load (jobs per hour)", title: str | None = None,
                     unit_s: float = HOUR, unit: str = "h", logy: bool = False) -> list[Path]:
-    """``metric`` (seconds) of a summary table (polars DataFrame) against ``x``, one line per ``by``."""
-    import polars as pl
-
+    """``metric`` (seconds) of a summary table (polars DataFrame) against ``x``, one line per value
+    of ``by`` (a column, or a list of columns: one line per combination)."""
+    cols = [by] if isinstance(by, str) else list(by)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     df = summary.sort(x)
-    for i, key in enumerate(sorted(df[by].unique().to_list())):
-        d = df.filter(pl.col(by) == key)
-        ax.plot(d[x].to_numpy(), d[metric].to_numpy() / unit_s, label=str(key).upper(), markersize=7 - i,
-                linewidth=1.6, **_style(i))
+    keys = sorted({tuple(r[c] for c in cols) for r in df.iter_rows(named=True)},
+                  key=lambda t: tuple((v is not None, str(v)) for v in t))
+    import polars as pl
+
+    firsts = sorted({k[0] for k in keys}, key=str)
+    # line styles by the second column; an unset value (None) gets the solid line
+    seconds = sorted({k[1] for k in keys}, key=lambda v: (v is not None, str(v))) if len(cols) > 1 else []
+    for i, key in enumerate(keys):
+        d = df.filter(*[pl.col(c).is_null() if v is None else pl.col(c) == v for c, v in zip(cols, key)])
+        if seconds:  # colour and marker by the first column, line style by the second
+            j = firsts.index(key[0])
+            st = {"color": f"C{j % 10}", "marker": _STYLES[j % len(_STYLES)][1],
+                  "linestyle": _STYLES[seconds.index(key[1]) % len(_STYLES)][0], "markersize": 6}
+        else:
+            st = {**_style(i), "markersize": max(3, 7 - i)}
+        ax.plot(d[x].to_numpy(), d[metric].to_numpy() / unit_s, label=label_of(dict(zip(cols, key)), cols),
+                linewidth=1.6, **st)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel or f"{metric.removesuffix('_s').replace('_', ' ')} ({unit})")
     if logy:
         ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
-    ax.legend(title=by)
+    names = {"scheduler": "policy", "horizon_s": "look-ahead", "period_s": "period"}
+    ax.legend(title=" / ".join(names.get(c, c) for c in cols), fontsize="small")
     ax.set_title(title or f"{metric.removesuffix('_s').replace('_', ' ')} vs {x}")
     return _save(fig, stem)
 
@@ -152,5 +188,90 @@ def preemptions(series_by_label: dict, stem, title: str = "preemptions per step"
     for a in (ax, axc):
         a.grid(True, alpha=0.3)
     ax.legend(loc="upper left", fontsize="small", framealpha=0.9)
+    ax.set_title(title)
+    return _save(fig, stem)
+
+
+def _policy_colors(names) -> dict:
+    fixed = {"fifo": "tab:blue", "las": "tab:orange", "srtf": "tab:green", "sjf": "tab:red", "las-gpu": "tab:purple"}
+    extra = iter(["tab:brown", "tab:pink", "tab:gray", "tab:olive", "tab:cyan"])
+    return {n: fixed.get(n) or next(extra, "black") for n in names}
+
+
+def policy_timeline(periods_by_label: dict, stem, title: str = "policy chosen per period", unit_s: float = HOUR,
+                    unit: str = "h") -> list[Path]:
+    """One horizontal strip per label (e.g. a load): each period a bar in the colour of the policy
+    the dynamic run chose for it. Values: ``DynamicResult.periods`` tables (``start_s``, ``end_s``,
+    ``policy``)."""
+    labels = list(periods_by_label)
+    names = sorted({p for t in periods_by_label.values() for p in t["policy"].to_list()})
+    colors = _policy_colors(names)
+    fig, ax = plt.subplots(figsize=(7.6, 1.0 + 0.55 * max(1, len(labels))))
+    for row, label in enumerate(labels):
+        t = periods_by_label[label]
+        start = t["start_s"].to_numpy() / unit_s
+        width = (t["end_s"].to_numpy() - t["start_s"].to_numpy()) / unit_s
+        pol = t["policy"].to_list()
+        for n in names:
+            sel = [i for i, p in enumerate(pol) if p == n]
+            if sel:
+                ax.broken_barh(list(zip(start[sel], width[sel])), (row - 0.38, 0.76), facecolors=colors[n],
+                               linewidth=0)
+    ticks = []
+    for label in labels:
+        pol = periods_by_label[label]["policy"].to_list()
+        switches = int(sum(a != b for a, b in zip(pol[1:], pol[:-1])))
+        ticks.append(f"{label}\n({switches} switch{'es' if switches != 1 else ''})")
+    ax.set_yticks(range(len(labels)), ticks, fontsize="small")
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.set_xlabel(f"simulated time ({unit})")
+    ax.set_xlim(left=0)
+    ax.grid(True, axis="x", alpha=0.3)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in names]
+    ax.legend(handles, [n.upper() for n in names], loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small",
+              title="policy")
+    ax.set_title(title)
+    return _save(fig, stem)
+
+
+def policy_shares(summary, stem, candidates, x: str = "load", xlabel: str = "load (jobs per hour)",
+                  title: str = "share of periods run with each policy") -> list[Path]:
+    """Stacked bars: for each ``x`` the fraction of a dynamic run's periods each candidate ran
+    (the summary's ``share_<candidate>`` columns)."""
+    df = summary.sort(x)
+    xs = [str(int(v)) if isinstance(v, float) and v.is_integer() else str(v) for v in df[x].to_list()]
+    colors = _policy_colors(candidates)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    bottom = np.zeros(df.height)
+    for n in candidates:
+        col = f"share_{n}"
+        vals = df[col].fill_null(0.0).to_numpy() if col in df.columns else np.zeros(df.height)
+        ax.bar(xs, vals, bottom=bottom, color=colors[n], label=n.upper(), width=0.6)
+        bottom += vals
+    ax.set_ylim(0, 1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction of periods")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", title="policy")
+    ax.set_title(title)
+    return _save(fig, stem)
+
+
+def metric_by_group(values_by_label: dict, stem, xlabel: str, ylabel: str, title: str, unit_s: float = HOUR) -> list[Path]:
+    """Grouped bars: ``values_by_label[label]`` is ``{group: seconds}`` (e.g. GPUs per job -> mean JCT)."""
+    labels = list(values_by_label)
+    groups = sorted({g for d in values_by_label.values() for g in d})
+    width = 0.8 / max(1, len(labels))
+    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    xs = np.arange(len(groups))
+    for i, label in enumerate(labels):
+        d = values_by_label[label]
+        ax.bar(xs + (i - (len(labels) - 1) / 2) * width, [d.get(g, np.nan) / unit_s for g in groups], width,
+               label=str(label))
+    ax.set_xticks(xs, [str(g) for g in groups])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
     ax.set_title(title)
     return _save(fig, stem)

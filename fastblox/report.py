@@ -16,7 +16,7 @@ from pathlib import Path
 
 PARAM_COLS = ("point_id", "workload", "trace", "format", "on_bad_rows", "load", "num_jobs", "seed", "cluster",
               "scheduler", "placement", "admission", "time_model", "round_s", "restart_s", "preempt", "track",
-              "blox_compat", "record_series")
+              "blox_compat", "record_series", "candidates", "period_s", "horizon_s", "lookahead")
 HOUR_COLS_SUFFIX = "_s"
 
 _CSS = """

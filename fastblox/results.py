@@ -201,7 +201,9 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
         if len(cluster.gpu_types) > 1:
             # the GPU type of each job's last launch
             types = np.asarray(cluster.gpu_types, dtype=object)
-            extra["gpu_type"] = np.where(held_type >= 0, types[np.maximum(held_type, 0)], None).astype(str)
+            names = types[np.maximum(held_type, 0)]
+            extra["gpu_type"] = pl.Series("gpu_type", [str(x) if h >= 0 else None for x, h in zip(names, held_type)],
+                                          dtype=pl.Utf8)  # null: never launched
         return _jobs_table(w, first, finish, n_pre, attained, attained_gpu, tracked, extra,
                            more={"num_failures": n_fail, "lost_s": lost}, alone=alone)
 

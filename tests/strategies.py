@@ -76,30 +76,37 @@ def _rate():
 
 
 @st.composite
-def node_events(draw, num_nodes, horizon=20000):
+def node_events(draw, num_nodes, horizon=20000, integral=True):
     """Valid node event records: per node, optionally out of service at the start (first event
     ``add``), then up to two outages (``fail``/``remove`` ... ``recover``), rarely one that lasts.
     Node 0 never starts out of service (a run needs a node at the start)."""
+    if integral:
+        gap = lambda hi: float(draw(st.integers(0, hi)))  # noqa: E731
+    else:
+        gap = lambda hi: draw(st.floats(0.0, float(hi), allow_nan=False))  # noqa: E731
     recs = []
     for nd in range(num_nodes):
         t = 0.0
         if nd > 0 and draw(st.integers(0, 5)) == 0:
-            t = float(draw(st.integers(0, horizon // 4)))
+            t = gap(horizon // 4)
             recs.append((t, "add", nd))
         for _ in range(draw(st.integers(0, 2))):
-            t += float(draw(st.integers(0, horizon // 3)))
+            t += gap(horizon // 3)
             recs.append((t, draw(st.sampled_from(["fail", "fail", "remove"])), nd))
             if draw(st.integers(0, 9)) == 0:
                 break  # out of service for good
-            t += float(draw(st.integers(0, horizon // 4)))
+            t += gap(horizon // 4)
             recs.append((t, draw(st.sampled_from(["recover", "recover", "add"])), nd))
     return recs
 
 
 @st.composite
-def real_case(draw, max_jobs=14, max_types=3, with_events=True):
+def real_case(draw, max_jobs=14, max_types=3, with_events=True, integral=None, max_nodes=5, node_sizes=(1, 2, 4)):
+    """``integral``: whole-second submit times, work and event times (None: drawn)."""
+    if integral is None:
+        integral = draw(st.booleans())
     n_types = draw(st.integers(1, max_types))
-    n_nodes = draw(st.integers(n_types, 5))
+    n_nodes = draw(st.integers(n_types, max(max_nodes, n_types)))
     raw = draw(st.lists(st.integers(0, n_types - 1), min_size=n_nodes, max_size=n_nodes))
     raw[: n_types] = draw(st.permutations(list(range(n_types))))  # every type has a node
     first = []
@@ -108,7 +115,7 @@ def real_case(draw, max_jobs=14, max_types=3, with_events=True):
             first.append(t)
     node_type = [first.index(t) for t in raw]  # types numbered in order of first appearance
     type_names = ("v100", "p100", "k80")[:n_types]
-    node_gpus = draw(st.lists(st.sampled_from([1, 2, 4]), min_size=n_nodes, max_size=n_nodes))
+    node_gpus = draw(st.lists(st.sampled_from(list(node_sizes)), min_size=n_nodes, max_size=n_nodes))
     rack_kind = draw(st.sampled_from(["one", "blocks", "random"]))
     if rack_kind == "one":
         node_rack = None
@@ -125,11 +132,16 @@ def real_case(draw, max_jobs=14, max_types=3, with_events=True):
     g_max = max(cap)
 
     n = draw(st.integers(1, max_jobs))
-    gaps = draw(st.lists(st.integers(0, 600), min_size=n, max_size=n))
+    if integral:
+        gaps = draw(st.lists(st.integers(0, 600), min_size=n, max_size=n))
+        work = draw(st.lists(st.integers(1, 3000), min_size=n, max_size=n))
+    else:
+        gaps = draw(st.lists(st.floats(0.0, 600.0, allow_nan=False), min_size=n, max_size=n))
+        work = draw(st.lists(st.floats(0.5, 3000.0, allow_nan=False), min_size=n, max_size=n))
     submit = np.cumsum(np.asarray(gaps, dtype=np.float64))
+    work = np.asarray(work, dtype=np.float64)
     sizes = [s for s in (1, 2, 3, 4, 8) if s <= g_max]
     gpus = np.asarray(draw(st.lists(st.sampled_from(sizes), min_size=n, max_size=n)), dtype=np.int64)
-    work = np.asarray(draw(st.lists(st.integers(1, 3000), min_size=n, max_size=n)), dtype=np.float64)
 
     n_models = draw(st.integers(0, 3))
     tab = np.zeros((n_models, n_types, g_max + 1))
@@ -166,6 +178,6 @@ def real_case(draw, max_jobs=14, max_types=3, with_events=True):
                 tab[cls[j], t, g] = 1.0
             else:
                 type_speed[t] = 1.0
-    events = draw(node_events(n_nodes)) if with_events else []
+    events = draw(node_events(n_nodes, integral=integral)) if with_events else []
     return RealCase(submit, gpus, work, node_gpus, node_type, type_names, node_rack, cls, ref_rate, tab,
                     type_speed, node_factor, spread, events, g_max)

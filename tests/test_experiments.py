@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from fastblox.errors import ConfigError
-from fastblox.experiments import EXPERIMENTS, run_experiment
+from fastblox.experiments import EXPERIMENTS, Figure, Recipe, register_recipe, run_experiment
 from fastblox.experiments_cli import add_experiment_commands
 from fastblox.report import write_report
 
@@ -79,7 +79,8 @@ def test_cli(fig6, tmp_path):
     out, _ = fig6
     a = ap.parse_args(["report", str(out), "--out", str(tmp_path / "r.html")])
     assert a.func(a) == 0 and "data:image/png;base64," in (tmp_path / "r.html").read_text()
-    assert set(EXPERIMENTS) == {"blox-fig6", "blox-admission", "philly-arrivals"}
+    assert set(EXPERIMENTS) == {"blox-fig6", "blox-admission", "philly-arrivals", "blox-dynamic", "blox-high-load",
+                                "gavel-mix", "blox-large-cluster"}
 
 
 def test_admission_quick(tmp_path):
@@ -87,3 +88,61 @@ def test_admission_quick(tmp_path):
     s = pl.read_parquet(files["summary"])
     assert s.height == 6 and set(s["admission"]) == {"accept-all", "load:1.2"}
     assert files["avg_jct_by_admission_png"].exists()
+
+
+NEW = {
+    "blox-dynamic": ["avg_jct_vs_load", "policy_over_time", "policy_shares", "jct_cdf_load9"],
+    "blox-high-load": ["avg_jct_vs_load", "p99_jct_vs_load", "jct_cdf_load14"],
+    "gavel-mix": ["avg_jct_vs_load", "avg_queue_vs_load", "jct_by_gpus_load5", "jct_cdf_load5"],
+    "blox-large-cluster": ["avg_jct_vs_load", "jct_cdf_load7"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW))
+def test_new_settings_quick(tmp_path, name):
+    files = run_experiment(name, tmp_path, quick=True)
+    for stem in NEW[name]:
+        for ext in ("png", "pdf"):
+            assert files[f"{stem}_{ext}"] == tmp_path / f"{stem}.{ext}" and files[f"{stem}_{ext}"].stat().st_size > 1000
+    s = pl.read_parquet(tmp_path / "summary.parquet")
+    assert set(s["scheduler"]) == {"fifo", "las", "srtf", "dynamic"}
+    assert not s["blox_compat"].any()  # the native engine
+    dyn = s.filter(pl.col("scheduler") == "dynamic")
+    assert (dyn["candidates"] == "fifo,las,srtf").all() and (dyn["period_s"] == 3600.0).all()
+    assert s.filter(pl.col("scheduler") != "dynamic")["candidates"].is_null().all()
+    html = write_report(tmp_path).read_text()
+    assert html.count("<img") == len(NEW[name])
+    if name == "blox-large-cluster":
+        assert set(s["cluster"]) == {"32x4", "128x4"}
+        # 4x the GPUs with 4x the load: the same load per GPU
+        csv = pl.read_csv(tmp_path / "summary.csv")
+        assert set(csv["load_per_128_gpus"]) == {7.0}
+    if name == "blox-dynamic":
+        # the dynamic run at load 9 changes policy; its periods are in points/<id>.periods.parquet
+        row = dyn.filter(pl.col("load") == 9.0).row(0, named=True)
+        per = pl.read_parquet(tmp_path / "points" / f"{row['point_id']}.periods.parquet")
+        assert per.height == row["num_periods"] and row["num_switches"] >= 1
+
+
+def test_recipe_registry_errors():
+    with pytest.raises(ConfigError, match="already registered"):
+        register_recipe(EXPERIMENTS["blox-fig6"])
+    with pytest.raises(ConfigError, match="unknown figure kind 'pie'"):
+        register_recipe(Recipe("x-pie", "d", {"workload": "gavel"}, {}, figures=(Figure("pie", "p", "t"),)))
+    assert "x-pie" not in EXPERIMENTS
+    quick = EXPERIMENTS["blox-dynamic"].config(quick=True)
+    full = EXPERIMENTS["blox-dynamic"].config()
+    assert quick["base"]["num_jobs"] < full["base"]["num_jobs"] and quick["name"] == "blox-dynamic-quick"
+
+
+def test_hetero_cluster_quick(tmp_path):
+    files = run_experiment("hetero-cluster", tmp_path, quick=True)
+    for stem in ("avg_jct_vs_load", "rho_p95_vs_load", "jct_cdf_load3", "jct_by_gpus_load3"):
+        assert files[f"{stem}_png"].stat().st_size > 1000
+    s = pl.read_parquet(tmp_path / "summary.parquet")
+    assert set(s["scheduler"]) == {"fifo", "tiresias", "gavel", "gavel-las-agnostic"}
+    assert (s["throughput_table"] == "gavel").all() and (s["jobs_with_known_model"] == 120).all()
+    by = {r["scheduler"]: r for r in s.iter_rows(named=True)}
+    # Gavel's heterogeneity-aware allocation beats its agnostic twin on the mixed cluster
+    assert by["gavel"]["avg_jct_s"] < by["gavel-las-agnostic"]["avg_jct_s"]
+    assert by["gavel"]["time_model"] == "rounds" and by["fifo"]["time_model"] == "events"

@@ -175,3 +175,20 @@ def test_cli_realism_flags(tmp_path, capsys):
     assert main(["run", "--workload", "gavel", "--num-jobs", "20", "--cluster", "tpu:2x4"]) == 0  # one type: no table
     assert main(["run", "--workload", "gavel", "--num-jobs", "20", "--cluster", "tpu:2x4,v100:2x4"]) == 2
     assert "tpu" in capsys.readouterr().err
+
+
+def test_rounds_checkpoints_longer_than_a_round_are_refused():
+    # LAS swaps the two jobs every round: with checkpoints every 400 s of a 300 s round no
+    # progress would ever be kept (the run would never end)
+    w = W([0.0, 0.0], [1, 1], [1000.0, 1000.0])
+    with pytest.raises(fastblox.ConfigError, match="never reaches a checkpoint"):
+        fastblox.simulate(w, cluster="1x1", scheduler="las", time_model="rounds", round_s=300, checkpoint_s=400)
+    res = fastblox.simulate(w, cluster="1x1", scheduler="las", time_model="rounds", round_s=300, checkpoint_s=200)
+    assert res.summary["num_finished"] == 2 and res.summary["lost_gpu_s"] > 0
+
+
+
+def test_gpu_type_is_null_for_jobs_never_launched():
+    # the run ends when jobs 0 and 1 are done, before job 2 arrives
+    res = fastblox.simulate(W([0.0, 0.0, 100.0], [4, 4, 4], [10.0] * 3), cluster="v100:1x4,k80:1x4", track=(0, 1))
+    assert res.jobs["gpu_type"].to_list() == ["v100", "k80", None]

@@ -10,11 +10,14 @@ import subprocess
 import sys
 import textwrap
 import time
+import tomllib
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
+import fastblox
 from fastblox.errors import ConfigError
 from fastblox.sweep import SweepResult, load_config, run_sweep
 from fastblox.sweep.cli import add_sweep_commands
@@ -167,7 +170,14 @@ def test_failing_point_is_recorded_and_others_finish(tmp_path):
     ({"base": {"round_s": "300"}}, "[base] round_s"),
     ({"base": {"workload": "philly"}}, "[base] workload"),
     ({"base": {"trace": "no/such/file.csv"}}, "[base] trace"),
-    ({"base": {"workload": "gavel", "load": 3}}, "[base] load"),
+    ({"base": {"workload": "sample", "load": 3}}, "[base] load"),
+    ({"base": {"workload": "gavel", "load": 0}}, "[base] load"),
+    ({"grid": {"cases": {"cluster": "8x4"}}}, "[grid] cases"),
+    ({"grid": {"cases": []}}, "[grid] cases"),
+    ({"grid": {"cases": [{"cluster": "8x4"}, {"clustr": "4x8"}]}}, "[grid] cases[1] clustr"),
+    ({"base": {"cluster": "8x4"}, "grid": {"cases": [{"cluster": "4x8"}]}}, "[grid] cases[0] cluster"),
+    ({"grid": {"load": [1, 2], "cases": [{"load": 3}]}}, "[grid] cases[0] load"),
+    ({"grid": {"cases": [{"cluster": "8x4"}, {"cluster": "8by4"}]}}, "[grid] cases[1] cluster"),
     ({"base": {"workload": "gavel", "num_jobs": 0}}, "[base] num_jobs"),
     ({"base": {"blox_compat": True, "policy": "las-gpu"}}, "[base] policy"),
     ({"base": {"blox_compat": True, "scheduler": "las-gpu"}}, "[base] scheduler"),
@@ -233,3 +243,57 @@ def test_example_configs_and_toml_copy(tmp_path, capsys):
     assert (tmp_path / "o" / "sweep.toml").read_text() == toml.read_text()
     summ = pl.read_parquet(tmp_path / "o" / "summary.parquet")
     assert summ["trace"].to_list() == [str((trace_dir / "w.parquet").resolve())] * 2
+
+
+def test_gavel_load_and_cases(tmp_path):
+    """``load`` of the Gavel generator is jobs per hour; ``[grid] cases`` set several keys together."""
+    import fastblox.sweep.run
+
+    c = load_config({"base": {"workload": "gavel", "num_jobs": 100, "seed": 4}, "grid": {"load": [3, 6]}})
+    w = {p.params["load"]: fastblox.sweep.run.get_workload(p.workload_spec) for p in c.points}
+    ref = fastblox.gavel_like_workload(100, mean_interarrival_s=600.0, seed=4)
+    assert np.array_equal(w[6.0].submit_s, ref.submit_s) and np.array_equal(w[6.0].num_gpus, ref.num_gpus)
+    assert w[3.0].submit_s[-1] == pytest.approx(2 * w[6.0].submit_s[-1])
+    cfg = {"base": {"workload": "blox", "num_jobs": 200},
+           "grid": {"policy": ["fifo", "srtf"], "cases": [{"cluster": "8x4", "load": 2}, {"cluster": "32x4", "load": 8}]}}
+    cc = load_config(cfg)
+    assert sorted((p.params["scheduler"], p.params["cluster"], p.params["load"]) for p in cc.points) == [
+        ("fifo", "32x4", 8.0), ("fifo", "8x4", 2.0), ("srtf", "32x4", 8.0), ("srtf", "8x4", 2.0)]
+    res = run_sweep(cfg, tmp_path, executor="serial", progress=False)
+    assert res.ok and res.summary.height == 4
+    # a dict config with cases is written back as TOML that reads to the same points
+    again = load_config(tomllib.loads((tmp_path / "sweep.toml").read_text()))
+    assert sorted(p.id for p in again.points) == sorted(p.id for p in cc.points)
+
+
+def test_sweep_takes_realism_options_and_policy_parameters(tmp_path):
+    cfg = load_config({
+        "base": {"workload": "gavel", "num_jobs": 60, "cluster": "v100:2x4,k80:2x4", "checkpoint_s": 100},
+        "grid": {"cases": [{"policy": "tiresias", "policy_opts": {"promote": 2, "thresholds": [3250, 7200]}},
+                           {"policy": "gavel"}],
+                 "multi_node_factor": [1.0, 0.7]},
+    })
+    assert len(cfg) == 4
+    p = {pt.params["scheduler"]: pt for pt in cfg.points if pt.params["multi_node_factor"] == 0.7}
+    assert p["tiresias"].run_kwargs["policy_opts"] == {"promote": "2", "thresholds": "3250;7200"}
+    assert p["gavel"].params["time_model"] == "rounds" and p["gavel"].params["round_s"] == 360.0
+    summ = run_sweep(cfg, tmp_path / "out", executor="serial", progress=False).summary
+
+    w = fastblox.gavel_like_workload(60, seed=0)
+    direct = fastblox.simulate(w, cluster="v100:2x4,k80:2x4", scheduler="tiresias", checkpoint_s=100,
+                               multi_node_factor=0.7, policy_opts={"promote": 2, "thresholds": "3250;7200"})
+    row = summ.filter((summ["scheduler"] == "tiresias") & (summ["multi_node_factor"] == 0.7)).row(0, named=True)
+    assert row["avg_jct_s"] == direct.summary["avg_jct_s"]
+    # old configs keep their ids: unset realism keys are left out of the id
+    old = load_config({"base": {"workload": "gavel", "num_jobs": 10}, "grid": {"policy": ["fifo"]}})
+    assert all(old.points[0].params[k] is None for k in ("checkpoint_s", "policy_opts", "throughput"))
+
+
+@pytest.mark.parametrize("grid,msg", [
+    ({"policy": ["themis"], "policy_opts": [{"g": 1}]}, "policy_opts.*has no option 'g'"),
+    ({"policy": ["fifo"], "rack_factor": [1.5]}, r"rack_factor.*\(0, 1\]"),
+    ({"policy": ["fifo"], "cluster_events": ["nope.csv"]}, "cluster_events.*no such file"),
+])
+def test_sweep_realism_errors_name_the_key(grid, msg):
+    with pytest.raises(ConfigError, match=msg):
+        load_config({"base": {"workload": "gavel", "num_jobs": 10}, "grid": grid})

@@ -11,10 +11,12 @@ back, progress never beyond the work). The hypothesis tests compare it with the 
 What it covers: GPU types per node and racks; first-fit / consolidated / blox / topology
 placement restricted to one GPU type (a job that may use any type tries the cluster's types in
 order); the rate model (throughput table for known models, type speed × Amdahl ratio for unknown
-ones, node and rack factors); restart cost and checkpoint loss when a job is stopped; node
+ones; a gang spread over nodes at its measured multi-node throughput, else the node factor; the
+rack factor on top); restart cost and checkpoint loss when a job is stopped; node
 fail/recover events; load-based admission over the GPUs in service; the built-in orderings
 (FIFO, LAS, LAS-GPU, SRTF, SJF), a user key function (full sort), and a planner (keys, GPU types
-and sizes). Not covered: policy wake-ups (Tiresias, Gittins), Themis' built-in key.
+and sizes; it may leave the cluster idle up to ``PLAN_IDLE_LIMIT`` steps in a row before the run
+counts as stuck). Not covered: Tiresias and Gittins (queues, wake-ups), Themis' lease auction.
 
 Floating point: every quantity compared exactly with the kernel (finish times, keys) is computed
 with the same operations in the same order as the kernel (e.g. a finish time is
@@ -149,16 +151,28 @@ class Cluster:
         self.base = [sum(self.node_gpus[:k]) for k in range(n)]
         self.gpu_node = [nd for nd in range(n) for _ in range(self.node_gpus[nd])]
         self.owner: dict[int, int] = {}
+        self._free = None  # per node, its free GPUs: recomputed after any change (take, release, set_up)
+
+    def _frees(self):
+        """Per node, its free GPUs, lowest first (shared lists: read only)."""
+        if self._free is None:
+            self._free = [[self.base[x] + k for k in range(self.node_gpus[x]) if self.base[x] + k not in self.owner]
+                          for x in range(len(self.node_gpus))]
+        return self._free
 
     def free_on(self, nd):
         """Free GPUs of node ``nd``, lowest first."""
-        return [self.base[nd] + k for k in range(self.node_gpus[nd]) if self.base[nd] + k not in self.owner]
+        return list(self._frees()[nd])
+
+    def set_up(self, nd, up):
+        self.up[nd] = up
+        self._free = None
 
     def in_service(self):
         return sum(g for g, u in zip(self.node_gpus, self.up) if u)
 
     def free_in_service(self):
-        return sum(len(self.free_on(nd)) for nd in range(len(self.node_gpus)) if self.up[nd])
+        return sum(len(f) for f, u in zip(self._frees(), self.up) if u)
 
     def spans(self, gpu_ids):
         nodes = {self.gpu_node[g] for g in gpu_ids}
@@ -168,7 +182,10 @@ class Cluster:
     def fit(self, kind, n, gtype):
         """``n`` free GPUs of type ``gtype`` on nodes in service chosen by placement ``kind``, or None."""
         cand = [nd for nd in range(len(self.node_gpus)) if self.up[nd] and self.node_type[nd] == gtype]
-        free = {nd: self.free_on(nd) for nd in cand}
+        frees = self._frees()
+        if sum(len(frees[nd]) for nd in cand) < n:
+            return None  # every placement takes free GPUs of these nodes only
+        free = {nd: frees[nd] for nd in cand}  # read only: the placements below build new lists
         if kind == "first-fit":
             got = []
             for nd in cand:
@@ -230,12 +247,14 @@ class Cluster:
         return None
 
     def take(self, gpu_ids, j):
+        self._free = None
         for g in gpu_ids:
             assert g not in self.owner, f"GPU {g} given twice"
             assert self.up[self.gpu_node[g]], f"GPU {g} is on a node out of service"
             self.owner[g] = j
 
     def release(self, gpu_ids, j):
+        self._free = None
         for g in gpu_ids:
             assert self.owner.get(g) == j, f"GPU {g} is not held by job {j}"
             del self.owner[g]
@@ -256,6 +275,13 @@ def _builtin_key(policy, job: Job, t, restart):
     if policy == "sjf":
         return job.work / job.ref_rate
     raise ValueError(policy)
+
+
+def _open_launch(c: Launch, t, restart_s) -> Launch:
+    """A copy of a launch still running at the end ``t`` of the run (``why`` "running")."""
+    el = t - c.t
+    prod = max(0.0, el - restart_s)
+    return Launch(c.t, list(c.gpus), c.gtype, c.rate, c.multi_node, c.multi_rack, t, "running", el, prod, prod)
 
 
 def _node_events(events, num_nodes):
@@ -296,8 +322,9 @@ def simulate_native_reference(
 
     Returns a dict of per-job lists (``finish``, ``first_start`` (-1 for never), ``n_preempt``,
     ``n_fail``, ``attained``, ``attained_gpu``, ``lost_s``, ``gpu_type`` of the last launch,
-    ``history`` of :class:`Launch`) and ``end_t``, ``steps``, ``deadlock``, ``lost_gpu_s``,
-    ``n_migrate``."""
+    ``history`` of :class:`Launch`, the last one ``why="running"`` if still running at the end)
+    and ``end_t``, ``steps``, ``deadlock``, ``stuck`` (what was left when deadlocked),
+    ``lost_gpu_s``, ``n_migrate``."""
     n = len(submit)
     n_nodes = len(node_gpus)
     tracked = [True] * n if tracked is None else [bool(x) for x in tracked]
@@ -403,11 +430,11 @@ def simulate_native_reference(
                     job.n_fail += 1
                     job.state = WAITING
                 assert len(cl.free_on(nd)) == cl.node_gpus[nd], "a failed node keeps no job"
-                cl.up[nd] = False
+                cl.set_up(nd, False)
             else:
                 assert not cl.up[nd], f"node {nd} comes back while in service"
                 assert len(cl.free_on(nd)) == cl.node_gpus[nd], "a node comes back with every GPU free"
-                cl.up[nd] = True
+                cl.set_up(nd, True)
             st["changed"] = True
 
     def place(job: Job, n_gpus, want_type):
@@ -426,13 +453,18 @@ def simulate_native_reference(
         """Place the waiting jobs of ``order`` (highest priority first), suspending jobs from the
         tail if allowed; returns (launched, suspended)."""
         launched, suspended = [], []
+        # a job running after position idx was running when the walk began (a job the walk
+        # launches is at or before the position it has reached)
+        ran = [p for p, v in enumerate(order) if v.state == RUNNING]
         for idx, job in enumerate(order):
             if job.state != WAITING or job.want_type == NO_RUN:
                 continue
             got, gt = place(job, job.want, job.want_type)
             victims = []
-            if got is None and may_preempt:
-                for v in reversed(order[idx + 1:]):
+            below = [order[p] for p in ran if p > idx and order[p].state == RUNNING] if got is None and may_preempt else []
+            # a search that cannot free enough GPUs ends with every victim put back: skip it
+            if below and cl.free_in_service() + sum(len(v.gang) for v in below) >= job.want:
+                for v in reversed(below):
                     if v.state != RUNNING:
                         continue
                     cl.release(v.gang, v.i)
@@ -472,7 +504,6 @@ def simulate_native_reference(
                 return
         elif not waiting() or (cl.free_in_service() == 0 and not preempt):
             return
-        stopped = []
         if planner is not None:
             idx = [j.i for j in active]
             keys, types, sizes = planner(idx, t)
@@ -499,7 +530,6 @@ def simulate_native_reference(
                     j.gang = []
                     j.n_preempt += 1
                     j.state = WAITING
-                    stopped.append(j)
             order = sorted(active, key=lambda j: kmap[j.i])  # stable: ties in arrival order
             launched, suspended = walk(order, False)
         else:
@@ -612,7 +642,7 @@ def simulate_native_reference(
         "attained_gpu": [j.attained_gpu + ((t - j.cur.t) * len(j.cur.gpus) if j.state == RUNNING else 0.0) for j in jobs],
         "lost_s": [j.lost_s for j in jobs],
         "gpu_type": [j.cur.gtype if j.cur else (j.history[-1].gtype if j.history else -1) for j in jobs],
-        "history": [j.history for j in jobs],
+        "history": [j.history + ([_open_launch(j.cur, t, restart_s)] if j.cur else []) for j in jobs],
         "end_t": t,
         "steps": st["steps"],
         "deadlock": deadlock,

@@ -39,8 +39,19 @@ WORKLOAD_KEYS = ("workload", "trace", "format", "on_bad_rows", "load", "num_jobs
 #: Keys of the run (keywords of ``fastblox.simulate``).
 RUN_KEYS = ("cluster", "scheduler", "placement", "admission", "time_model", "round_s", "restart_s", "preempt",
             "track", "blox_compat", "record_series")
+#: Keys of dynamic policy selection (``policy = "dynamic"``, :mod:`fastblox.dynamic`); None otherwise.
+DYNAMIC_KEYS = ("candidates", "period_s", "horizon_s", "lookahead")
+#: Run options of cluster realism and policy parameters (keywords of ``fastblox.simulate``); None:
+#: simulate's default. ``policy_opts`` is a table (``{ f = 0.5 }``) kept as ``"f=0.5"`` text.
+REALISM_KEYS = ("checkpoint_s", "throughput", "reference_gpu", "multi_node_factor", "rack_factor",
+                "placement_effects", "cluster_events", "policy_opts")
 #: Every point has exactly these parameters, in this order (``point_id`` is added in front).
-PARAM_KEYS = WORKLOAD_KEYS + RUN_KEYS
+PARAM_KEYS = WORKLOAD_KEYS + RUN_KEYS + DYNAMIC_KEYS + REALISM_KEYS
+#: Keys left out of a point's id while they are None, so that adding them kept every older id.
+OPTIONAL_KEYS = DYNAMIC_KEYS + REALISM_KEYS
+#: The grid key whose values are tables of keys set together (a zipped axis).
+CASES_KEY = "cases"
+DYNAMIC_POLICY = "dynamic"
 ALIASES = {"policy": "scheduler"}
 TOP_KEYS = ("base", "grid", "seeds", "repeats", "name", "description")
 WORKLOAD_KINDS = ("blox", "gavel", "sample", "trace")
@@ -52,7 +63,10 @@ PARAM_TYPES = {
     "point_id": "str", "workload": "str", "trace": "str", "format": "str", "on_bad_rows": "str", "load": "float",
     "num_jobs": "int", "seed": "int", "cluster": "str", "scheduler": "str", "placement": "str", "admission": "str",
     "time_model": "str", "round_s": "float", "restart_s": "float", "preempt": "bool", "track": "str",
-    "blox_compat": "bool", "record_series": "bool",
+    "blox_compat": "bool", "record_series": "bool", "candidates": "str", "period_s": "float", "horizon_s": "float",
+    "lookahead": "str", "checkpoint_s": "float", "throughput": "str", "reference_gpu": "str",
+    "multi_node_factor": "float", "rack_factor": "float", "placement_effects": "bool", "cluster_events": "str",
+    "policy_opts": "str",
 }
 
 
@@ -75,6 +89,8 @@ class Point:
             return spec
         if kind == "blox":
             return {"kind": "blox", "load": p["load"], "num_jobs": p["num_jobs"], "seed": p["seed"]}
+        if kind == "gavel" and p["load"] is not None:
+            return {"kind": kind, "num_jobs": p["num_jobs"], "seed": p["seed"], "load": p["load"]}
         return {"kind": kind, "num_jobs": p["num_jobs"], "seed": p["seed"]}
 
     @property
@@ -82,7 +98,21 @@ class Point:
         """Keywords of ``fastblox.simulate`` for this point."""
         kw = {k: self.params[k] for k in RUN_KEYS}
         kw["track"] = _parse_track(kw["track"], "track") if kw["track"] is not None else None
+        for k in REALISM_KEYS:
+            if self.params.get(k) is not None:
+                kw[k] = self.params[k]
+        if "policy_opts" in kw:
+            kw["policy_opts"] = _opts_dict(kw["policy_opts"])
         return kw
+
+    @property
+    def dynamic_kwargs(self) -> dict | None:
+        """Keywords of ``fastblox.dynamic.simulate_dynamic`` (None unless ``policy = "dynamic"``)."""
+        p = self.params
+        if p["scheduler"] != DYNAMIC_POLICY:
+            return None
+        return {"candidates": p["candidates"].split(","), "period_s": p["period_s"], "horizon_s": p["horizon_s"],
+                "lookahead": p["lookahead"]}
 
 
 @dataclass
@@ -170,6 +200,24 @@ def _check_keys(table: dict, where: str, labels: dict) -> dict:
     return out
 
 
+def _check_cases(cases, base: dict, labels: dict, grid: dict, glabels: dict) -> list:
+    """``[grid] cases``: a list of tables, each a set of keys that vary together."""
+    if not isinstance(cases, list) or not cases or not all(isinstance(c, dict) for c in cases):
+        raise _err(f"[grid] {CASES_KEY}", "expected a non-empty list of tables, e.g. "
+                   "[{cluster = '32x4', load = 6}, {cluster = '128x4', load = 24}]")
+    out = []
+    for i, c in enumerate(cases):
+        lab: dict = {}
+        c = _check_keys(c, f"grid] {CASES_KEY}[{i}", lab)
+        for k in c:
+            if k in base:
+                raise _err(f"[grid] {CASES_KEY}[{i}] {k}", f"also set in [base] (as {labels[k]!r}); set it in one table only")
+            if k in grid:
+                raise _err(f"[grid] {CASES_KEY}[{i}] {k}", f"also a [grid] list (as {glabels[k]!r}); set it in one place only")
+        out.append(c)
+    return out
+
+
 def _resolve(raw: dict, base_dir: Path, where: dict) -> dict:
     """Validate one point's raw parameters and fill in defaults. ``where[key]`` names the key as
     the config spelt it (``[grid] policy``), for messages."""
@@ -224,8 +272,10 @@ def _resolve(raw: dict, base_dir: Path, where: dict) -> dict:
         p["trace"] = p["format"] = p["on_bad_rows"] = None
         if kind == "blox":
             p["load"] = _number(p.get("load", 6.0), name("load"), positive=True)
+        elif kind == "gavel" and p.get("load") is not None:
+            p["load"] = _number(p["load"], name("load"), positive=True)  # jobs/h (default: 3600/400 s)
         elif p.get("load") is not None:
-            raise _err(name("load"), "applies to workload = 'blox' only")
+            raise _err(name("load"), "applies to workload = 'blox' or 'gavel' only")
         else:
             p["load"] = None
         nj = p.get("num_jobs")
@@ -249,7 +299,11 @@ def _resolve(raw: dict, base_dir: Path, where: dict) -> dict:
     p["cluster"] = cl
     sched = p.get("scheduler", "fifo")
     sched = _str(sched, name("scheduler")).lower()
-    if p["blox_compat"]:
+    if sched == DYNAMIC_POLICY:
+        if p["blox_compat"]:
+            raise _err(name("scheduler"), "policy 'dynamic' pauses the run to look ahead, which only the native engine "
+                                          "can do; set blox_compat = false")
+    elif p["blox_compat"]:
         if sched not in parts.BLOX_POLICIES:
             raise _err(name("scheduler"), f"blox_compat runs Blox's policies only: {', '.join(parts.BLOX_POLICIES)}; got {sched!r}")
     else:
@@ -263,15 +317,17 @@ def _resolve(raw: dict, base_dir: Path, where: dict) -> dict:
     if isinstance(adm, bool) or not isinstance(adm, (str, int, float)):
         raise _err(name("admission"), f"expected 'accept-all' or 'load:THETA', got {adm!r}")
     p["admission"] = built("admission", lambda: parts.Admission.parse(adm)).name
+    pol_obj = None if (p["blox_compat"] or sched == DYNAMIC_POLICY) else parts.POLICIES.get(sched)
     tm = p.get("time_model")
     if tm is None:
-        tm = "rounds" if p["blox_compat"] else "events"
+        tm = "rounds" if p["blox_compat"] else ((pol_obj.default_time_model if pol_obj is not None else None) or "events")
     tm = _str(tm, name("time_model")).lower()
     built("time_model", lambda: parts.TIME_MODELS.get(tm))
     if p["blox_compat"] and tm != "rounds":
         raise _err(name("time_model"), "blox_compat simulates Blox's fixed rounds; time_model must be 'rounds'")
     p["time_model"] = tm
-    p["round_s"] = _number(p.get("round_s", 300.0), name("round_s"), positive=True)
+    default_round = (pol_obj.default_round_s if pol_obj is not None and pol_obj.default_round_s else None) or 300.0
+    p["round_s"] = _number(p.get("round_s", default_round), name("round_s"), positive=True)
     p["restart_s"] = _number(p.get("restart_s", 0.0), name("restart_s"), nonneg=True)
     if p["blox_compat"] and p["restart_s"]:
         raise _err(name("restart_s"), "blox_compat has no restart cost (Blox has none)")
@@ -289,11 +345,109 @@ def _resolve(raw: dict, base_dir: Path, where: dict) -> dict:
     if kind == "blox" and p["num_jobs"] is None and tr is None:
         raise _err(name("track"), "Blox's workload is an endless stream: give track = '3000:4000' or num_jobs")
     p["track"] = None if tr is None else f"{tr[0]}:{tr[1]}"
+    _resolve_dynamic(p, name)
+    _resolve_realism(p, name, base_dir, pol_obj, cl)
     return {k: p.get(k) for k in PARAM_KEYS}
 
 
+def _opts_text(d: dict) -> str:
+    return ",".join(f"{k}={';'.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in sorted(d.items()))
+
+
+def _opts_dict(text: str) -> dict:
+    return dict(kv.split("=", 1) for kv in text.split(",") if kv)
+
+
+def _resolve_realism(p: dict, name, base_dir: Path, pol, cluster: str) -> None:
+    """Validate the realism keys and policy parameters (None: simulate's default)."""
+    given = {k: p.get(k) for k in REALISM_KEYS if p.get(k) is not None}
+    if p["blox_compat"] and given:
+        raise _err(name(next(iter(given))), "blox_compat replays Blox as it is: no realism options or policy parameters")
+    for k in ("checkpoint_s",):
+        if k in given:
+            p[k] = _number(given[k], name(k), nonneg=True)
+    for k in ("multi_node_factor", "rack_factor"):
+        if k in given:
+            v = _number(given[k], name(k), positive=True)
+            if v > 1:
+                raise _err(name(k), f"a speed multiplier in (0, 1], got {v:g}")
+            p[k] = v
+    if "placement_effects" in given:
+        p["placement_effects"] = _bool(given["placement_effects"], name("placement_effects"))
+    for k in ("reference_gpu",):
+        if k in given:
+            p[k] = _str(given[k], name(k)).lower()
+    for k in ("throughput", "cluster_events"):
+        if k not in given:
+            continue
+        v = _str(given[k], name(k))
+        if k == "throughput" and v.lower() in ("gavel", "none", "builtin"):
+            p[k] = v.lower()
+            continue
+        path = Path(v).expanduser()
+        path = (path if path.is_absolute() else base_dir / path).resolve()
+        if not path.exists():
+            raise _err(name(k), f"no such file: {path} (relative paths are relative to the config file's folder)")
+        p[k] = str(path)
+    if p.get("throughput") not in (None, "gavel", "none", "builtin"):
+        from ..speed import resolve_table
+
+        try:
+            resolve_table(p["throughput"])
+        except ConfigError as e:
+            raise _err(name("throughput"), str(e)) from None
+    if p.get("cluster_events") is not None:
+        from ..cluster_events import ClusterEvents
+
+        try:
+            ClusterEvents.read(p["cluster_events"], Cluster.parse(cluster))
+        except ConfigError as e:
+            raise _err(name("cluster_events"), str(e)) from None
+    po = given.get("policy_opts")
+    if po is not None:
+        if isinstance(po, str):
+            po = _opts_dict(po)
+        if not isinstance(po, dict):
+            raise _err(name("policy_opts"), f"expected a table like {{ f = 0.5 }}, got {po!r}")
+        if pol is None:
+            raise _err(name("policy_opts"), "policy parameters need a named policy (not 'dynamic')")
+        try:
+            pol.resolve_options(po)
+        except ConfigError as e:
+            raise _err(name("policy_opts"), str(e)) from None
+        p["policy_opts"] = _opts_text(po)
+
+
+def _resolve_dynamic(p: dict, name) -> None:
+    """Fill in (policy ``dynamic``) or clear (any other policy) the keys of dynamic selection."""
+    if p["scheduler"] != DYNAMIC_POLICY:
+        for k in DYNAMIC_KEYS:
+            p[k] = None  # ignored by other policies: one point, one id, whatever [base] says
+        return
+    from ..dynamic import DEFAULT_CANDIDATES, DEFAULT_PERIOD_S, check_dynamic_args
+
+    cands = p.get("candidates", list(DEFAULT_CANDIDATES))
+    if isinstance(cands, str):
+        cands = [c.strip() for c in cands.split(",") if c.strip()]
+    if not isinstance(cands, list) or not all(isinstance(c, str) for c in cands):
+        raise _err(name("candidates"), f"expected a list of policy names like ['fifo', 'las', 'srtf'], got {cands!r}")
+    period = p.get("period_s", DEFAULT_PERIOD_S)
+    horizon = p.get("horizon_s")
+    lookahead = p.get("lookahead", "known")
+    labels = {"candidate": "candidates", "period_s": "period_s", "horizon_s": "horizon_s", "lookahead": "lookahead"}
+    try:
+        pols, period, horizon, lookahead = check_dynamic_args(cands, period, horizon, lookahead)
+    except ConfigError as e:
+        msg = str(e).removeprefix("dynamic: ")
+        key = next((v for k, v in labels.items() if msg.startswith(k)), "candidates")
+        raise _err(name(key), msg) from None
+    p["candidates"] = ",".join(x.name for x in pols)
+    p["period_s"], p["horizon_s"], p["lookahead"] = period, horizon, lookahead
+
+
 def point_id(params: dict) -> str:
-    canon = json.dumps({k: params[k] for k in PARAM_KEYS}, sort_keys=True, separators=(",", ":"))
+    canon = json.dumps({k: params[k] for k in PARAM_KEYS if not (k in OPTIONAL_KEYS and params[k] is None)},
+                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha1(canon.encode()).hexdigest()[:12]
 
 
@@ -339,7 +493,10 @@ def _build(raw: dict, base_dir: Path, path, text) -> SweepConfig:
     labels: dict = {}
     base = _check_keys(base, "base", labels)
     glabels: dict = {}
-    grid = _check_keys(grid, "grid", glabels)
+    cases = grid.get(CASES_KEY)
+    grid = _check_keys({k: v for k, v in grid.items() if k != CASES_KEY}, "grid", glabels)
+    if cases is not None:
+        cases = _check_cases(cases, base, labels, grid, glabels)
     for k, v in grid.items():
         if not isinstance(v, list):
             raise _err(glabels[k], f"expected a list of values, got {v!r}")
@@ -367,12 +524,16 @@ def _build(raw: dict, base_dir: Path, path, text) -> SweepConfig:
         _str(name, "name")
 
     keys = list(grid)
-    combos = list(itertools.product(*(grid[k] for k in keys))) if keys else [()]
+    axes = [grid[k] for k in keys] + ([cases] if cases is not None else [])
+    combos = list(itertools.product(*axes)) if axes else [()]
     where = {**labels, **glabels}
     points, seen = [], {}
     for combo in combos:
         p0 = dict(base)
         p0.update(zip(keys, combo))
+        if cases is not None:
+            p0.update(combo[-1])
+            where = {**labels, **glabels, **{k: f"[grid] cases[{cases.index(combo[-1])}] {k}" for k in combo[-1]}}
         if seeds is not None or repeats is not None:
             kind_probe = _resolve(p0, base_dir, where)  # validates; gives the workload's default seed
             seed_list = seeds if seeds is not None else [kind_probe["seed"] + i for i in range(repeats)]
@@ -401,6 +562,8 @@ def _toml_value(v) -> str:
         return json.dumps(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):  # an inline table (e.g. an entry of [grid] cases)
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items() if x is not None) + "}"
     raise ConfigError(f"sweep config: cannot write {v!r} as TOML")
 
 

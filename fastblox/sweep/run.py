@@ -17,8 +17,10 @@ the ``sim_wall_s`` figure (``compile_s`` is left out: it depends on which worker
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pickle
 import sys
 import threading
 import time
@@ -74,6 +76,8 @@ def _build_workload(spec: dict):
     if kind == "gavel":
         from ..generators import gavel_like_workload
 
+        if spec.get("load") is not None:  # jobs per hour
+            return gavel_like_workload(spec["num_jobs"], mean_interarrival_s=3600.0 / spec["load"], seed=spec["seed"])
         return gavel_like_workload(spec["num_jobs"], seed=spec["seed"])
     if kind == "sample":
         from ..datasets import load_sample
@@ -95,24 +99,51 @@ def get_workload(spec: dict):
     return w
 
 
+def preload_workloads(refs: dict) -> None:
+    """Fill the workload cache from Ray object references (``{spec JSON: ref}``) of pickled
+    workloads the driver built; a worker then never reads the driver's trace files itself."""
+    missing = {k: r for k, r in refs.items() if k not in _CACHE}
+    if missing:
+        import ray
+
+        got = ray.get(list(missing.values()))
+        with _CACHE_LOCK:
+            for k, blob in zip(missing, got):
+                if k not in _CACHE:
+                    _CACHE[k] = pickle.loads(blob)
+
+
 def _simulate_point(point: Point):
-    """Run one point; returns a fastblox Result."""
+    """Run one point; returns a fastblox Result (a DynamicResult for ``policy = "dynamic"``)."""
     from ..engine import simulate
 
     spec = point.workload_spec
     kw = point.run_kwargs
+    dyn = point.dynamic_kwargs
+    if dyn is not None:
+        from ..dynamic import simulate_dynamic
+
+        kw = {k: v for k, v in kw.items() if k not in ("scheduler", "blox_compat")}
+
+        def run(w):
+            return simulate_dynamic(w, **dyn, **kw)
+    else:
+        def run(w):
+            return simulate(w, **kw)
     if spec["kind"] == "blox" and spec["num_jobs"] is None:
-        # Blox's endless stream, as simulate_blox_workload emulates it, with cached generations
+        # Blox's endless stream, as simulate_blox_workload emulates it, with cached generations;
+        # a look-ahead that sees arrivals needs the stream to reach past the end by its horizon
+        margin = dyn["horizon_s"] if dyn is not None and dyn["lookahead"] == "trace" else 0.0
         track = kw["track"]
         n = max(2 * (track[1] + 1), 2000)
         while True:
             w = get_workload({**spec, "num_jobs": n})
-            res = simulate(w, **kw)
-            if w.submit_s[-1] > res.summary["end_s"]:
+            res = run(w)
+            if w.submit_s[-1] > res.summary["end_s"] + margin:
                 res.summary["num_generated_jobs"] = n
                 return res
             n *= 2
-    return simulate(get_workload(spec), **kw)
+    return run(get_workload(spec))
 
 
 def _tmp(path: Path) -> Path:
@@ -150,25 +181,53 @@ def is_done(out_dir: Path, pid: str) -> bool:
     return a.exists() and b.exists()
 
 
-def run_point(point: Point, out_dir: str) -> tuple[str, str | None, str | None]:
-    """Run one point and write its files. Returns ``(id, error message or None, error type)``;
-    never raises for a problem of the point itself."""
-    out = Path(out_dir)
+def _parquet_bytes(df) -> bytes:
+    buf = io.BytesIO()
+    df.write_parquet(buf)
+    return buf.getvalue()
+
+
+def compute_point(point: Point) -> tuple[str, list | None, str | None, str | None]:
+    """Run one point and render its files in memory: ``(id, [(file name, bytes), ...], None, None)``
+    with the point's JSON last, or ``(id, None, error message, error type)``; never raises for a
+    problem of the point itself. Every executor writes these bytes as they are (the Ray executor
+    in the driver), so the files do not depend on where a point ran."""
     try:
         res = _simulate_point(point)
         jobs = res.jobs.with_columns(_param_columns(point.params, res.jobs.height))
-        pq, js = point_paths(out, point.id)
+        files = []
         if res.series is not None:
-            _atomic_bytes(pq.with_name(f"{point.id}.series.parquet"), res.series.write_parquet)
-        _atomic_bytes(pq, jobs.write_parquet)
+            files.append((f"{point.id}.series.parquet", _parquet_bytes(res.series)))
+        for suffix, table in getattr(res, "extra_tables", {}).items():
+            files.append((f"{point.id}.{suffix}.parquet", _parquet_bytes(table)))
+        files.append((f"{point.id}.parquet", _parquet_bytes(jobs)))
         summary = {k: v for k, v in res.summary.items() if k not in DROPPED_SUMMARY_KEYS}
         doc = {"point_id": point.id, "params": point.params, "summary": summary, "config": res.config}
-        _atomic_text(js, json.dumps(doc, indent=1, sort_keys=True) + "\n")
-        return point.id, None, None
+        files.append((f"{point.id}.json", (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()))
+        return point.id, files, None, None
     except FastbloxError as e:
-        return point.id, str(e), type(e).__name__
+        return point.id, None, str(e), type(e).__name__
     except Exception as e:  # a bug, or something the engine did not foresee: still never stop the others
-        return point.id, f"{type(e).__name__}: {e}", type(e).__name__
+        return point.id, None, f"{type(e).__name__}: {e}", type(e).__name__
+
+
+def write_point_files(out_dir, files: list) -> None:
+    """Write a point's rendered files into ``out_dir/points`` atomically, in order (JSON last)."""
+    d = Path(out_dir) / "points"
+    for name, data in files:
+        _atomic_bytes(d / name, lambda t, data=data: t.write_bytes(data))
+
+
+def run_point(point: Point, out_dir: str) -> tuple[str, str | None, str | None]:
+    """Run one point and write its files. Returns ``(id, error message or None, error type)``;
+    never raises for a problem of the point itself."""
+    pid, files, msg, typ = compute_point(point)
+    if files is not None:
+        try:
+            write_point_files(out_dir, files)
+        except OSError as e:
+            return pid, f"cannot write the point's files: {e}", type(e).__name__
+    return pid, msg, typ
 
 
 def _run_points(points: list, out_dir: str) -> list:
@@ -233,29 +292,6 @@ def _pool_run(pool, todo, out_dir, prog, chunk=1):
     return results
 
 
-def _run_ray(todo, out_dir, workers, ray_address, prog):
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("the ray executor needs Ray: pip install 'fastblox[ray]'") from None
-    if not ray.is_initialized():
-        kw = {"address": ray_address} if ray_address else {}
-        if workers and not ray_address:
-            kw["num_cpus"] = workers
-        ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
-    remote = ray.remote(_run_points)
-    chunk = max(1, len(todo) // (8 * max(1, int(ray.available_resources().get("CPU", 1)))))
-    chunks = [todo[i:i + chunk] for i in range(0, len(todo), chunk)]
-    pending = [remote.remote(c, out_dir) for c in chunks]
-    results = []
-    while pending:
-        done, pending = ray.wait(pending, num_returns=1)
-        for r in ray.get(done[0]):
-            results.append(r)
-            prog.step(r[1] is not None)
-    return results
-
-
 # ----------------------------------------------------------------------------- driver
 def _summary_table(config: SweepConfig, out: Path):
     import polars as pl
@@ -268,8 +304,8 @@ def _summary_table(config: SweepConfig, out: Path):
         doc = json.loads(js.read_text())
         row = dict(p.params)
         for k, v in doc["summary"].items():
-            if isinstance(v, dict):
-                continue  # nested counts (dropped_rows): in the point's JSON
+            if isinstance(v, (dict, list)):
+                continue  # nested counts (dropped_rows), sequences (policy_per_period): in the point's JSON
             row[k] = v
         rows.append(row)
     types = {"str": pl.Utf8, "int": pl.Int64, "float": pl.Float64, "bool": pl.Boolean}
@@ -288,6 +324,8 @@ def _summary_table(config: SweepConfig, out: Path):
             series.append(pl.Series(k, vals, dtype=schema[k]))
         elif all(isinstance(v, int) and not isinstance(v, bool) for v in vals if v is not None):
             series.append(pl.Series(k, vals, dtype=pl.Int64))
+        elif any(isinstance(v, (str, bool)) for v in vals):  # e.g. throughput_table = "gavel"
+            series.append(pl.Series(k, [None if v is None else str(v) for v in vals], dtype=pl.Utf8))
         else:
             series.append(pl.Series(k, [None if v is None else float(v) for v in vals], dtype=pl.Float64))
     return pl.DataFrame(series)
@@ -301,13 +339,48 @@ def _clean_tmp(points_dir: Path) -> None:
             pass
 
 
+def _execute(cfg: SweepConfig, out: Path, todo: list, executor: str, workers, progress: bool) -> list:
+    pdir = out / "points"
+    pdir.mkdir(parents=True, exist_ok=True)
+    _clean_tmp(pdir)
+    _atomic_text(out / "sweep.toml", cfg.to_toml())
+    prog = _Progress(len(todo), progress)
+    nworkers = workers or os.cpu_count() or 1
+    sout = str(out)
+    if not todo:
+        return []
+    if executor == "serial" or (executor in ("local", "threads") and nworkers == 1):
+        results = []
+        for p in todo:
+            r = run_point(p, sout)
+            results.append(r)
+            prog.step(r[1] is not None)
+        return results
+    if executor == "threads":
+        with ThreadPoolExecutor(max_workers=nworkers) as pool:
+            return _pool_run(pool, todo, sout, prog)
+    if executor == "local":
+        import multiprocessing as mp
+
+        # spawn: polars and numba keep threads, which fork must not copy
+        nworkers = min(nworkers, len(todo))
+        chunk = max(1, min(16, len(todo) // (4 * nworkers)))
+        with ProcessPoolExecutor(max_workers=nworkers, mp_context=mp.get_context("spawn"), initializer=_init_worker) as pool:
+            return _pool_run(pool, todo, sout, prog, chunk=chunk)
+    from . import ray_exec
+
+    return ray_exec.run(todo, sout, prog)
+
+
 def run_sweep(config, out_dir, executor: str = "local", workers: int | None = None, progress: bool = True,
               ray_address: str | None = None) -> SweepResult:
     """Run every point of ``config`` (a :class:`SweepConfig`, a TOML path or a dict) into ``out_dir``.
 
     ``executor``: ``local`` (a process pool of ``workers``, default ``os.cpu_count()``), ``threads``
     (a thread pool; the kernels release the GIL), ``serial``, or ``ray`` (needs ``fastblox[ray]``;
-    ``ray_address`` of an existing cluster). Points already done in ``out_dir`` are skipped. The
+    ``ray_address`` of an existing cluster, else a local Ray instance of ``workers`` CPUs is
+    started and stopped; a process already connected to Ray keeps its connection, see
+    :mod:`fastblox.sweep.ray_exec`). Points already done in ``out_dir`` are skipped. The
     results are the same bytes whichever executor runs them (``sim_wall_s`` aside)."""
     t0 = time.perf_counter()
     cfg = load_config(config)
@@ -315,44 +388,24 @@ def run_sweep(config, out_dir, executor: str = "local", workers: int | None = No
         raise ConfigError(f"--executor: unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers <= 0):
         raise ConfigError(f"--workers must be a positive integer, got {workers!r}")
-    if executor == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise ConfigError("the ray executor needs Ray: pip install 'fastblox[ray]'") from None
+    if ray_address is not None and executor != "ray":
+        raise ConfigError("--ray-address needs --executor ray")
     out = Path(out_dir)
-    pdir = out / "points"
-    pdir.mkdir(parents=True, exist_ok=True)
-    _clean_tmp(pdir)
-    _atomic_text(out / "sweep.toml", cfg.to_toml())
-
     todo, skipped = [], []
     for p in cfg.points:
         (skipped if is_done(out, p.id) else todo).append(p)
-    prog = _Progress(len(todo), progress)
-    nworkers = workers or os.cpu_count() or 1
-    sout = str(out)
-    if not todo:
-        results = []
-    elif executor == "serial" or (executor in ("local", "threads") and nworkers == 1):
-        results = []
-        for p in todo:
-            r = run_point(p, sout)
-            results.append(r)
-            prog.step(r[1] is not None)
-    elif executor == "threads":
-        with ThreadPoolExecutor(max_workers=nworkers) as pool:
-            results = _pool_run(pool, todo, sout, prog)
-    elif executor == "local":
-        import multiprocessing as mp
+    ray_started = False
+    if executor == "ray":
+        from . import ray_exec
 
-        # spawn: polars and numba keep threads, which fork must not copy
-        nworkers = min(nworkers, len(todo))
-        chunk = max(1, min(16, len(todo) // (4 * nworkers)))
-        with ProcessPoolExecutor(max_workers=nworkers, mp_context=mp.get_context("spawn"), initializer=_init_worker) as pool:
-            results = _pool_run(pool, todo, sout, prog, chunk=chunk)
-    else:
-        results = _run_ray(todo, sout, workers, ray_address, prog)
+        ray_exec.import_ray()  # the install hint, even when nothing is left to run
+        if todo:  # connect (or fail on a bad address) before anything is written
+            ray_started = ray_exec.connect(ray_address, workers)
+    try:
+        results = _execute(cfg, out, todo, executor, workers, progress)
+    finally:
+        if ray_started:
+            ray_exec.disconnect()
 
     by_id = {p.id: p for p in cfg.points}
     errors = {}
