@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,24 +27,19 @@ def _pcts(x: np.ndarray, qs) -> list:
     return [float(v) for v in np.percentile(x, qs)] if len(x) else [float("nan")] * len(qs)
 
 
+@dataclass
 class Result:
-    """``jobs``: one row per job (a polars DataFrame, built on first use: a run that only wants
-    the summary never pays for it); ``summary``: averages over tracked jobs; ``series``: one row
-    per scheduling step (native) or round (compat) when recorded; ``config``: the run's settings."""
+    """``jobs``: one row per job (a polars DataFrame; given as a function, it is built on first use,
+    so a run that only wants the summary never pays for it); ``summary``: averages over tracked
+    jobs; ``series``: one row per scheduling step (native) or round (compat) when recorded;
+    ``config``: the run's settings."""
 
-    def __init__(self, jobs, summary: dict, config: dict, series=None, blox_builder=None):
-        self._jobs = jobs  # a DataFrame, or a function that builds it
-        self.summary = summary
-        self.config = config
-        self.series = series
-        self._blox_builder = blox_builder
-        self._blox: dict | None = None
-
-    @property
-    def jobs(self):
-        if callable(self._jobs):
-            self._jobs = self._jobs()
-        return self._jobs
+    jobs: pl.DataFrame
+    summary: dict
+    config: dict
+    series: pl.DataFrame | None = None
+    _blox_builder: object = field(default=None, repr=False)
+    _blox: dict | None = field(default=None, repr=False)
 
     def blox_files(self) -> dict:
         """Blox's five output files as Python objects (compat runs only; built on first use)."""
@@ -96,6 +92,22 @@ class Result:
             _write_text(p, json.dumps(obj))
             paths.append(p)
         return paths
+
+
+def _get_jobs(self) -> pl.DataFrame:
+    j = self.__dict__["jobs"]
+    if not isinstance(j, pl.DataFrame) and callable(j):
+        j = self.__dict__["jobs"] = j()
+    return j
+
+
+def _set_jobs(self, value) -> None:
+    self.__dict__["jobs"] = value
+
+
+# ``Result.jobs`` builds the table on first use (set after @dataclass, which takes a class
+# attribute of a field's name as its default; subclasses that are dataclasses keep it)
+Result.jobs = property(_get_jobs, _set_jobs, doc="One row per job (a polars DataFrame), built on first use.")
 
 
 def _write_text(path: Path, text: str) -> None:
