@@ -128,44 +128,55 @@ PLAN_IDLE_LIMIT = 1000
 
 @jit(nrt=False)
 def heap_push(ht, hj, hv, n, t, j, v):
-    """Push (t, j, v) onto the binary min-heap ``ht/hj/hv[:n]`` ordered by (t, j); returns new size."""
+    """Push (t, j, v) onto the binary min-heap ``ht/hj/hv[:n]`` ordered by (t, j); returns new size.
+    The entries on its way up move down one level each; (t, j, v) is written once, where it stops."""
     i = n
+    while i > 0:
+        p = (i - 1) >> 1
+        if ht[p] < t or (ht[p] == t and hj[p] <= j):
+            break
+        ht[i] = ht[p]
+        hj[i] = hj[p]
+        hv[i] = hv[p]
+        i = p
     ht[i] = t
     hj[i] = j
     hv[i] = v
-    while i > 0:
-        p = (i - 1) >> 1
-        if ht[p] < ht[i] or (ht[p] == ht[i] and hj[p] <= hj[i]):
-            break
-        ht[p], ht[i] = ht[i], ht[p]
-        hj[p], hj[i] = hj[i], hj[p]
-        hv[p], hv[i] = hv[i], hv[p]
-        i = p
     return n + 1
 
 
 @jit(nrt=False)
 def heap_pop(ht, hj, hv, n):
-    """Remove the minimum of the heap of size ``n``; returns the new size."""
+    """Remove the minimum of the heap of size ``n``; returns the new size. Bottom-up (Floyd): the
+    hole at the top goes down to a leaf along the smaller children (one comparison per level),
+    then the last entry goes up from there (rarely more than a level or two). The order in which
+    entries come out is the heap's (t, j) order either way."""
     n -= 1
-    ht[0] = ht[n]
-    hj[0] = hj[n]
-    hv[0] = hv[n]
+    t = ht[n]
+    j = hj[n]
+    v = hv[n]
     i = 0
     while True:
-        lft = 2 * i + 1
-        if lft >= n:
+        c = 2 * i + 1
+        if c >= n:
             break
-        c = lft
-        r = lft + 1
-        if r < n and (ht[r] < ht[lft] or (ht[r] == ht[lft] and hj[r] < hj[lft])):
-            c = r
-        if ht[i] < ht[c] or (ht[i] == ht[c] and hj[i] <= hj[c]):
-            break
-        ht[c], ht[i] = ht[i], ht[c]
-        hj[c], hj[i] = hj[i], hj[c]
-        hv[c], hv[i] = hv[i], hv[c]
+        if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hj[c + 1] < hj[c])):
+            c += 1
+        ht[i] = ht[c]
+        hj[i] = hj[c]
+        hv[i] = hv[c]
         i = c
+    while i > 0:
+        p = (i - 1) >> 1
+        if ht[p] < t or (ht[p] == t and hj[p] <= j):
+            break
+        ht[i] = ht[p]
+        hj[i] = hj[p]
+        hv[i] = hv[p]
+        i = p
+    ht[i] = t
+    hj[i] = j
+    hv[i] = v
     return n
 
 

@@ -12,6 +12,7 @@ least ``n`` free GPUs in total where that is cheap to know.
 from __future__ import annotations
 
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM's cttz (undefined for 0: never passed 0)
 
 from ._jit import jit
 from .enums import FREE, PL_BLOX, PL_CONSOLIDATED, PL_FIRST_FIT, PL_TOPOLOGY
@@ -20,17 +21,14 @@ from .state import Nodes
 
 @jit(nrt=False)
 def _lowest_bits(mask, k, base, out, pos):
-    """Write the ``k`` lowest set bits of ``mask`` as ``base + bit`` into ``out[pos:pos+k]``."""
+    """Write the ``k`` lowest set bits of ``mask`` (it has at least ``k``) as ``base + bit`` into
+    ``out[pos:pos+k]``."""
     m = np.uint64(mask)
     one = np.uint64(1)
-    got = 0
-    b = 0
-    while got < k:
-        if (m >> np.uint64(b)) & one:
-            out[pos + got] = base + b
-            got += 1
-        b += 1
-    return pos + got
+    for got in range(k):
+        out[pos + got] = base + np.int64(trailing_zeros(m))
+        m &= m - one  # clear the lowest set bit
+    return pos + k
 
 
 @jit(nrt=False)
@@ -43,8 +41,7 @@ def next_node(bits, row, start):
     word = bits[row, wi] & ~((np.uint64(1) << np.uint64(start & 63)) - np.uint64(1))
     while True:
         if word != 0:
-            low = word & (~word + np.uint64(1))  # the lowest set bit alone: a power of two
-            return (wi << 6) + int(np.log2(np.float64(low)))
+            return (wi << 6) + np.int64(trailing_zeros(word))
         wi += 1
         if wi >= nw:
             return -1
