@@ -255,7 +255,9 @@ def run_level(pp, j, t, run):
     thr = pp.thresholds
     ag = run.attained_gpu[j] - run.svc0[j]
     g = run.held[j]
-    k = _level(thr, ag)
+    # never above the queue it was launched in: its summed service can fall a rounding error
+    # short of the threshold it crossed (the crossing instant decides, not the sum)
+    k = max(_level(thr, ag), run.rank[j])
     while k < thr.shape[0] and run.launch_t[j] + (thr[k] - ag) / g <= t:
         k += 1
     return k

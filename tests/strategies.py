@@ -101,8 +101,10 @@ def node_events(draw, num_nodes, horizon=20000, integral=True):
 
 
 @st.composite
-def real_case(draw, max_jobs=14, max_types=3, with_events=True, integral=None, max_nodes=5, node_sizes=(1, 2, 4)):
-    """``integral``: whole-second submit times, work and event times (None: drawn)."""
+def real_case(draw, max_jobs=14, max_types=3, with_events=True, integral=None, max_nodes=5, node_sizes=(1, 2, 4),
+              max_gap=600, min_jobs=1):
+    """``integral``: whole-second submit times, work and event times (None: drawn). Jobs arrive
+    ``0..max_gap`` seconds apart (a small gap: a contended cluster)."""
     if integral is None:
         integral = draw(st.booleans())
     n_types = draw(st.integers(1, max_types))
@@ -131,12 +133,12 @@ def real_case(draw, max_jobs=14, max_types=3, with_events=True, integral=None, m
         cap[t] += g
     g_max = max(cap)
 
-    n = draw(st.integers(1, max_jobs))
+    n = draw(st.integers(min_jobs, max_jobs))
     if integral:
-        gaps = draw(st.lists(st.integers(0, 600), min_size=n, max_size=n))
+        gaps = draw(st.lists(st.integers(0, max_gap), min_size=n, max_size=n))
         work = draw(st.lists(st.integers(1, 3000), min_size=n, max_size=n))
     else:
-        gaps = draw(st.lists(st.floats(0.0, 600.0, allow_nan=False), min_size=n, max_size=n))
+        gaps = draw(st.lists(st.floats(0.0, float(max_gap), allow_nan=False), min_size=n, max_size=n))
         work = draw(st.lists(st.floats(0.5, 3000.0, allow_nan=False), min_size=n, max_size=n))
     submit = np.cumsum(np.asarray(gaps, dtype=np.float64))
     work = np.asarray(work, dtype=np.float64)

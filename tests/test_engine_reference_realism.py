@@ -24,6 +24,7 @@ from fastblox.cluster import Cluster
 from fastblox.kernels import engine as kengine
 from fastblox.kernels import enums
 from fastblox.kernels.state import Rates
+from fastblox.policies.tiresias import _prepare_gittins
 from fastblox.reference.native import ANY_TYPE, NO_RUN, simulate_native_reference
 from fastblox.speed import DEFAULT_SERIAL_FRACTION, SpeedModel, amdahl
 from fastblox.throughput import ThroughputTable
@@ -175,7 +176,7 @@ def run_kernel(case: RealCase, cfg: dict):
     sm = speed_model(case, cfg["mnf"])
     pol = cfg["policy"]
     sched = KEY_FNS[pol][0] if pol in KEY_FNS else pol
-    opts = None
+    opts = cfg.get("opts")  # a built-in policy's options (Tiresias, Gittins, Themis)
     if pol == PLANNER:
         token = len(PLAN_INFO)
         PLAN_INFO[token] = plan_info(case, cfg["max_gpus"])
@@ -193,7 +194,7 @@ def run_kernel(case: RealCase, cfg: dict):
         except fastblox.SimulationError:
             return None
         finally:
-            if opts:
+            if pol == PLANNER:
                 PLAN_INFO.pop(opts["token"], None)
 
 
@@ -216,6 +217,7 @@ def run_reference(case: RealCase, cfg: dict):
         kw["dynamic"] = False
     else:
         kw["policy"] = pol
+        kw.update(policy_kwargs(case, cfg))
     return simulate_native_reference(
         case.submit, case.gpus, case.work, case.node_gpus, placement=cfg["placement"], theta=cfg["theta"],
         time_model=cfg["tm"], round_s=cfg["round_s"], restart_s=cfg["restart"], preempt=cfg["preempt"],
@@ -223,6 +225,24 @@ def run_reference(case: RealCase, cfg: dict):
         type_speed=case.type_speed, node_factor=list(case.node_factor), spread=case.spread.tolist(),
         multi_node_factor=cfg["mnf"],
         rack_factor=cfg["rf"], checkpoint_s=cfg["ckpt"], events=case.events, max_steps=100_000, **kw)
+
+
+def policy_kwargs(case: RealCase, cfg: dict) -> dict:
+    """The reference's arguments for a built-in policy's options (``cfg["opts"]``, as given to
+    simulate): Tiresias' thresholds and knob, the Gittins table simulate prepares from the same
+    speed model, Themis' f."""
+    pol, opts = cfg["policy"], cfg.get("opts") or {}
+    if pol in ("tiresias", "tiresias-gittins"):
+        full = parts.POLICIES.get(pol).resolve_options(opts)
+        kw = {"thresholds": full["thresholds"], "promote": full["promote"]}
+        if pol == "tiresias-gittins":
+            w = fastblox.Workload.from_arrays(submit_s=case.submit, num_gpus=case.gpus, duration_s=case.work)
+            prep = _prepare_gittins(full, w, speed_model(case, cfg["mnf"]))
+            kw["gittins"] = (prep["_gittins_x"].tolist(), prep["_gittins_v"].tolist())
+        return kw
+    if pol == "themis":
+        return {"themis_f": parts.POLICIES.get(pol).resolve_options(opts)["f"]}
+    return {}
 
 
 def _nan(x):

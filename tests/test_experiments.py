@@ -80,7 +80,7 @@ def test_cli(fig6, tmp_path):
     a = ap.parse_args(["report", str(out), "--out", str(tmp_path / "r.html")])
     assert a.func(a) == 0 and "data:image/png;base64," in (tmp_path / "r.html").read_text()
     assert set(EXPERIMENTS) == {"blox-fig6", "blox-admission", "philly-arrivals", "blox-dynamic", "blox-high-load",
-                                "gavel-mix", "blox-large-cluster"}
+                                "gavel-mix", "blox-large-cluster", "hetero-cluster"}
 
 
 def test_admission_quick(tmp_path):

@@ -14,13 +14,22 @@ order); the rate model (throughput table for known models, type speed × Amdahl 
 ones; a gang spread over nodes at its measured multi-node throughput, else the node factor; the
 rack factor on top); restart cost and checkpoint loss when a job is stopped; node
 fail/recover events; load-based admission over the GPUs in service; the built-in orderings
-(FIFO, LAS, LAS-GPU, SRTF, SJF), a user key function (full sort), and a planner (keys, GPU types
+(FIFO, LAS, LAS-GPU, SRTF, SJF), a user key function (full sort), a planner (keys, GPU types
 and sizes; it may leave the cluster idle up to ``PLAN_IDLE_LIMIT`` steps in a row before the run
-counts as stuck). Not covered: Tiresias and Gittins (queues, wake-ups), Themis' lease auction.
+counts as stuck), and the three policies the kernel computes itself (``docs/semantics.md``,
+"Tiresias, Gittins and Themis"): Tiresias' discretized 2D-LAS and its Gittins variant (queues
+of GPU-service, demotion at the exact crossing instant, starvation promotion; in ``events`` mode
+a crossing or a promotion is a step of its own) and Themis' lease auction (the worst-off
+fraction bids, the rest gets leftovers). Here a running job's queue is worked out from its
+launch (the crossing instants), a waiting job's promotion time from its counters, and the
+next step of ``events`` mode is the earliest of all of them, found by looking at every job:
+no wake-up heap, no versions, no sorted waiting queue.
 
 Floating point: every quantity compared exactly with the kernel (finish times, keys) is computed
 with the same operations in the same order as the kernel (e.g. a finish time is
-``(t + restart) + work_left / rate``).
+``(t + restart) + work_left / rate``; a crossing instant ``launch + (threshold - service at
+launch) / GPUs``; a promotion time ``wait start + (P × ran - waited before)``; Themis' ``rho``
+``((t + lease - submit) + left / ref_rate) / (work / ref_rate)``).
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ NO_RUN = -2  # a planner's "do not run this step"
 SERIAL_FRACTION = 0.05  # Amdahl's serial fraction for jobs of unknown model (docs/semantics.md)
 DOWN_EVENTS = ("fail", "remove")
 UP_EVENTS = ("recover", "add")
+TIRESIAS, GITTINS, THEMIS = "tiresias", "tiresias-gittins", "themis"
+QUEUED = (TIRESIAS, GITTINS)  # policies with Tiresias' queues (thresholds, crossings, promotions)
 
 
 def amdahl(n) -> float:
@@ -59,6 +70,9 @@ class Launch:
     el: float = 0.0  # seconds it held its GPUs
     prod: float = 0.0  # productive seconds (after the restart cost)
     kept: float = 0.0  # productive seconds kept (up to the last checkpoint)
+    queue: int = 0  # Tiresias/Gittins: the queue it was launched in
+    svc: float = 0.0  # Tiresias/Gittins: service (GPU-seconds since the last promotion) at launch
+    crossed: list = field(default_factory=list)  # Tiresias/Gittins: (t, queue) entered while it ran
 
 
 @dataclass
@@ -86,6 +100,15 @@ class Job:
     want: int = 0  # size of the next launch (a planner may change it)
     want_type: int = ANY_TYPE
     history: list = field(default_factory=list)
+    # Tiresias / Gittins (a running job's queue moves on its own: see ``queue_at``)
+    queue: int = 0  # the queue it is in (running: the queue it was launched in)
+    qentry: float = 0.0  # when it entered ``queue`` (admission, crossing or promotion time)
+    svc0: float = 0.0  # attained_gpu at its last promotion: service counts from there
+    exec0: float = 0.0  # attained at its last promotion: "seconds it ran" count from there
+    pend: float = 0.0  # seconds waited after having run since the last promotion, up to its last launch
+    wait_since: float = 0.0  # when it last started waiting
+    promote_at: float | None = None  # a waiting job's promotion time (None: none due)
+    queue_log: list = field(default_factory=list)  # (t, queue, why): "admit", "cross", "promote"
 
 
 class Speed:
@@ -277,11 +300,61 @@ def _builtin_key(policy, job: Job, t, restart):
     raise ValueError(policy)
 
 
+def level(thresholds, service) -> int:
+    """Tiresias' queue of ``service`` GPU-seconds: the number of thresholds at or below it."""
+    return sum(1 for x in thresholds if x <= service)
+
+
+def crossings(thresholds, c: Launch):
+    """The instants at which a job launched as ``c`` enters each queue below the one it was
+    launched in: ``[(queue, t), ...]``, queue ``k + 1`` at ``launch + (thresholds[k] - service at
+    launch) / GPUs`` (at or before the launch for a threshold its service has already reached)."""
+    return [(k + 1, c.t + (thresholds[k] - c.svc) / len(c.gpus)) for k in range(c.queue, len(thresholds))]
+
+
+def gittins_index(xs, vs, service) -> float:
+    """The step function ``vs[i]`` from ``xs[i]`` on (``vs[0]`` below ``xs[0]``)."""
+    i = 0
+    for k, x in enumerate(xs):
+        if x <= service:
+            i = k
+    return vs[i]
+
+
+def themis_keys(active, t, lease_s, f, restart_s):
+    """Themis' lease auction as each active job's ``(part, key)``, lower first (ties in arrival
+    order): the ``ceil((1 - f) n)`` jobs with the worst ``rho`` (and any tied with the
+    last of them) bid and come first, the highest bid ``rho_wait / rho_run`` first; the others
+    follow, the worst ``rho`` first; ties in arrival order. ``rho`` is taken at the end of the
+    lease for a job that gets no GPUs during it: ``(t + lease - submit + remaining alone) /
+    alone``; with GPUs the job does ``lease`` more seconds of its work alone."""
+    rho = {}
+    for j in active:
+        run = j.state == RUNNING
+        el = t - j.cur.t if run else 0.0
+        left = j.work_left - (max(0.0, el - restart_s) * j.cur.rate if run else 0.0)
+        alone = j.work / j.ref_rate
+        rho[j.i] = ((t + lease_s - j.submit) + left / j.ref_rate) / alone
+    n = len(active)
+    k = max(1, math.ceil((1.0 - f) * n))
+    cut = sorted(rho.values(), reverse=True)[k - 1]  # the k-th worst
+    keys = {}
+    for j in active:
+        alone = j.work / j.ref_rate
+        if rho[j.i] >= cut:  # a bidder
+            run_rho = rho[j.i] - lease_s / alone
+            keys[j.i] = (0, -(rho[j.i] / run_rho) if run_rho > 0.0 else -math.inf)
+        else:  # leftovers
+            keys[j.i] = (1, -rho[j.i])
+    return keys
+
+
 def _open_launch(c: Launch, t, restart_s) -> Launch:
     """A copy of a launch still running at the end ``t`` of the run (``why`` "running")."""
     el = t - c.t
     prod = max(0.0, el - restart_s)
-    return Launch(c.t, list(c.gpus), c.gtype, c.rate, c.multi_node, c.multi_rack, t, "running", el, prod, prod)
+    return Launch(c.t, list(c.gpus), c.gtype, c.rate, c.multi_node, c.multi_rack, t, "running", el, prod, prod,
+                  c.queue, c.svc, list(c.crossed))
 
 
 def _node_events(events, num_nodes):
@@ -303,7 +376,7 @@ def simulate_native_reference(
     time_model="events", round_s=300.0, restart_s=0.0, preempt=True, key_fn=None, *,
     node_type=None, node_rack=None, cls=None, ref_rate=None, tab=None, type_speed=None, node_factor=None,
     multi_node_factor=1.0, rack_factor=1.0, checkpoint_s=0.0, events=None, planner=None, dynamic=None, spread=None,
-    max_steps=None,
+    max_steps=None, thresholds=(3250.0, 7200.0), promote=0.0, gittins=None, themis_f=0.8,
 ):
     """Replay jobs (sorted by submit time) on nodes of ``node_gpus`` GPUs.
 
@@ -320,11 +393,20 @@ def simulate_native_reference(
     RuntimeError after that many steps (jobs stopped before they keep any progress can take turns
     forever, e.g. rounds shorter than the checkpoint interval).
 
+    ``policy`` ``tiresias`` / ``tiresias-gittins``: ``thresholds`` the queue limits in
+    GPU-seconds (ascending), ``promote`` the starvation knob P (0: off), ``gittins`` the Gittins
+    index table ``(xs, vs)`` (``vs[i]`` from ``xs[i]`` GPU-seconds on; what
+    ``fastblox.policies.tiresias._prepare_gittins`` gives as ``_gittins_x``/``_gittins_v``).
+    ``themis``: ``themis_f`` the fairness knob f; the lease is ``round_s``.
+
     Returns a dict of per-job lists (``finish``, ``first_start`` (-1 for never), ``n_preempt``,
     ``n_fail``, ``attained``, ``attained_gpu``, ``lost_s``, ``gpu_type`` of the last launch,
     ``history`` of :class:`Launch`, the last one ``why="running"`` if still running at the end)
     and ``end_t``, ``steps``, ``deadlock``, ``stuck`` (what was left when deadlocked),
-    ``lost_gpu_s``, ``n_migrate``."""
+    ``lost_gpu_s``, ``n_migrate``, ``queue_log`` (per job its ``(t, queue, why)`` changes: ``admit``,
+    ``cross`` (recorded when its launch ends), ``promote``), ``step_log`` (per step ``(t, jobs
+    stopped)``, as the kernel's series), ``preemptions`` (``(t, job, victim, key of job, key of
+    victim)``: the victim's GPUs went to the job; keys as ordered at that step)."""
     n = len(submit)
     n_nodes = len(node_gpus)
     tracked = [True] * n if tracked is None else [bool(x) for x in tracked]
@@ -339,7 +421,13 @@ def simulate_native_reference(
     cl = Cluster(node_gpus, node_type, node_rack, [not d for d in start_down])
     sp = Speed(cl.n_types, tab, type_speed, node_factor, multi_node_factor, rack_factor, spread)
     if dynamic is None:
-        dynamic = key_fn is not None or policy in ("las", "las-gpu", "srtf")
+        dynamic = key_fn is not None or policy in ("las", "las-gpu", "srtf", TIRESIAS, GITTINS, THEMIS)
+    thresholds = [float(x) for x in thresholds]
+    assert all(x > 0 for x in thresholds) and all(a < b for a, b in zip(thresholds, thresholds[1:]))
+    queued = planner is None and key_fn is None and policy in QUEUED
+    if queued and policy == GITTINS:
+        gx, gv = [float(x) for x in gittins[0]], [float(v) for v in gittins[1]]
+        assert len(gx) == len(gv) > 0 and all(a < b for a, b in zip(gx, gx[1:]))
     events_mode = time_model == "events"
     assert events_mode or time_model == "rounds"
 
@@ -347,7 +435,7 @@ def simulate_native_reference(
     overflow: list[Job] = []  # arrived, held back by admission (arrival order)
     active: list[Job] = []  # admitted, not finished (arrival order)
     st = {"next_arr": 0, "next_ev": 0, "left": sum(tracked), "steps": 0, "lost_gpu_s": 0.0, "n_migrate": 0,
-          "t": -math.inf, "changed": False}
+          "t": -math.inf, "changed": False, "step_log": [], "preemptions": []}
 
     def set_time(t):
         assert t >= st["t"], f"time went back from {st['t']} to {t}"
@@ -364,10 +452,71 @@ def simulate_native_reference(
     def running():
         return [j for j in active if j.state == RUNNING]
 
+    # ---- Tiresias' queues
+    def queue_at(job: Job, t):
+        """``(queue, when it entered it)`` at ``t``: a waiting job stays where it is; a running
+        job (or one the walk is stopping: ``cur`` is its launch until it is settled) moves down
+        one queue at each crossing instant of its launch."""
+        q, e = job.queue, job.qentry
+        if job.cur is not None:
+            for k1, tc in crossings(thresholds, job.cur):
+                if tc <= t:
+                    q, e = k1, tc
+        return q, e
+
+    def service(job: Job, t):
+        """GPU-seconds since its arrival or last promotion, up to ``t``."""
+        if job.cur is not None:
+            return job.attained_gpu - job.svc0 + (t - job.cur.t) * len(job.cur.gpus)
+        return job.attained_gpu - job.svc0
+
+    def starts_waiting(job: Job, t):
+        """A job stopped at ``t`` waits: its promotion is due once it has waited ``promote`` × the
+        seconds it ran since its last promotion, counting only waits after it ran since then (the
+        waits up to its last launch are ``pend``, this one from ``t``)."""
+        job.wait_since = t
+        job.promote_at = None
+        ran = job.attained - job.exec0
+        if queued and promote > 0.0 and job.queue > 0 and ran > 0.0:
+            job.promote_at = max(t, t + (promote * ran - job.pend))
+
+    def promotions_to(t):
+        """Waiting jobs whose promotion is due by ``t`` go to queue 0 at ``t``, service afresh."""
+        for job in active:
+            if job.state == WAITING and job.promote_at is not None and job.promote_at <= t:
+                assert job.queue > 0
+                job.queue, job.qentry = 0, t
+                job.svc0, job.exec0, job.pend = job.attained_gpu, job.attained, 0.0
+                job.promote_at = None
+                job.queue_log.append((t, 0, "promote"))
+
+    def next_wake(t):
+        """The earliest instant after ``t`` at which a running job crosses into its next queue, or
+        from ``t`` on at which a waiting job is promoted (``events`` mode steps there)."""
+        w = math.inf
+        for job in active:
+            if job.state == RUNNING and queued:
+                w = min([w] + [tc for _, tc in crossings(thresholds, job.cur) if tc > t])
+            elif job.state == WAITING and job.promote_at is not None:
+                w = min(w, job.promote_at)
+        return w
+
+    def log_crossings(job: Job, t):
+        """Record the queues a running job has entered by ``t`` (when its launch ends)."""
+        for k1, tc in crossings(thresholds, job.cur):
+            if tc <= t:
+                job.queue_log.append((tc, k1, "cross"))
+                job.cur.crossed.append((tc, k1))
+
     def stop(job: Job, t, why):
         """Settle a running job's launch stopped at ``t``; its GPUs are freed by the caller (or were
-        freed by the walk)."""
+        freed by the walk). Tiresias: it keeps the queue it has reached at ``t``."""
         c = job.cur
+        if queued:
+            log_crossings(job, t)
+            q, e = queue_at(job, t)
+            if q != job.queue:
+                job.queue, job.qentry = q, e
         el = t - c.t
         prod = max(0.0, el - restart_s)
         kept = prod
@@ -388,6 +537,8 @@ def simulate_native_reference(
 
     def complete(job: Job, te):
         c = job.cur
+        if queued:
+            log_crossings(job, te)
         el = te - c.t
         job.attained += el
         job.attained_gpu += el * len(c.gpus)
@@ -429,6 +580,7 @@ def simulate_native_reference(
                     job.gang = []
                     job.n_fail += 1
                     job.state = WAITING
+                    starts_waiting(job, te)
                 assert len(cl.free_on(nd)) == cl.node_gpus[nd], "a failed node keeps no job"
                 cl.set_up(nd, False)
             else:
@@ -451,8 +603,9 @@ def simulate_native_reference(
 
     def walk(order, may_preempt):
         """Place the waiting jobs of ``order`` (highest priority first), suspending jobs from the
-        tail if allowed; returns (launched, suspended)."""
-        launched, suspended = [], []
+        tail if allowed; returns (launched, suspended, pairs): ``(job, victim)`` for each victim
+        whose GPUs a job took."""
+        launched, suspended, pairs = [], [], []
         # a job running after position idx was running when the walk began (a job the walk
         # launches is at or before the position it has reached)
         ran = [p for p, v in enumerate(order) if v.state == RUNNING]
@@ -483,7 +636,8 @@ def simulate_native_reference(
                     v.state = RUNNING
                 else:
                     suspended.append(v)
-        return launched, suspended
+                    pairs.append((job, v))
+        return launched, suspended, pairs
 
     def schedule(t):
         """A scheduling step at ``t``: arrivals, admission, the order, the walk, settling."""
@@ -497,6 +651,8 @@ def simulate_native_reference(
             job = overflow.pop(0)
             added += job.gpus
             job.state = WAITING
+            job.queue, job.qentry, job.wait_since = 0, t, t  # Tiresias: enters queue 0 now
+            job.queue_log.append((t, 0, "admit"))
             active.append(job)
         assert [j.i for j in active] == sorted(j.i for j in active)
         if planner is not None:
@@ -504,6 +660,7 @@ def simulate_native_reference(
                 return
         elif not waiting() or (cl.free_in_service() == 0 and not preempt):
             return
+        n_stopped = 0  # running jobs a plan stopped before the walk
         if planner is not None:
             idx = [j.i for j in active]
             keys, types, sizes = planner(idx, t)
@@ -530,20 +687,39 @@ def simulate_native_reference(
                     j.gang = []
                     j.n_preempt += 1
                     j.state = WAITING
+                    j.wait_since = t
+                    n_stopped += 1
             order = sorted(active, key=lambda j: kmap[j.i])  # stable: ties in arrival order
-            launched, suspended = walk(order, False)
+            launched, suspended, pairs = walk(order, False)
         else:
             if key_fn is not None:
-                order = sorted(active, key=lambda j: key_fn(j, t))
+                kmap = {j.i: key_fn(j, t) for j in active}
+            elif policy == TIRESIAS:
+                # by queue; within a queue the running jobs, then the waiting ones, each by the
+                # time they entered the queue
+                kmap = {}
+                for j in active:
+                    q, e = queue_at(j, t)
+                    kmap[j.i] = (q, 0 if j.state == RUNNING else 1, e)
+            elif policy == GITTINS:
+                # by queue; within a queue the highest Gittins index of the service first
+                kmap = {j.i: (queue_at(j, t)[0], -gittins_index(gx, gv, service(j, t))) for j in active}
+            elif policy == THEMIS:
+                kmap = themis_keys(active, t, round_s, themis_f, restart_s)
             else:
-                order = sorted(active, key=lambda j: _builtin_key(policy, j, t, restart_s))
-            launched, suspended = walk(order, preempt)
+                kmap = {j.i: _builtin_key(policy, j, t, restart_s) for j in active}
+            order = sorted(active, key=lambda j: kmap[j.i])  # stable: ties in arrival order
+            launched, suspended, pairs = walk(order, preempt)
+        for job, v in pairs:
+            st["preemptions"].append((t, job.i, v.i, kmap[job.i], kmap[v.i]))
         # settle: suspensions first (a victim may have been placed again in this walk), then launches
         for v in suspended:
             stop(v, t, "preempt")
             v.n_preempt += 1
+            v.wait_since = t  # (a victim placed again in this walk waited no time)
             if v.state == WAITING:
                 v.gang = []
+                starts_waiting(v, t)
         for job in launched:
             g = job.gang
             assert len(g) == job.want == len(set(g)), "gang not whole"
@@ -553,7 +729,11 @@ def simulate_native_reference(
             multi_node, multi_rack = cl.spans(g)
             rate = sp.launch(job, job.gtype, len(g), multi_node, multi_rack)
             assert rate > 0.0
-            job.cur = Launch(t, list(g), job.gtype, rate, multi_node, multi_rack)
+            job.cur = Launch(t, list(g), job.gtype, rate, multi_node, multi_rack, queue=job.queue,
+                             svc=job.attained_gpu - job.svc0)
+            if job.attained > job.exec0:  # Tiresias' starvation counter: waits after having run
+                job.pend += t - job.wait_since
+            job.promote_at = None
             if job.first_start < 0:
                 job.first_start = t
             job.version += 1
@@ -562,18 +742,20 @@ def simulate_native_reference(
             assert (j.state == RUNNING) == bool(j.gang) == (j.cur is not None)
         assert len(cl.owner) == sum(len(j.gang) for j in jobs) <= cl.in_service()
         st["steps"] += 1
+        st["step_log"].append((t, len(suspended) + n_stopped))
         if max_steps is not None and st["steps"] > max_steps:
             raise RuntimeError(f"more than {max_steps} scheduling steps: the jobs never finish")
 
     def pending():
-        """Something can still change: an arrival, a completion (a job runs) or a node event. When
-        nothing can, the run is stuck for good: the jobs left wait for a cluster none of them fits,
-        or for admission, which only moves after a completion or a node event."""
-        return st["next_arr"] < n or live_top() < math.inf or st["next_ev"] < len(evs)
+        """Something can still change: an arrival, a completion (a job runs), a node event or a
+        promotion. When nothing can, the run is stuck for good: the jobs left wait for a cluster
+        none of them fits, or for admission, which only moves after a completion or a node event."""
+        return (st["next_arr"] < n or live_top() < math.inf or st["next_ev"] < len(evs)
+                or any(j.state == WAITING and j.promote_at is not None for j in active))
 
     deadlock = False
     if events_mode:
-        # a step at every arrival, completion and node event
+        # a step at every arrival, completion, node event, queue crossing and promotion
         t = jobs[0].submit if n else 0.0
         if evs:
             t = min(t, evs[0][0])
@@ -583,13 +765,14 @@ def simulate_native_reference(
             if st["left"] == 0:
                 break
             node_events_to(t)
+            promotions_to(t)
             schedule(t)
             if not pending():
                 deadlock = True
                 break
             t_arr = jobs[st["next_arr"]].submit if st["next_arr"] < n else math.inf
             t_ev = evs[st["next_ev"]][0] if st["next_ev"] < len(evs) else math.inf
-            t = min(t_arr, live_top(), t_ev)
+            t = min(t_arr, live_top(), t_ev, next_wake(t))
     else:
         # every boundary k·R in turn; node events (with the completions before them) at their own
         # times in between; a boundary is a step unless provably nothing changed since the last
@@ -616,6 +799,7 @@ def simulate_native_reference(
             if st["left"] == 0:
                 break
             node_events_to(b)
+            promotions_to(b)  # (a crossing needs no step of its own: the queue is worked out when needed)
             arrival = st["next_arr"] < n and jobs[st["next_arr"]].submit <= b
             look = (k == 0 or st["changed"] or arrival or (dynamic and waiting())
                     or (planner is not None and active))
@@ -630,6 +814,8 @@ def simulate_native_reference(
                 break
             k += 1
     for j in jobs:
+        if queued and j.state == RUNNING:  # still running at the end: its crossings so far
+            log_crossings(j, t)
         if j.state == DONE:  # work is conserved: the progress kept over all launches is the work
             kept = sum(c.kept * c.rate for c in j.history)
             assert math.isclose(kept, j.work, rel_tol=1e-9, abs_tol=1e-6), f"job {j.i}: kept progress {kept} != work {j.work}"
@@ -650,4 +836,7 @@ def simulate_native_reference(
         "stuck": {"waiting": len(waiting()), "overflow": len(overflow), "in_service": cl.in_service()},
         "lost_gpu_s": st["lost_gpu_s"],
         "n_migrate": st["n_migrate"],
+        "queue_log": [j.queue_log for j in jobs],
+        "step_log": st["step_log"],
+        "preemptions": st["preemptions"],
     }
