@@ -7,6 +7,9 @@ import os
 import platform
 import re
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +25,44 @@ def timed(fn, repeats: int = 5):
         res = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), times, res
+
+
+def run_process(cmd, env=None) -> tuple[float, int, float]:
+    """Run ``cmd`` in a fresh process; returns (wall seconds, peak RSS in bytes, CPU seconds) of
+    that process. RSS and CPU come from ``os.wait4``'s rusage, so they are this child's alone."""
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(map(str, cmd))} exited {p.returncode}: {err.read().decode()[-2000:]}")
+    return wall, ru.ru_maxrss * 1024, ru.ru_utime + ru.ru_stime
+
+
+CLI = [sys.executable, "-c", "import sys; from fastblox.cli import main; sys.exit(main(sys.argv[1:]))"]
+
+
+def cold_start(args: list[str], warm_repeats: int = 1) -> dict:
+    """``fastblox ARGS`` in fresh processes: first with an empty numba cache (everything compiles),
+    then ``warm_repeats`` times with that cache warm. Also times ``import fastblox`` alone.
+    Returns seconds (``empty_cache_s``, ``warm_cache_s`` = median of the warm runs, ``warm_all_s``,
+    ``warm_cpu_s`` = median CPU seconds of the warm runs, ``import_s``) and the peak RSS of the warm
+    runs (``warm_peak_rss_bytes``, the largest)."""
+    out: dict = {"args": list(args)}
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        out["empty_cache_s"], out["empty_cache_peak_rss_bytes"], out["empty_cache_cpu_s"] = run_process(CLI + list(args), env)
+        warm = [run_process(CLI + list(args), env) for _ in range(warm_repeats)]
+    out["warm_all_s"] = [w for w, _, _ in warm]
+    out["warm_cache_s"] = statistics.median(out["warm_all_s"])
+    out["warm_all_cpu_s"] = [c for _, _, c in warm]
+    out["warm_cpu_s"] = statistics.median(out["warm_all_cpu_s"])
+    out["warm_peak_rss_bytes"] = max(r for _, r, _ in warm)
+    out["import_s"] = run_process([sys.executable, "-c", "import fastblox"])[0]
+    return out
 
 
 def machine() -> str:

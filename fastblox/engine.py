@@ -161,8 +161,9 @@ class NativeState:
         self.events = (KEvents(events.t_s, events.node, events.kind) if events is not None else
                        KEvents(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
         self.q = Queues(
-            wq=np.empty(n, dtype=np.int64), wkey=np.zeros(n), wrank=np.zeros(n, dtype=np.int64),
+            wq=np.empty(2 * n + 2, dtype=np.int64), wkey=np.zeros(n), wrank=np.zeros(n, dtype=np.int64),
             rq=np.empty(n, dtype=np.int64), rpos=np.zeros(n, dtype=np.int64),
+            ro=np.empty(n, dtype=np.int64), ro_ver=np.full(n, -1, dtype=np.int64),
             heap_t=np.empty(n + 1), heap_j=np.empty(n + 1, dtype=np.int64), heap_v=np.empty(n + 1, dtype=np.int64),
             wake_t=np.empty(n + 1), wake_j=np.empty(n + 1, dtype=np.int64), wake_v=np.empty(n + 1, dtype=np.int64),
         )
@@ -214,8 +215,8 @@ class NativeState:
         self._set_policy(policy, opts)
         if preempt is not None:
             self.ci[kengine.C_PREEMPT] = int(preempt)
-        kengine.rekey_waiting(policy.code, float(self.sf[kengine.F_T]), self.jobs, self.run, self.q, self.pp,
-                              int(self.si[kengine.I_NW]), float(self.cf[kengine.CF_RESTART_S]))
+        kengine.rekey_waiting(policy.code, float(self.sf[kengine.F_T]), self.jobs, self.run, self.q, self.pp, self.si,
+                              float(self.cf[kengine.CF_RESTART_S]))
 
     def copy(self) -> "NativeState":
         """An independent copy of the whole run state (for look-ahead simulation)."""

@@ -22,14 +22,17 @@ def _nan_where_unset(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _pct(x: np.ndarray, q: float) -> float:
-    return float(np.percentile(x, q)) if len(x) else float("nan")
+def _pcts(x: np.ndarray, qs) -> list:
+    """Percentiles ``qs`` of ``x`` in one partition pass (NaN when empty)."""
+    return [float(v) for v in np.percentile(x, qs)] if len(x) else [float("nan")] * len(qs)
 
 
 @dataclass
 class Result:
-    """``jobs``: one row per job; ``summary``: averages over tracked jobs; ``series``: one row per
-    scheduling step (native) or round (compat) when recorded; ``config``: the run's settings."""
+    """``jobs``: one row per job (a polars DataFrame; given as a function, it is built on first use,
+    so a run that only wants the summary never pays for it); ``summary``: averages over tracked
+    jobs; ``series``: one row per scheduling step (native) or round (compat) when recorded;
+    ``config``: the run's settings."""
 
     jobs: pl.DataFrame
     summary: dict
@@ -91,6 +94,22 @@ class Result:
         return paths
 
 
+def _get_jobs(self) -> pl.DataFrame:
+    j = self.__dict__["jobs"]
+    if not isinstance(j, pl.DataFrame) and callable(j):
+        j = self.__dict__["jobs"] = j()
+    return j
+
+
+def _set_jobs(self, value) -> None:
+    self.__dict__["jobs"] = value
+
+
+# ``Result.jobs`` builds the table on first use (set after @dataclass, which takes a class
+# attribute of a field's name as its default; subclasses that are dataclasses keep it)
+Result.jobs = property(_get_jobs, _set_jobs, doc="One row per job (a polars DataFrame), built on first use.")
+
+
 def _write_text(path: Path, text: str) -> None:
     """Write atomically: a killed run never leaves half a file."""
     tmp = path.with_name(path.name + ".tmp")
@@ -112,7 +131,7 @@ def fairness(jct: np.ndarray, alone: np.ndarray) -> dict:
     rho = jct / alone
     x = 1.0 / rho
     return {
-        "rho_mean": float(rho.mean()), "rho_p50": _pct(rho, 50), "rho_p95": _pct(rho, 95), "rho_p99": _pct(rho, 99),
+        "rho_mean": float(rho.mean()), **dict(zip(("rho_p50", "rho_p95", "rho_p99"), _pcts(rho, [50, 95, 99]))),
         "rho_max": float(rho.max()), "jain_index": float(x.sum() ** 2 / (len(x) * (x * x).sum())),
     }
 
@@ -129,9 +148,7 @@ def _summary(w, cluster, tracked, finish, first_start, n_preempt, attained_gpu, 
         "num_finished": int(done.sum()),
         "num_tracked": int(tracked.sum()),
         "avg_jct_s": float(jct.mean()) if len(jct) else float("nan"),
-        "p50_jct_s": _pct(jct, 50),
-        "p95_jct_s": _pct(jct, 95),
-        "p99_jct_s": _pct(jct, 99),
+        **dict(zip(("p50_jct_s", "p95_jct_s", "p99_jct_s"), _pcts(jct, [50, 95, 99]))),
         "max_jct_s": float(jct.max()) if len(jct) else float("nan"),
         "avg_queue_s": float(queue.mean()) if len(queue) else float("nan"),
         "makespan_s": float(finish[done].max() - w.submit_s[done].min()) if done.any() else float("nan"),
@@ -187,17 +204,22 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
     attained_gpu = r.attained_gpu + el * r.held
     finish = r.finish
     first = r.first_start
-    extra = {}
-    if len(cluster.gpu_types) > 1:
-        # the GPU type of each job's last launch
-        types = np.asarray(cluster.gpu_types, dtype=object)
-        names = types[np.maximum(r.held_type, 0)]
-        extra["gpu_type"] = pl.Series("gpu_type", [str(x) if h >= 0 else None for x, h in zip(names, r.held_type)],
-                                      dtype=pl.Utf8)  # null: never launched
     alone = st.jobs.work / st.jobs.ref_rate
-    jobs = _jobs_table(w, first, finish, r.n_preempt.copy(), attained, attained_gpu, tracked, extra,
-                       more={"num_failures": r.n_fail.copy(), "lost_s": r.lost_s.copy()}, alone=alone)
-    summ = _summary(w, cluster, tracked, finish, first, r.n_preempt, attained_gpu, float(w.submit_s.min()), t_end,
+    # the table reads the run's arrays when it is built (the run is over: they no longer change)
+    n_pre, n_fail, lost, held_type = r.n_preempt, r.n_fail, r.lost_s, r.held_type
+
+    def jobs():
+        extra = {}
+        if len(cluster.gpu_types) > 1:
+            # the GPU type of each job's last launch
+            types = np.asarray(cluster.gpu_types, dtype=object)
+            names = types[np.maximum(held_type, 0)]
+            extra["gpu_type"] = pl.Series("gpu_type", [str(x) if h >= 0 else None for x, h in zip(names, held_type)],
+                                          dtype=pl.Utf8)  # null: never launched
+        return _jobs_table(w, first, finish, n_pre, attained, attained_gpu, tracked, extra,
+                           more={"num_failures": n_fail, "lost_s": lost}, alone=alone)
+
+    summ = _summary(w, cluster, tracked, finish, first, n_pre, attained_gpu, float(w.submit_s.min()), t_end,
                     sim_s, compile_s, alone)
     summ["num_steps"] = int(st.si[kengine.I_N_STEPS])
     summ["num_failures"] = int(st.si[kengine.I_N_FAIL])
@@ -218,7 +240,7 @@ def _build_compat(w, cluster, cfg, tracked, out, sim_s, compile_s, blox_policy, 
     n_rounds = int(n_rounds)
     attained_gpu = attained * w.num_gpus
     resp = {"responsiveness_s": np.where(first_credit >= 0, first_credit - w.submit_s, np.nan)}
-    jobs = _jobs_table(w, first_launch, finish, n_pre, attained, attained_gpu, tracked, resp)
+    jobs = lambda: _jobs_table(w, first_launch, finish, n_pre, attained, attained_gpu, tracked, resp)  # noqa: E731
     summ = _summary(w, cluster, tracked, finish, first_launch, n_pre, attained_gpu, 0.0, float(t_end), sim_s, compile_s)
     m = tracked & (first_credit >= 0)
     summ["avg_responsiveness_s"] = float((first_credit[m] - w.submit_s[m]).mean()) if m.any() else float("nan")

@@ -238,7 +238,7 @@ def run_blox(
                 status[j] = DONE
                 finish[j] = t
                 o = alloc_off[j]
-                release(alloc[o:o + gpus[j]], gpus[j], nodes)
+                release(alloc, o, gpus[j], nodes)
                 free += gpus[j]
                 demand -= gpus[j]
                 if tracked[j]:
@@ -322,7 +322,7 @@ def run_blox(
                         if status[v] != RUNNING:
                             continue
                         o = alloc_off[v]
-                        release(alloc[o:o + gpus[v]], gpus[v], nodes)
+                        release(alloc, o, gpus[v], nodes)
                         status[v] = WAITING
                         free += gpus[v]
                         victims[ns] = v

@@ -87,6 +87,8 @@ I_WAKE_N = 14  # size of the wake-up heap
 I_N_FAIL = 15  # jobs killed by node failures
 I_N_MIGRATE = 16  # running jobs a plan moved to another type or size
 I_IDLE = 17  # scheduling steps in a row that left the cluster empty with jobs waiting
+I_WQ_HEAD = 18  # the waiting queue is ``q.wq[head:head + n]`` (n = si[I_NW])
+I_N_RO = 19  # entries in ``q.ro`` (running jobs in key order as of the last preempting step)
 I_SIZE = 24
 
 # slots of the float scalar state ``sf``
@@ -124,50 +126,61 @@ SERIES_COLS = 7
 PLAN_IDLE_LIMIT = 1000
 
 
-@jit
+@jit(nrt=False)
 def heap_push(ht, hj, hv, n, t, j, v):
-    """Push (t, j, v) onto the binary min-heap ``ht/hj/hv[:n]`` ordered by (t, j); returns new size."""
+    """Push (t, j, v) onto the binary min-heap ``ht/hj/hv[:n]`` ordered by (t, j); returns new size.
+    The entries on its way up move down one level each; (t, j, v) is written once, where it stops."""
     i = n
+    while i > 0:
+        p = (i - 1) >> 1
+        if ht[p] < t or (ht[p] == t and hj[p] <= j):
+            break
+        ht[i] = ht[p]
+        hj[i] = hj[p]
+        hv[i] = hv[p]
+        i = p
     ht[i] = t
     hj[i] = j
     hv[i] = v
-    while i > 0:
-        p = (i - 1) >> 1
-        if ht[p] < ht[i] or (ht[p] == ht[i] and hj[p] <= hj[i]):
-            break
-        ht[p], ht[i] = ht[i], ht[p]
-        hj[p], hj[i] = hj[i], hj[p]
-        hv[p], hv[i] = hv[i], hv[p]
-        i = p
     return n + 1
 
 
-@jit
+@jit(nrt=False)
 def heap_pop(ht, hj, hv, n):
-    """Remove the minimum of the heap of size ``n``; returns the new size."""
+    """Remove the minimum of the heap of size ``n``; returns the new size. Bottom-up (Floyd): the
+    hole at the top goes down to a leaf along the smaller children (one comparison per level),
+    then the last entry goes up from there (rarely more than a level or two). The order in which
+    entries come out is the heap's (t, j) order either way."""
     n -= 1
-    ht[0] = ht[n]
-    hj[0] = hj[n]
-    hv[0] = hv[n]
+    t = ht[n]
+    j = hj[n]
+    v = hv[n]
     i = 0
     while True:
-        lft = 2 * i + 1
-        if lft >= n:
+        c = 2 * i + 1
+        if c >= n:
             break
-        c = lft
-        r = lft + 1
-        if r < n and (ht[r] < ht[lft] or (ht[r] == ht[lft] and hj[r] < hj[lft])):
-            c = r
-        if ht[i] < ht[c] or (ht[i] == ht[c] and hj[i] <= hj[c]):
-            break
-        ht[c], ht[i] = ht[i], ht[c]
-        hj[c], hj[i] = hj[i], hj[c]
-        hv[c], hv[i] = hv[i], hv[c]
+        if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hj[c + 1] < hj[c])):
+            c += 1
+        ht[i] = ht[c]
+        hj[i] = hj[c]
+        hv[i] = hv[c]
         i = c
+    while i > 0:
+        p = (i - 1) >> 1
+        if ht[p] < t or (ht[p] == t and hj[p] <= j):
+            break
+        ht[i] = ht[p]
+        hj[i] = hj[p]
+        hv[i] = hv[p]
+        i = p
+    ht[i] = t
+    hj[i] = j
+    hv[i] = v
     return n
 
 
-@jit
+@jit(nrt=False)
 def heap_compact(ht, hj, hv, n, version):
     """Drop stale entries (their job has moved on to another version) and rebuild; returns the size.
     Live entries are at most one per job, so a heap of capacity N + 1 always has room."""
@@ -184,7 +197,7 @@ def heap_compact(ht, hj, hv, n, version):
     return m
 
 
-@jit
+@jit(nrt=False)
 def heap_add(ht, hj, hv, n, t, j, v, version):
     """``heap_push`` that first compacts a full heap."""
     if n >= ht.shape[0]:
@@ -192,14 +205,14 @@ def heap_add(ht, hj, hv, n, t, j, v, version):
     return heap_push(ht, hj, hv, n, t, j, v)
 
 
-@jit
+@jit(nrt=False)
 def rq_add(rq, rpos, nr, j):
     rq[nr] = j
     rpos[j] = nr
     return nr + 1
 
 
-@jit
+@jit(nrt=False)
 def rq_remove(rq, rpos, nr, j):
     """Remove ``j`` from the unordered running list in O(1) (the last entry takes its place)."""
     p = rpos[j]
@@ -209,7 +222,7 @@ def rq_remove(rq, rpos, nr, j):
     return nr - 1
 
 
-@jit
+@jit(nrt=False)
 def _level(thresholds, service):
     """Tiresias' queue of a job with ``service`` attained GPU-seconds: the number of thresholds
     at or below it (queue 0 is the highest priority)."""
@@ -219,7 +232,7 @@ def _level(thresholds, service):
     return k
 
 
-@jit
+@jit(nrt=False)
 def _gittins(pp, service):
     """The Gittins index at ``service`` attained GPU-seconds (a step function, see PolicyParams)."""
     xs = pp.gittins_x
@@ -234,7 +247,7 @@ def _gittins(pp, service):
     return pp.gittins_v[lo - 1] if lo > 0 else pp.gittins_v[0]
 
 
-@jit
+@jit(nrt=False)
 def run_level(pp, j, t, run):
     """Tiresias' queue of running job ``j`` at ``t``: its service (GPU-seconds since its last
     promotion) moves it down at the instant ``launch_t + (threshold - service at launch) / GPUs``
@@ -250,13 +263,13 @@ def run_level(pp, j, t, run):
     return k
 
 
-@jit
+@jit(nrt=False)
 def _crossing(pp, j, run, lvl):
     """When running job ``j`` entered queue ``lvl`` (> the queue it was launched in)."""
     return run.launch_t[j] + (pp.thresholds[lvl - 1] - (run.attained_gpu[j] - run.svc0[j])) / run.held[j]
 
 
-@jit
+@jit(nrt=False)
 def rank_key(policy, j, t, jobs, run, pp, restart_s):
     """``(rank, key)`` of active job ``j`` at time ``t``: lower runs first, ties in arrival order.
     For a waiting job of a ``KIND_STATIC`` policy this does not change while it waits (except at
@@ -289,7 +302,7 @@ def rank_key(policy, j, t, jobs, run, pp, restart_s):
     return 0, 0.0
 
 
-@jit
+@jit(nrt=False)
 def themis_rho(j, t, jobs, run, restart_s, ahead):
     """Finish-time fairness ``rho = (T_elapsed + T_remaining) / T_alone`` of job ``j`` as it would
     stand ``ahead`` seconds from ``t`` if it does not run meanwhile; times at the reference speed
@@ -327,7 +340,7 @@ def themis_keys(t, jobs, run, s, na, restart_s, lease_s, f):
             s.keys[a] = -rho[a]
 
 
-@jit
+@jit(nrt=False)
 def _before(ra, ka, a, rb, kb, b):
     """(rank, key, job index) order."""
     if ra != rb:
@@ -335,47 +348,138 @@ def _before(ra, ka, a, rb, kb, b):
     return ka < kb or (ka == kb and a < b)
 
 
-@jit
-def wq_insert(q, nw, j):
-    """Insert job ``j`` into the waiting queue ``q.wq[:nw]`` sorted by (wrank, wkey, index)."""
+@jit(nrt=False)
+def _wq_pos(q, h, nw, rj, kj, j):
+    """Where ``(rj, kj, j)`` goes in the waiting queue ``q.wq[h:h + nw]`` (binary search)."""
     lo = 0
     hi = nw
-    kj = q.wkey[j]
-    rj = q.wrank[j]
     while lo < hi:
         mid = (lo + hi) >> 1
-        m = q.wq[mid]
+        m = q.wq[h + mid]
         if _before(q.wrank[m], q.wkey[m], m, rj, kj, j):
             lo = mid + 1
         else:
             hi = mid
-    for p in range(nw, lo, -1):
-        q.wq[p] = q.wq[p - 1]
-    q.wq[lo] = j
-    return nw + 1
+    return lo
 
 
-@jit
-def wq_remove(q, nw, j):
-    """Remove job ``j`` from the waiting queue; returns the new length."""
-    p = 0
-    while q.wq[p] != j:
-        p += 1
-    for x in range(p, nw - 1):
-        q.wq[x] = q.wq[x + 1]
-    return nw - 1
+@jit(nrt=False)
+def wq_slide(wq, h, nw):
+    """Move the queue ``wq[h:h + nw]`` to the start of the array; returns the new head (0)."""
+    for a in range(nw):
+        wq[a] = wq[h + a]
+    return 0
 
 
-@jit
-def enqueue(policy, j, t, jobs, run, q, pp, nw, restart_s):
-    """Key a job that starts waiting and insert it into the waiting queue."""
+@jit(nrt=False)
+def wq_insert(q, h, nw, j):
+    """Insert job ``j`` into the waiting queue ``q.wq[h:h + nw]``, sorted by (wrank, wkey, index);
+    returns ``(head, length)``. O(log n) to find the place, then the shorter side moves one slot:
+    the front into the room launches leave before the head, the back towards the end of the
+    array (2n + 2 slots: the window slides back to the start when it reaches the end)."""
+    wq = q.wq
+    lo = _wq_pos(q, h, nw, q.wrank[j], q.wkey[j], j)
+    if h > 0 and lo < nw - lo:
+        for p in range(h - 1, h + lo - 1):
+            wq[p] = wq[p + 1]
+        h -= 1
+    else:
+        if h + nw >= wq.shape[0]:
+            h = wq_slide(wq, h, nw)
+        for p in range(h + nw, h + lo, -1):
+            wq[p] = wq[p - 1]
+    wq[h + lo] = j
+    return h, nw + 1
+
+
+@jit(nrt=False)
+def wq_remove(q, h, nw, j):
+    """Remove job ``j`` (keyed as it was inserted) from the waiting queue; returns ``(head,
+    length)``. The shorter side closes the gap."""
+    wq = q.wq
+    p = _wq_pos(q, h, nw, q.wrank[j], q.wkey[j], j)
+    if p < nw - 1 - p:
+        for x in range(h + p, h, -1):
+            wq[x] = wq[x - 1]
+        h += 1
+    else:
+        for x in range(h + p, h + nw - 1):
+            wq[x] = wq[x + 1]
+    return h, nw - 1
+
+
+@jit(nrt=False)
+def wq_merge(q, h, nw, new, m):
+    """Merge the jobs ``new[:m]`` (sorted by (wrank, wkey, index), none in the queue) into the
+    waiting queue ``q.wq[h:h + nw]``; returns ``(head, length)``. One pass from whichever end
+    moves fewer jobs (the front moves into the room before the head): O(m + min(jobs after the
+    first new one, jobs before the last new one)), instead of one shift of the queue per job."""
+    wq = q.wq
+    wrank = q.wrank
+    wkey = q.wkey
+    first = _wq_pos(q, h, nw, wrank[new[0]], wkey[new[0]], new[0])
+    last = _wq_pos(q, h, nw, wrank[new[m - 1]], wkey[new[m - 1]], new[m - 1])
+    if h >= m and last < nw - first:
+        # forward from the front: the queue's head moves m slots left
+        i = 0
+        k = 0
+        out = h - m
+        while k < m:
+            v = new[k]
+            if i < nw and _before(wrank[wq[h + i]], wkey[wq[h + i]], wq[h + i], wrank[v], wkey[v], v):
+                wq[out] = wq[h + i]
+                i += 1
+            else:
+                wq[out] = v
+                k += 1
+            out += 1
+        return h - m, nw + m
+    if h + nw + m > wq.shape[0]:
+        h = wq_slide(wq, h, nw)
+    i = nw - 1
+    k = m - 1
+    out = nw + m - 1
+    while k >= 0:
+        v = new[k]
+        if i >= 0 and _before(wrank[v], wkey[v], v, wrank[wq[h + i]], wkey[wq[h + i]], wq[h + i]):
+            wq[h + out] = wq[h + i]
+            i -= 1
+        else:
+            wq[h + out] = v
+            k -= 1
+        out -= 1
+    return h, nw + m
+
+
+@jit(nrt=False)
+def sort_small(a, m, rank, key):
+    """Sort ``a[:m]`` in place by ``(rank[j], key[j], j)``: insertion sort (for a few jobs)."""
+    for x in range(1, m):
+        v = a[x]
+        y = x - 1
+        while y >= 0 and _before(rank[v], key[v], v, rank[a[y]], key[a[y]], a[y]):
+            a[y + 1] = a[y]
+            y -= 1
+        a[y + 1] = v
+
+
+@jit(nrt=False)
+def set_key(policy, j, t, jobs, run, q, pp, restart_s):
+    """Key a job that starts waiting (``q.wrank``/``q.wkey``)."""
     r, k = rank_key(policy, j, t, jobs, run, pp, restart_s)
     q.wrank[j] = r
     q.wkey[j] = k
-    return wq_insert(q, nw, j)
 
 
-@jit
+@jit(nrt=False)
+def enqueue(policy, j, t, jobs, run, q, pp, h, nw, restart_s):
+    """Key a job that starts waiting and insert it into the waiting queue; returns ``(head,
+    length)``."""
+    set_key(policy, j, t, jobs, run, q, pp, restart_s)
+    return wq_insert(q, h, nw, j)
+
+
+@jit(nrt=False)
 def wake_time(policy, j, t, jobs, run, pp, promote):
     """When the key of job ``j`` next moves on its own (``INF``: never). Tiresias and Gittins: a
     running job crossing its next queue threshold; a waiting job of a lower queue reaching its
@@ -393,7 +497,7 @@ def wake_time(policy, j, t, jobs, run, pp, promote):
     return INF
 
 
-@jit
+@jit(nrt=False)
 def promote_job(j, t, run):
     """Tiresias' starvation promotion: back to queue 0's tail, service counted afresh."""
     run.rank[j] = 0
@@ -403,11 +507,13 @@ def promote_job(j, t, run):
     run.pend0[j] = 0.0
 
 
-@jit
-def stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp):
+@jit(nrt=False)
+def stop_job(j, t, run, restart_s, ckpt_s, policy, pp):
     """Account for a running job stopped at ``t`` (suspended or killed): progress up to its last
     checkpoint is kept, service counts every second it held GPUs, Tiresias' queue is kept in
-    ``rank`` (and when it entered it in ``qentry``). The caller frees its GPUs."""
+    ``rank`` (and when it entered it in ``qentry``). The caller frees its GPUs. Returns
+    ``(gpu_s, lost_gpu_s)``: the GPU-seconds it held since its launch and the GPU-seconds of
+    progress it lost, for the run's totals."""
     if policy == POL_TIRESIAS or policy == POL_GITTINS:
         lvl = run_level(pp, j, t, run)
         if lvl != run.rank[j]:
@@ -419,25 +525,89 @@ def stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp):
     if ckpt_s > 0.0:
         kept = math.floor(prod / ckpt_s) * ckpt_s
     run.work_left[j] -= kept * run.rate[j]
+    lost = 0.0
     if prod > kept:
         run.lost_s[j] += prod - kept
-        sf[F_LOST_GPU_S] += (prod - kept) * run.held[j]
+        lost = (prod - kept) * run.held[j]
     run.attained[j] += el
     run.attained_gpu[j] += el * run.held[j]
-    sf[F_BUSY_GPU_S] += el * run.held[j]
     run.version[j] += 1
+    return el * run.held[j], lost
 
 
-@jit
-def _stuck(q, run, si, n_jobs, n_ev):
+@jit(nrt=False)
+def _stuck(q, run, wake_n, next_arr, next_ev, n_jobs, n_ev):
     """Nothing is left to arrive, no node event or policy wake-up is pending (stale wake-ups
-    dropped first): with nothing running, the waiting jobs will never be placed."""
-    while si[I_WAKE_N] > 0 and run.version[q.wake_j[0]] != q.wake_v[0]:
-        si[I_WAKE_N] = heap_pop(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N])
-    return si[I_NEXT_ARR] == n_jobs and si[I_NEXT_EV] == n_ev and si[I_WAKE_N] == 0
+    dropped first): with nothing running, the waiting jobs will never be placed. Returns
+    ``(stuck, size of the wake-up heap)``."""
+    while wake_n > 0 and run.version[q.wake_j[0]] != q.wake_v[0]:
+        wake_n = heap_pop(q.wake_t, q.wake_j, q.wake_v, wake_n)
+    return next_arr == n_jobs and next_ev == n_ev and wake_n == 0, wake_n
+
+
+@jit(nrt=False)
+def _insertion_fix(a, m, rank, key, budget):
+    """Insertion-sort ``a[:m]`` by ``(rank[j], key[j], j)`` in place, for a list already nearly in
+    order. Gives up (returns False, ``a`` a permutation of what it was) after ``budget`` moves."""
+    moves = 0
+    for x in range(1, m):
+        v = a[x]
+        y = x - 1
+        while y >= 0 and _before(rank[v], key[v], v, rank[a[y]], key[a[y]], a[y]):
+            a[y + 1] = a[y]
+            y -= 1
+            moves += 1
+        a[y + 1] = v
+        if moves > budget:
+            return False
+    return True
 
 
 @jit
+def _running_order(ro, ro_ver, n_ro, rq, nr, status, version, rank, key, new, out):
+    """Bring ``ro[:n_ro]``, the running jobs in ``(rank, key, job)`` order as of the last
+    preempting step, up to date with the keys just computed for the ``nr`` running jobs ``rq``;
+    returns its new length. Jobs that stopped since (their version moved on) drop out, jobs
+    launched since are sorted and merged in, and one insertion pass restores the exact order:
+    under LAS and SRTF the keys of running jobs move together, so the kept order holds up to
+    rounding; a policy whose running keys cross (LAS-GPU, Gittins) costs a full sort when the
+    pass finds more than 8 moves per job. ``new`` and ``out`` are scratch. O(R) when little moved,
+    instead of O(R log R)."""
+    nk = 0
+    for a in range(n_ro):
+        r = ro[a]
+        if status[r] == RUNNING and ro_ver[r] == version[r]:
+            ro[nk] = r
+            nk += 1
+    nn = 0
+    for a in range(nr):
+        r = rq[a]
+        if ro_ver[r] != version[r]:
+            ro_ver[r] = version[r]
+            new[nn] = r
+            nn += 1
+    if nn <= 32:
+        sort_small(new, nn, rank, key)
+    else:
+        sort_jobs(new[:nn].copy(), nn, rank, key, new)
+    a = 0
+    b = 0
+    no = 0
+    while a < nk or b < nn:
+        if b >= nn or (a < nk and _before(rank[ro[a]], key[ro[a]], ro[a], rank[new[b]], key[new[b]], new[b])):
+            out[no] = ro[a]
+            a += 1
+        else:
+            out[no] = new[b]
+            b += 1
+        no += 1
+    if not _insertion_fix(out, no, rank, key, 8 * no + 64):
+        sort_jobs(out[:no].copy(), no, rank, key, out)
+    ro[:no] = out[:no]
+    return no
+
+
+@jit(nrt=False)
 def _free_up(nodes):
     total = 0
     free = 0
@@ -466,6 +636,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     kind = ci[C_KIND]
     py = ci[C_PY] != 0
     n_types = ci[C_N_TYPES]
+    record = ci[C_SERIES] != 0
     round_s = cf[CF_ROUND_S]
     restart_s = cf[CF_RESTART_S]
     theta = cf[CF_THETA]
@@ -473,46 +644,86 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     rack_factor = cf[CF_RACK_FACTOR]
     stop_t = cf[CF_STOP_T]
     promote = cf[CF_PROMOTE]
+    wakes = policy == POL_TIRESIAS or policy == POL_GITTINS  # policies with wake-ups
     total_gpus, free = _free_up(nodes)
-    status = run.status
+    # every array advance() touches, bound once: reading a NamedTuple's field is a new reference
+    # (an atomic increment and decrement) each time it is evaluated in a loop
+    submit, gpus_req, tracked, alloc_off = jobs.submit, jobs.gpus, jobs.tracked, jobs.alloc_off
+    status, version, held, held_type, alloc = run.status, run.version, run.held, run.held_type, run.alloc
+    want, want_type, rate, launch_t, wait_t = run.want, run.want_type, run.rate, run.launch_t, run.wait_t
+    work_left, attained, attained_gpu = run.work_left, run.attained, run.attained_gpu
+    first_start, finish, n_preempt_j, n_fail_j = run.first_start, run.finish, run.n_preempt, run.n_fail
+    qentry, exec0, pend0 = run.qentry, run.exec0, run.pend0
+    wq, wkey, wrank, rq, rpos, ro, ro_ver = q.wq, q.wkey, q.wrank, q.rq, q.rpos, q.ro, q.ro_ver
+    heap_t, heap_j, heap_v, wake_t, wake_j, wake_v = q.heap_t, q.heap_j, q.heap_v, q.wake_t, q.wake_j, q.wake_v
+    active, order, keys, prio, tmp, launched = s.active, s.order, s.keys, s.prio, s.tmp, s.launched
+    suspended, victims, victims_pos, run_suffix = s.suspended, s.victims, s.victims_pos, s.run_suffix
+    ev_t = ev.t
+    # the scalar state lives in locals while the kernel runs (as array slots, every store to an
+    # int64 array made LLVM reload them) and goes back into si / sf at the one exit below
+    n_active = si[I_N_ACTIVE]
+    next_arr = si[I_NEXT_ARR]
+    ov_head = si[I_OV_HEAD]
+    tracked_left = si[I_TRACKED_LEFT]
+    heap_n = si[I_HEAP_N]
+    n_steps = si[I_N_STEPS]
+    n_running = si[I_N_RUNNING]
+    demand = si[I_DEMAND]
+    started = si[I_STARTED]
+    n_preempt = si[I_N_PREEMPT]
+    n_series = si[I_N_SERIES]
+    pending = si[I_PENDING]
+    n_wait = si[I_NW]
+    wq_head = si[I_WQ_HEAD]
+    n_ro = si[I_N_RO]
+    next_ev = si[I_NEXT_EV]
+    wake_n = si[I_WAKE_N]
+    n_fail = si[I_N_FAIL]
+    n_migrate = si[I_N_MIGRATE]
+    idle = si[I_IDLE]
+    t = sf[F_T]
+    busy_gpu_s = sf[F_BUSY_GPU_S]
+    last_b = sf[F_LAST_B]
+    dirty = sf[F_DIRTY]
+    lost_gpu_s = sf[F_LOST_GPU_S]
 
+    code = FINISHED
     while True:
-        t = sf[F_T]
-        if si[I_PENDING] == 0:
+        if pending == 0:
             # ---- the time of the next step; a rounds-mode node event between boundaries is
             # handled at its own time without a scheduling pass (``boundary`` False)
-            t_clu = ev.t[si[I_NEXT_EV]] if si[I_NEXT_EV] < n_ev else INF
+            t_clu = ev_t[next_ev] if next_ev < n_ev else INF
             boundary = True
-            if si[I_STARTED] == 0:
+            if started == 0:
                 if events:
-                    t_new = jobs.submit[0] if n_jobs > 0 else 0.0
+                    t_new = submit[0] if n_jobs > 0 else 0.0
                     if t_clu < t_new:
                         t_new = t_clu
                 else:
                     t_new = 0.0
             else:
                 # jobs held back by admission only get in after a completion: no event of their own
-                t_arr = jobs.submit[si[I_NEXT_ARR]] if si[I_NEXT_ARR] < n_jobs else INF
-                while si[I_HEAP_N] > 0:  # drop stale tops (suspended or finished jobs)
-                    j0 = q.heap_j[0]
-                    if status[j0] == RUNNING and run.version[j0] == q.heap_v[0]:
+                t_arr = submit[next_arr] if next_arr < n_jobs else INF
+                while heap_n > 0:  # drop stale tops (suspended or finished jobs)
+                    j0 = heap_j[0]
+                    if status[j0] == RUNNING and version[j0] == heap_v[0]:
                         break
-                    si[I_HEAP_N] = heap_pop(q.heap_t, q.heap_j, q.heap_v, si[I_HEAP_N])
-                t_end = q.heap_t[0] if si[I_HEAP_N] > 0 else INF
-                while si[I_WAKE_N] > 0 and run.version[q.wake_j[0]] != q.wake_v[0]:
-                    si[I_WAKE_N] = heap_pop(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N])
-                t_wake = q.wake_t[0] if si[I_WAKE_N] > 0 else INF
+                    heap_n = heap_pop(heap_t, heap_j, heap_v, heap_n)
+                t_end = heap_t[0] if heap_n > 0 else INF
+                while wake_n > 0 and version[wake_j[0]] != wake_v[0]:
+                    wake_n = heap_pop(wake_t, wake_j, wake_v, wake_n)
+                t_wake = wake_t[0] if wake_n > 0 else INF
                 if events:
                     t_new = min(min(t_arr, t_end), min(t_clu, t_wake))
                 else:
-                    tb = sf[F_LAST_B]
-                    if (dynamic and si[I_NW] > 0) or (kind == KIND_PLAN and si[I_NW] + si[I_N_RUNNING] > 0):
+                    tb = last_b
+                    if (dynamic and n_wait > 0) or (kind == KIND_PLAN and n_wait + n_running > 0):
                         t_new = tb + round_s
                         if t_new < t:  # a node event since then (handled at its own time) came first
                             t_new = math.ceil(t / round_s) * round_s
                     else:
-                        t_ev = min(min(t_arr, t_end), sf[F_DIRTY])
-                        if si[I_NW] > 0:
+                        t_ev = min(min(t_arr, t_end), dirty)
+                        if n_wait > 0:
                             t_ev = min(t_ev, t_wake)
                         if t_ev == INF:
                             t_new = INF
@@ -522,45 +733,46 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                         t_new = t_clu
                         boundary = False
                 if t_new == INF:
-                    return DEADLOCK, series
+                    code = DEADLOCK
+                    break
             if t_new > stop_t:
-                return PAUSED, series
-            si[I_STARTED] = 1
+                code = PAUSED
+                break
+            started = 1
             t = t_new
-            sf[F_T] = t
             # ---- completions up to t (exact finish times)
-            while si[I_HEAP_N] > 0 and q.heap_t[0] <= t:
-                j = q.heap_j[0]
-                te = q.heap_t[0]
-                valid = status[j] == RUNNING and run.version[j] == q.heap_v[0]
-                si[I_HEAP_N] = heap_pop(q.heap_t, q.heap_j, q.heap_v, si[I_HEAP_N])
+            while heap_n > 0 and heap_t[0] <= t:
+                j = heap_j[0]
+                te = heap_t[0]
+                valid = status[j] == RUNNING and version[j] == heap_v[0]
+                heap_n = heap_pop(heap_t, heap_j, heap_v, heap_n)
                 if not valid:
                     continue
-                el = te - run.launch_t[j]
-                g = run.held[j]
-                run.attained[j] += el
-                run.attained_gpu[j] += el * g
-                sf[F_BUSY_GPU_S] += el * g
-                run.work_left[j] = 0.0
-                run.finish[j] = te
+                el = te - launch_t[j]
+                g = held[j]
+                attained[j] += el
+                attained_gpu[j] += el * g
+                busy_gpu_s += el * g
+                work_left[j] = 0.0
+                finish[j] = te
                 status[j] = DONE
-                run.version[j] += 1
-                o = jobs.alloc_off[j]
-                release(run.alloc[o:o + g], g, nodes)
+                version[j] += 1
+                release(alloc, alloc_off[j], g, nodes)
                 free += g  # a node going down kills its jobs first: these nodes are up
-                run.held[j] = 0
-                si[I_DEMAND] -= jobs.gpus[j]
-                si[I_N_RUNNING] = rq_remove(q.rq, q.rpos, si[I_N_RUNNING], j)
-                if jobs.tracked[j]:
-                    si[I_TRACKED_LEFT] -= 1
-            if si[I_TRACKED_LEFT] == 0:
-                return FINISHED, series
+                held[j] = 0
+                demand -= gpus_req[j]
+                n_running = rq_remove(rq, rpos, n_running, j)
+                if tracked[j]:
+                    tracked_left -= 1
+            if tracked_left == 0:
+                code = FINISHED
+                break
             # ---- node events up to t, at their own times
-            while si[I_NEXT_EV] < n_ev and ev.t[si[I_NEXT_EV]] <= t:
-                e = si[I_NEXT_EV]
-                si[I_NEXT_EV] += 1
+            while next_ev < n_ev and ev_t[next_ev] <= t:
+                e = next_ev
+                next_ev += 1
                 nd = ev.node[e]
-                te = ev.t[e]
+                te = ev_t[e]
                 if ev.kind[e] == EV_FAIL:
                     if not nodes.up[nd]:
                         continue
@@ -569,24 +781,26 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                         if j < 0:
                             continue
                         # kill the job: all its GPUs are freed, it waits again
-                        stop_job(j, te, run, sf, restart_s, ckpt_s, policy, pp)
-                        o = jobs.alloc_off[j]
-                        g = run.held[j]
+                        b, lo = stop_job(j, te, run, restart_s, ckpt_s, policy, pp)
+                        busy_gpu_s += b
+                        lost_gpu_s += lo
+                        o = alloc_off[j]
+                        g = held[j]
                         for x in range(g):
-                            if nodes.up[nodes.gpu_node[run.alloc[o + x]]]:
+                            if nodes.up[nodes.gpu_node[alloc[o + x]]]:
                                 free += 1
-                        release(run.alloc[o:o + g], g, nodes)
-                        run.held[j] = 0
-                        run.n_fail[j] += 1
-                        si[I_N_FAIL] += 1
+                        release(alloc, o, g, nodes)
+                        held[j] = 0
+                        n_fail_j[j] += 1
+                        n_fail += 1
                         status[j] = WAITING
-                        run.wait_t[j] = te
-                        si[I_N_RUNNING] = rq_remove(q.rq, q.rpos, si[I_N_RUNNING], j)
-                        si[I_NW] = enqueue(policy, j, te, jobs, run, q, pp, si[I_NW], restart_s)
-                        tw = wake_time(policy, j, te, jobs, run, pp, promote)
-                        if tw < INF:
-                            si[I_WAKE_N] = heap_add(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N], tw, j,
-                                                    run.version[j], run.version)
+                        wait_t[j] = te
+                        n_running = rq_remove(rq, rpos, n_running, j)
+                        wq_head, n_wait = enqueue(policy, j, te, jobs, run, q, pp, wq_head, n_wait, restart_s)
+                        if wakes:
+                            tw = wake_time(policy, j, te, jobs, run, pp, promote)
+                            if tw < INF:
+                                wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
                     free -= nodes.free[nd]
                     total_gpus -= nodes.gpus[nd]
                     nodes.up[nd] = 0
@@ -597,113 +811,119 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     free += nodes.free[nd]
                     total_gpus += nodes.gpus[nd]
                 set_node_bit(nodes, nd)
-                if te < sf[F_DIRTY]:
-                    sf[F_DIRTY] = te
+                if te < dirty:
+                    dirty = te
             if not boundary:
                 continue
-            sf[F_LAST_B] = t
-            sf[F_DIRTY] = INF
+            last_b = t
+            dirty = INF
             # ---- wake-ups up to t: a waiting job promoted for starving moves to queue 0
-            while si[I_WAKE_N] > 0 and q.wake_t[0] <= t:
-                j = q.wake_j[0]
-                valid = run.version[j] == q.wake_v[0]
-                si[I_WAKE_N] = heap_pop(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N])
+            while wake_n > 0 and wake_t[0] <= t:
+                j = wake_j[0]
+                valid = version[j] == wake_v[0]
+                wake_n = heap_pop(wake_t, wake_j, wake_v, wake_n)
                 if not valid:
                     continue
                 if status[j] == WAITING:
-                    si[I_NW] = wq_remove(q, si[I_NW], j)
+                    wq_head, n_wait = wq_remove(q, wq_head, n_wait, j)
                     promote_job(j, t, run)
-                    si[I_NW] = enqueue(policy, j, t, jobs, run, q, pp, si[I_NW], restart_s)
+                    wq_head, n_wait = enqueue(policy, j, t, jobs, run, q, pp, wq_head, n_wait, restart_s)
                 elif status[j] == RUNNING:
                     # crossed a queue threshold (running keys are computed when needed): set
                     # the next crossing
                     tw = wake_time(policy, j, t, jobs, run, pp, promote)
                     if tw < INF:
-                        si[I_WAKE_N] = heap_add(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N], tw, j,
-                                                run.version[j], run.version)
+                        wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
             # ---- arrivals and admission
-            while si[I_NEXT_ARR] < n_jobs and jobs.submit[si[I_NEXT_ARR]] <= t:
-                status[si[I_NEXT_ARR]] = OVERFLOW
-                si[I_NEXT_ARR] += 1
+            while next_arr < n_jobs and submit[next_arr] <= t:
+                status[next_arr] = OVERFLOW
+                next_arr += 1
             if theta <= 0.0:
-                admit_to = si[I_NEXT_ARR]
+                admit_to = next_arr
             else:
                 added = 0
-                admit_to = si[I_OV_HEAD]
-                while si[I_DEMAND] + added <= theta * total_gpus and admit_to < si[I_NEXT_ARR]:
-                    added += jobs.gpus[admit_to]
+                admit_to = ov_head
+                while demand + added <= theta * total_gpus and admit_to < next_arr:
+                    added += gpus_req[admit_to]
                     admit_to += 1
-            for j in range(si[I_OV_HEAD], admit_to):
+            for j in range(ov_head, admit_to):
                 status[j] = WAITING
-                run.wait_t[j] = t
-                run.qentry[j] = t
-                si[I_NW] = enqueue(policy, j, t, jobs, run, q, pp, si[I_NW], restart_s)
-                si[I_DEMAND] += jobs.gpus[j]
-            si[I_OV_HEAD] = admit_to
+                wait_t[j] = t
+                qentry[j] = t
+                wq_head, n_wait = enqueue(policy, j, t, jobs, run, q, pp, wq_head, n_wait, restart_s)
+                demand += gpus_req[j]
+            ov_head = admit_to
             if kind == KIND_PLAN:
-                if si[I_NW] + si[I_N_RUNNING] == 0:
+                if n_wait + n_running == 0:
                     continue
-            elif si[I_NW] == 0 or (free == 0 and not preempt):
-                if si[I_N_RUNNING] == 0 and si[I_NW] > 0 and _stuck(q, run, si, n_jobs, n_ev):
-                    return DEADLOCK, series  # nothing in service, and nothing will come back
+            elif n_wait == 0 or (free == 0 and not preempt):
+                if n_running == 0 and n_wait > 0:
+                    stuck, wake_n = _stuck(q, run, wake_n, next_arr, next_ev, n_jobs, n_ev)
+                    if stuck:
+                        code = DEADLOCK  # nothing in service, and nothing will come back
+                        break
                 continue  # nothing can start: no step
             if py or kind == KIND_FULL:
                 # every active job, in arrival order
                 na = 0
-                for a in range(si[I_NW]):
-                    s.active[na] = q.wq[a]
+                for a in range(wq_head, wq_head + n_wait):
+                    active[na] = wq[a]
                     na += 1
-                for a in range(si[I_N_RUNNING]):
-                    s.active[na] = q.rq[a]
+                for a in range(n_running):
+                    active[na] = rq[a]
                     na += 1
-                s.active[:na] = np.sort(s.active[:na])
-                si[I_N_ACTIVE] = na
+                active[:na] = np.sort(active[:na])
+                n_active = na
                 if py:
-                    si[I_PENDING] = 1
-                    return (NEED_PLAN if kind == KIND_PLAN else NEED_KEYS), series
-        si[I_PENDING] = 0
-        nw = si[I_NW]
-        nr = si[I_N_RUNNING]
+                    pending = 1
+                    code = NEED_PLAN if kind == KIND_PLAN else NEED_KEYS
+                    break
+        pending = 0
+        nw = n_wait
+        h = wq_head
+        last_l = -1  # the last queue position the fast walk launched
+        nr = n_running
         nl = 0
         ns = 0
         slow = False
         n_pre = 0  # jobs a plan stopped before the walk
         if kind == KIND_PLAN:
-            na = si[I_N_ACTIVE]
+            na = n_active
             # stop running jobs whose plan differs from what they hold
             for a in range(na):
-                j = s.active[a]
+                j = active[a]
                 if status[j] != RUNNING:
                     continue
-                wt = run.want_type[j]
-                if wt == NO_RUN or run.want[j] != run.held[j] or (wt != ANY_TYPE and wt != run.held_type[j]):
+                wt = want_type[j]
+                if wt == NO_RUN or want[j] != held[j] or (wt != ANY_TYPE and wt != held_type[j]):
                     if wt != NO_RUN:
-                        si[I_N_MIGRATE] += 1
-                    stop_job(j, t, run, sf, restart_s, ckpt_s, policy, pp)
-                    o = jobs.alloc_off[j]
-                    release(run.alloc[o:o + run.held[j]], run.held[j], nodes)
-                    free += run.held[j]
-                    run.held[j] = 0
-                    run.n_preempt[j] += 1
+                        n_migrate += 1
+                    b, lo = stop_job(j, t, run, restart_s, ckpt_s, policy, pp)
+                    busy_gpu_s += b
+                    lost_gpu_s += lo
+                    release(alloc, alloc_off[j], held[j], nodes)
+                    free += held[j]
+                    held[j] = 0
+                    n_preempt_j[j] += 1
                     status[j] = WAITING
-                    run.wait_t[j] = t
-                    nr = rq_remove(q.rq, q.rpos, nr, j)
-                    nw = enqueue(policy, j, t, jobs, run, q, pp, nw, restart_s)
+                    wait_t[j] = t
+                    nr = rq_remove(rq, rpos, nr, j)
+                    h, nw = enqueue(policy, j, t, jobs, run, q, pp, h, nw, restart_s)
                     n_pre += 1
-            stable_order(s.keys, s.prio, s.active, na, s.order)
-            nl, ns = walk(s.order, na, jobs, run, rates, nodes, placement, n_types, False, False,
-                          s.launched, s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
+            stable_order(keys, prio, active, na, order)
+            nl, ns = walk(order, na, jobs, run, rates, nodes, placement, n_types, False, False,
+                          launched, suspended, victims, victims_pos, run_suffix, tmp)
             slow = True
         elif py or kind == KIND_FULL:
-            na = si[I_N_ACTIVE]
+            na = n_active
             if not py:
                 themis_keys(t, jobs, run, s, na, restart_s, round_s, cf[CF_THEMIS_F])
-            stable_order(s.keys, s.prio, s.active, na, s.order)
+            stable_order(keys, prio, active, na, order)
             if not py:
                 for a in range(na):
-                    s.prio[s.active[a]] = 0
-            nl, ns = walk(s.order, na, jobs, run, rates, nodes, placement, n_types, preempt, False,
-                          s.launched, s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
+                    prio[active[a]] = 0
+            nl, ns = walk(order, na, jobs, run, rates, nodes, placement, n_types, preempt, False,
+                          launched, suspended, victims, victims_pos, run_suffix, tmp)
             slow = True
         else:
             # ---- the walk over the waiting queue; the last running job in the order bounds the
@@ -715,19 +935,20 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             slow_from = -1
             i = 0
             while i < nw:
-                w = q.wq[i]
-                g = run.want[w]
+                w = wq[h + i]
+                g = want[w]
                 got = -1
                 if g <= free:
-                    got = place(w, g, run.want_type[w], jobs, rates, nodes, placement, n_types, s.tmp)
+                    got = place(w, g, want_type[w], jobs, rates, nodes, placement, n_types, tmp)
                 if got >= 0:
-                    assign(s.tmp, g, w, run.alloc, jobs.alloc_off[w], nodes)
+                    assign(tmp, g, w, alloc, alloc_off[w], nodes)
                     status[w] = RUNNING
-                    run.held[w] = g
-                    run.held_type[w] = got
+                    held[w] = g
+                    held_type[w] = got
                     free -= g
-                    s.launched[nl] = w
+                    launched[nl] = w
                     nl += 1
+                    last_l = i
                     if free > 0 or have_r:
                         i += 1
                         continue
@@ -736,15 +957,15 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     # the last running job in the order (jobs launched in this step rank before
                     # every job still waiting, so they never bound it)
                     for a in range(nr):
-                        r = q.rq[a]
+                        r = rq[a]
                         rr, kr = rank_key(policy, r, t, jobs, run, pp, restart_s)
-                        s.prio[r] = rr
-                        s.keys[r] = kr
+                        prio[r] = rr
+                        keys[r] = kr
                         if jmax < 0 or _before(rmax, kmax, jmax, rr, kr, r):
                             rmax = rr
                             kmax = kr
                             jmax = r
-                if have_r and _before(q.wrank[w], q.wkey[w], w, rmax, kmax, jmax):
+                if have_r and _before(wrank[w], wkey[w], w, rmax, kmax, jmax):
                     slow_from = i
                     break
                 if free == 0:
@@ -753,103 +974,140 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             if slow_from >= 0:
                 # the merged order from the blocked job on: the rest of the queue and the running
                 # jobs ranked after it, sorted by their keys now
-                w0 = q.wq[slow_from]
-                r0 = q.wrank[w0]
-                k0 = q.wkey[w0]
-                nra = 0
-                for a in range(nr):
-                    r = q.rq[a]
-                    if status[r] == RUNNING and _before(r0, k0, w0, s.prio[r], s.keys[r], r):
-                        s.victims[nra] = r
-                        nra += 1
-                sort_jobs(s.victims, nra, s.prio, s.keys, s.suspended)
+                w0 = wq[h + slow_from]
+                r0 = wrank[w0]
+                k0 = wkey[w0]
+                # the running jobs in key order (keys[] were just computed for all of them)
+                n_ro = _running_order(ro, ro_ver, n_ro, rq, nr, status, version, prio, keys, victims, order)
+                # those ranked after the blocked job: a suffix of that list
+                lo = 0
+                hi = n_ro
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    rm = ro[mid]
+                    if _before(r0, k0, w0, prio[rm], keys[rm], rm):
+                        hi = mid
+                    else:
+                        lo = mid + 1
                 no = 0
                 a = slow_from
-                b = 0
-                while a < nw or b < nra:
-                    if b >= nra:
+                b = lo
+                while a < nw or b < n_ro:
+                    if b >= n_ro:
                         take_w = True
                     elif a >= nw:
                         take_w = False
                     else:
-                        wa = q.wq[a]
-                        rb = s.suspended[b]
-                        take_w = _before(q.wrank[wa], q.wkey[wa], wa, s.prio[rb], s.keys[rb], rb)
+                        wa = wq[h + a]
+                        rb = ro[b]
+                        take_w = _before(wrank[wa], wkey[wa], wa, prio[rb], keys[rb], rb)
                     if take_w:
-                        s.order[no] = q.wq[a]
+                        order[no] = wq[h + a]
                         a += 1
                     else:
-                        s.order[no] = s.suspended[b]
+                        order[no] = ro[b]
                         b += 1
                     no += 1
-                nl2, ns = walk(s.order, no, jobs, run, rates, nodes, placement, n_types, True, False,
-                               s.launched[nl:], s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
+                nl2, ns = walk(order, no, jobs, run, rates, nodes, placement, n_types, True, False,
+                               launched[nl:], suspended, victims, victims_pos, run_suffix, tmp)
                 nl += nl2
                 slow = True
         # ---- settle: suspensions first (a victim may be re-placed in the same step), then launches
         for x in range(ns):
-            v = s.suspended[x]
+            v = suspended[x]
             # a victim re-placed in this walk holds its new GPUs already; its old launch is
             # settled with the size it had (the same: only plans change sizes, before the walk)
-            stop_job(v, t, run, sf, restart_s, ckpt_s, policy, pp)
-            run.n_preempt[v] += 1
-            nr = rq_remove(q.rq, q.rpos, nr, v)
-            run.wait_t[v] = t  # (a victim re-placed in this walk waited no time)
+            b, lo = stop_job(v, t, run, restart_s, ckpt_s, policy, pp)
+            busy_gpu_s += b
+            lost_gpu_s += lo
+            n_preempt_j[v] += 1
+            nr = rq_remove(rq, rpos, nr, v)
+            wait_t[v] = t  # (a victim re-placed in this walk waited no time)
             if status[v] == WAITING:
-                run.held[v] = 0
+                held[v] = 0
         # the queue loses the jobs that started and gains the victims left waiting
         if nl > 0:
-            wn = 0
-            for a in range(nw):
-                j = q.wq[a]
-                if status[j] == WAITING:
-                    q.wq[wn] = j
-                    wn += 1
-            nw = wn
+            if slow:
+                # launches anywhere in the queue: one pass over it
+                wn = 0
+                for a in range(h, h + nw):
+                    j = wq[a]
+                    if status[j] == WAITING:
+                        wq[h + wn] = j
+                        wn += 1
+                nw = wn
+            else:
+                # the fast walk launched only from wq[h:h + last_l + 1]: that prefix closes up
+                # towards its end and the head moves, O(last_l) rather than O(queue)
+                wp = last_l
+                for a in range(last_l, -1, -1):
+                    j = wq[h + a]
+                    if status[j] == WAITING:
+                        wq[h + wp] = j
+                        wp -= 1
+                h += wp + 1
+                nw -= wp + 1
+        m = 0
         for x in range(ns):
-            v = s.suspended[x]
+            v = suspended[x]
             if status[v] == WAITING:
-                nw = enqueue(policy, v, t, jobs, run, q, pp, nw, restart_s)
-                tw = wake_time(policy, v, t, jobs, run, pp, promote)
-                if tw < INF:
-                    si[I_WAKE_N] = heap_add(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N], tw, v, run.version[v],
-                                            run.version)
+                set_key(policy, v, t, jobs, run, q, pp, restart_s)
+                victims[m] = v
+                m += 1
+        if m > 0:
+            # the step's victims left waiting join the queue in one merge
+            if m <= 32:
+                sort_small(victims, m, wrank, wkey)
+            else:
+                sort_jobs(victims[:m].copy(), m, wrank, wkey, victims)
+            h, nw = wq_merge(q, h, nw, victims, m)
+        if wakes:
+            for x in range(ns):
+                v = suspended[x]
+                if status[v] == WAITING:
+                    tw = wake_time(policy, v, t, jobs, run, pp, promote)
+                    if tw < INF:
+                        wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, v, version[v], version)
         for x in range(nl):
-            j = s.launched[x]
-            if run.attained[j] > run.exec0[j]:
-                run.pend0[j] += t - run.wait_t[j]  # Tiresias' starvation counter: waiting after having run
-            run.launch_t[j] = t
-            if run.first_start[j] < 0.0:
-                run.first_start[j] = t
-            run.version[j] += 1
-            g = run.held[j]
-            o = jobs.alloc_off[j]
-            multi_node, multi_rack = spans(run.alloc[o:o + g], g, nodes)
-            run.rate[j] = launch_rate(jobs, rates, j, run.held_type[j], g, multi_node, multi_rack, rack_factor)
-            nr = rq_add(q.rq, q.rpos, nr, j)
-            si[I_HEAP_N] = heap_add(q.heap_t, q.heap_j, q.heap_v, si[I_HEAP_N],
-                                    t + restart_s + run.work_left[j] / run.rate[j], j, run.version[j], run.version)
-            tw = wake_time(policy, j, t, jobs, run, pp, promote)
-            if tw < INF:
-                si[I_WAKE_N] = heap_add(q.wake_t, q.wake_j, q.wake_v, si[I_WAKE_N], tw, j, run.version[j], run.version)
-        si[I_NW] = nw
-        si[I_N_RUNNING] = nr
+            j = launched[x]
+            if attained[j] > exec0[j]:
+                pend0[j] += t - wait_t[j]  # Tiresias' starvation counter: waiting after having run
+            launch_t[j] = t
+            if first_start[j] < 0.0:
+                first_start[j] = t
+            version[j] += 1
+            g = held[j]
+            o = alloc_off[j]
+            multi_node, multi_rack = spans(alloc, o, g, nodes)
+            rate[j] = launch_rate(jobs, rates, j, held_type[j], g, multi_node, multi_rack, rack_factor)
+            nr = rq_add(rq, rpos, nr, j)
+            heap_n = heap_add(heap_t, heap_j, heap_v, heap_n, t + restart_s + work_left[j] / rate[j], j,
+                              version[j], version)
+            if wakes:
+                tw = wake_time(policy, j, t, jobs, run, pp, promote)
+                if tw < INF:
+                    wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
+        n_wait = nw
+        wq_head = h
+        n_running = nr
         if slow or ns > 0:
             total_gpus, free = _free_up(nodes)
-        si[I_N_PREEMPT] += ns + n_pre
-        si[I_N_STEPS] += 1
+        n_preempt += ns + n_pre
+        n_steps += 1
         if nr == 0 and nw > 0:
             # the cluster is empty and nothing is left to arrive or change, yet no waiting job
             # fits it: no order and no amount of waiting will change that (jobs held back by
             # admission only get in after a completion). A planner may idle on purpose (Gavel
             # waits for its next allocation): it gets PLAN_IDLE_LIMIT such steps in a row.
-            si[I_IDLE] += 1
-            if _stuck(q, run, si, n_jobs, n_ev) and (kind != KIND_PLAN or si[I_IDLE] > PLAN_IDLE_LIMIT):
-                return DEADLOCK, series
+            idle += 1
+            stuck, wake_n = _stuck(q, run, wake_n, next_arr, next_ev, n_jobs, n_ev)
+            if stuck and (kind != KIND_PLAN or idle > PLAN_IDLE_LIMIT):
+                code = DEADLOCK
+                break
         else:
-            si[I_IDLE] = 0
-        if ci[C_SERIES] != 0:
-            r = si[I_N_SERIES]
+            idle = 0
+        if record:
+            r = n_series
             if r >= series.shape[0]:
                 bigger = np.empty((2 * series.shape[0] + 16, series.shape[1]), dtype=series.dtype)
                 bigger[: series.shape[0]] = series
@@ -859,18 +1117,46 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             series[r, 2] = free
             series[r, 3] = nw
             series[r, 4] = nr
-            series[r, 5] = si[I_DEMAND]
+            series[r, 5] = demand
             series[r, 6] = total_gpus
-            si[I_N_SERIES] = r + 1
+            n_series = r + 1
+
+    si[I_N_ACTIVE] = n_active
+    si[I_NEXT_ARR] = next_arr
+    si[I_OV_HEAD] = ov_head
+    si[I_TRACKED_LEFT] = tracked_left
+    si[I_HEAP_N] = heap_n
+    si[I_N_STEPS] = n_steps
+    si[I_N_RUNNING] = n_running
+    si[I_DEMAND] = demand
+    si[I_STARTED] = started
+    si[I_N_PREEMPT] = n_preempt
+    si[I_N_SERIES] = n_series
+    si[I_PENDING] = pending
+    si[I_NW] = n_wait
+    si[I_WQ_HEAD] = wq_head
+    si[I_N_RO] = n_ro
+    si[I_NEXT_EV] = next_ev
+    si[I_WAKE_N] = wake_n
+    si[I_N_FAIL] = n_fail
+    si[I_N_MIGRATE] = n_migrate
+    si[I_IDLE] = idle
+    sf[F_T] = t
+    sf[F_BUSY_GPU_S] = busy_gpu_s
+    sf[F_LAST_B] = last_b
+    sf[F_DIRTY] = dirty
+    sf[F_LOST_GPU_S] = lost_gpu_s
+    return code, series
 
 
 @jit
-def rekey_waiting(policy, t, jobs, run, q, pp, nw, restart_s):
-    """Re-key and re-sort the waiting queue (after the policy changed on a paused run)."""
-    for a in range(nw):
-        j = q.wq[a]
-        r, k = rank_key(policy, j, t, jobs, run, pp, restart_s)
-        q.wrank[j] = r
-        q.wkey[j] = k
-    tmp = q.wq[:nw].copy()
+def rekey_waiting(policy, t, jobs, run, q, pp, si, restart_s):
+    """Re-key and re-sort the waiting queue (after the policy changed on a paused run); the queue
+    moves to the start of its array."""
+    h = si[I_WQ_HEAD]
+    nw = si[I_NW]
+    for a in range(h, h + nw):
+        set_key(policy, q.wq[a], t, jobs, run, q, pp, restart_s)
+    tmp = q.wq[h:h + nw].copy()
     sort_jobs(tmp, nw, q.wrank, q.wkey, q.wq)
+    si[I_WQ_HEAD] = 0

@@ -12,28 +12,26 @@ least ``n`` free GPUs in total where that is cheap to know.
 from __future__ import annotations
 
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM's cttz (undefined for 0: never passed 0)
 
 from ._jit import jit
 from .enums import FREE, PL_BLOX, PL_CONSOLIDATED, PL_FIRST_FIT, PL_TOPOLOGY
 from .state import Nodes
 
 
-@jit
+@jit(nrt=False)
 def _lowest_bits(mask, k, base, out, pos):
-    """Write the ``k`` lowest set bits of ``mask`` as ``base + bit`` into ``out[pos:pos+k]``."""
+    """Write the ``k`` lowest set bits of ``mask`` (it has at least ``k``) as ``base + bit`` into
+    ``out[pos:pos+k]``."""
     m = np.uint64(mask)
     one = np.uint64(1)
-    got = 0
-    b = 0
-    while got < k:
-        if (m >> np.uint64(b)) & one:
-            out[pos + got] = base + b
-            got += 1
-        b += 1
-    return pos + got
+    for got in range(k):
+        out[pos + got] = base + np.int64(trailing_zeros(m))
+        m &= m - one  # clear the lowest set bit
+    return pos + k
 
 
-@jit
+@jit(nrt=False)
 def next_node(bits, row, start):
     """The first node ``>= start`` whose bit is set in ``bits[row]`` (up, with a free GPU), or -1."""
     wi = start >> 6
@@ -43,15 +41,14 @@ def next_node(bits, row, start):
     word = bits[row, wi] & ~((np.uint64(1) << np.uint64(start & 63)) - np.uint64(1))
     while True:
         if word != 0:
-            low = word & (~word + np.uint64(1))  # the lowest set bit alone: a power of two
-            return (wi << 6) + int(np.log2(np.float64(low)))
+            return (wi << 6) + np.int64(trailing_zeros(word))
         wi += 1
         if wi >= nw:
             return -1
         word = bits[row, wi]
 
 
-@jit
+@jit(nrt=False)
 def set_node_bit(nodes, nd):
     """Recompute node ``nd``'s bits from its free count and service state."""
     b = np.uint64(1) << np.uint64(nd & 63)
@@ -66,12 +63,12 @@ def set_node_bit(nodes, nd):
             nodes.bits[r, nd >> 6] &= ~b
 
 
-@jit
+@jit(nrt=False)
 def _eligible(nodes, nd, row):
     return nodes.up[nd] != 0 and (row == 0 or nodes.row[nd] == row)
 
 
-@jit
+@jit(nrt=False)
 def fit_first(n, row, nodes, out):
     """Any free GPUs: lowest-numbered first, node by node (a correct scattered placement)."""
     pos = 0
@@ -85,7 +82,7 @@ def fit_first(n, row, nodes, out):
     return 0
 
 
-@jit
+@jit(nrt=False)
 def fit_blox(n, row, nodes, out):
     """Blox's ``_scattered_placement``: take ``min(free, n)`` from each node in order; the running
     total must equal ``n`` exactly at some node, else the job does not fit (Blox's quirk)."""
@@ -102,7 +99,7 @@ def fit_blox(n, row, nodes, out):
     return 0
 
 
-@jit
+@jit(nrt=False)
 def _best_node(n, row, nodes):
     """The fullest eligible node that still holds ``n`` free GPUs (lowest id on ties), or -1."""
     best = -1
@@ -115,7 +112,7 @@ def _best_node(n, row, nodes):
     return best
 
 
-@jit
+@jit(nrt=False)
 def _max_node_size(row, nodes):
     m = 0
     for nd in range(nodes.gpus.shape[0]):
@@ -150,7 +147,7 @@ def _take_emptiest(n, row, nodes, out, k_max, rack):
     return 0
 
 
-@jit
+@jit(nrt=False)
 def fit_consolidated(n, row, nodes, out):
     """Fewest nodes. A gang that fits in one node goes to the fullest node that still holds it
     (best fit; ties to the lowest node id). A larger gang takes the emptiest nodes first and fits
@@ -198,7 +195,7 @@ def fit_topology(n, row, nodes, out):
     return _take_emptiest(n, row, nodes, out, num_nodes, -1)
 
 
-@jit
+@jit(nrt=False)
 def fit(kind, n, row, nodes, out):
     """Dispatch on the placement code (see ``enums``)."""
     if kind == PL_FIRST_FIT:
@@ -212,11 +209,11 @@ def fit(kind, n, row, nodes, out):
     return 0
 
 
-@jit
-def take(gpu_ids, n, job, nodes):
-    """Give GPUs ``gpu_ids[:n]`` (all free) to ``job``."""
+@jit(nrt=False)
+def take(gpu_ids, o, n, job, nodes):
+    """Give GPUs ``gpu_ids[o:o + n]`` (all free) to ``job``."""
     one = np.uint64(1)
-    for k in range(n):
+    for k in range(o, o + n):
         g = gpu_ids[k]
         nd = nodes.gpu_node[g]
         nodes.owner[g] = job
@@ -230,20 +227,21 @@ def take(gpu_ids, n, job, nodes):
                 nodes.bits[r, nd >> 6] &= b
 
 
-@jit
+@jit(nrt=False)
 def assign(gpu_ids, n, job, alloc, o, nodes):
     """Give GPUs ``gpu_ids[:n]`` to ``job`` and record them as its allocation ``alloc[o:o+n]``
     (where ``release`` finds them)."""
-    take(gpu_ids, n, job, nodes)
+    take(gpu_ids, 0, n, job, nodes)
     for k in range(n):
         alloc[o + k] = gpu_ids[k]
 
 
-@jit
-def release(gpu_ids, n, nodes):
-    """Free GPUs ``gpu_ids[:n]``."""
+@jit(nrt=False)
+def release(gpu_ids, o, n, nodes):
+    """Free GPUs ``gpu_ids[o:o + n]`` (a job's slots in ``Run.alloc``: offsets rather than a slice,
+    which would be a new array)."""
     one = np.uint64(1)
-    for k in range(n):
+    for k in range(o, o + n):
         g = gpu_ids[k]
         nd = nodes.gpu_node[g]
         nodes.owner[g] = FREE
@@ -257,16 +255,16 @@ def release(gpu_ids, n, nodes):
                 nodes.bits[r, nd >> 6] |= b
 
 
-@jit
-def spans(gpu_ids, n, nodes):
-    """``(more than one node, more than one rack)`` for the gang ``gpu_ids[:n]``."""
+@jit(nrt=False)
+def spans(gpu_ids, o, n, nodes):
+    """``(more than one node, more than one rack)`` for the gang ``gpu_ids[o:o + n]``."""
     if n == 0:
         return False, False
-    nd0 = nodes.gpu_node[gpu_ids[0]]
+    nd0 = nodes.gpu_node[gpu_ids[o]]
     r0 = nodes.rack[nd0]
     multi_node = False
     multi_rack = False
-    for k in range(1, n):
+    for k in range(o + 1, o + n):
         nd = nodes.gpu_node[gpu_ids[k]]
         if nd != nd0:
             multi_node = True

@@ -144,16 +144,20 @@ class Run(NamedTuple):
 
 
 class Queues(NamedTuple):
-    """``wq[:nw]`` waiting jobs sorted by ``(wrank, wkey, job)``; ``rq[:nr]`` running jobs
-    (unordered; ``rpos`` a job's slot); ``heap_*`` completion times (min-heap of ``(t, job,
-    version)``, stale entries dropped lazily); ``wake_*`` the same for policy wake-ups
-    (Tiresias' queue crossings and promotions)."""
+    """``wq[head:head + nw]`` waiting jobs sorted by ``(wrank, wkey, job)`` (a window in 2N + 2
+    slots: both ends can grow); ``rq[:nr]`` running jobs (unordered; ``rpos`` a job's slot);
+    ``ro`` the running jobs in ``(rank, key, job)`` order as of the last preempting step (``ro_ver``
+    a job's version when it entered it: a stale entry is a job stopped since); ``heap_*``
+    completion times (min-heap of ``(t, job, version)``, stale entries dropped lazily);
+    ``wake_*`` the same for policy wake-ups (Tiresias' queue crossings and promotions)."""
 
     wq: np.ndarray
     wkey: np.ndarray
     wrank: np.ndarray
     rq: np.ndarray
     rpos: np.ndarray
+    ro: np.ndarray
+    ro_ver: np.ndarray
     heap_t: np.ndarray
     heap_j: np.ndarray
     heap_v: np.ndarray

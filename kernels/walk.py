@@ -28,7 +28,7 @@ from .placement import assign, fit, release, take
 from .rates import can_run
 
 
-@jit
+@jit(nrt=False)
 def place(j, n, want_type, jobs, rates, nodes, kind, n_types, tmp):
     """Find ``n`` GPUs for job ``j`` (ids into ``tmp[:n]``); returns the GPU type used, or -1."""
     if want_type == NO_RUN:
@@ -47,7 +47,7 @@ def place(j, n, want_type, jobs, rates, nodes, kind, n_types, tmp):
     return -1
 
 
-@jit
+@jit(nrt=False)
 def walk(order, n_order, jobs, run, rates, nodes, kind, n_types, preempt, stop_on_block, launched_out,
          suspended_out, victims, victims_pos, run_suffix, tmp):
     """Walk ``order[:n_order]`` (job indices, highest priority first); returns
@@ -88,7 +88,7 @@ def walk(order, n_order, jobs, run, rates, nodes, kind, n_types, preempt, stop_o
                 v = order[p]
                 if status[v] == RUNNING:
                     o = jobs.alloc_off[v]
-                    release(run.alloc[o:o + held[v]], held[v], nodes)
+                    release(run.alloc, o, held[v], nodes)
                     status[v] = WAITING
                     total_free += held[v]
                     victims[nv] = v
@@ -118,7 +118,7 @@ def walk(order, n_order, jobs, run, rates, nodes, kind, n_types, preempt, stop_o
                     put_back = False
                     break
             if put_back:
-                take(run.alloc[o:o + held[v]], held[v], v, nodes)
+                take(run.alloc, o, held[v], v, nodes)
                 status[v] = RUNNING
                 total_free -= held[v]
                 if victims_pos[q] > tail:

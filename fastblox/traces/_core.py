@@ -370,6 +370,8 @@ def finish(raw: RawJobs, *, path, on_bad_rows: str = "error", max_gpus=None, nam
 def _later_duplicates(key: np.ndarray) -> np.ndarray:
     """True where a value already occurred earlier in the array (missing values never repeat)."""
     if key.dtype.kind in "iuf":
+        if len(key) < 2 or (key[1:] > key[:-1]).all():
+            return np.zeros(len(key), dtype=bool)  # strictly increasing (NaN fails the test): no repeats
         _, first = np.unique(key, return_index=True)
         out = np.ones(len(key), dtype=bool)
         out[first] = False
