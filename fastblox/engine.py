@@ -125,7 +125,16 @@ def _policy_params(policy: parts.Policy, opts: dict) -> PolicyParams:
     thr = np.asarray(opts.get("thresholds", ()), dtype=np.float64).reshape(-1)
     gx = np.asarray(opts.get("_gittins_x", [0.0]), dtype=np.float64)
     gv = np.asarray(opts.get("_gittins_v", [0.0]), dtype=np.float64)
-    return PolicyParams(thr, gx, gv)
+    return _writable(PolicyParams(thr, gx, gv))
+
+
+def _writable(nt):
+    """``nt`` (a NamedTuple of arrays) with every array writable and C-contiguous, copied where
+    not: numba compiles a separate copy of every kernel (tens of seconds) for read-only or
+    strided arrays, which a user's own ``Workload`` arrays, a memory map or Ray can hand over."""
+    if all(a.flags.writeable and a.flags.c_contiguous for a in nt):
+        return nt
+    return type(nt)(*(a if a.flags.writeable and a.flags.c_contiguous else np.array(a, order="C") for a in nt))
 
 
 class NativeState:
@@ -141,9 +150,9 @@ class NativeState:
         sm = speed if speed is not None else build_speed_model(w, c, None)
         self.speed = sm
         slots = w.num_gpus if max_gpus is None else np.maximum(max_gpus, w.num_gpus)
-        self.jobs = Jobs(w.submit_s, w.num_gpus, sm.work, tracked.astype(np.bool_), _alloc_offsets(slots),
-                         sm.cls, sm.ref_rate)
-        self.rates = sm.rates
+        self.jobs = _writable(Jobs(np.asarray(w.submit_s, np.float64), np.asarray(w.num_gpus, np.int64), sm.work,
+                                   tracked.astype(np.bool_), _alloc_offsets(slots), sm.cls, sm.ref_rate))
+        self.rates = _writable(sm.rates)
         self.run = Run(
             status=np.zeros(n, dtype=np.int8), work_left=sm.work.copy(), attained=np.zeros(n),
             attained_gpu=np.zeros(n), launch_t=np.zeros(n), first_start=np.full(n, enums.NO_TIME),
@@ -158,7 +167,7 @@ class NativeState:
         start_down = events.start_down if events is not None else None
         self.nodes = make_nodes(c.node_gpus, c.node_type, c.racks,
                                 None if start_down is None else (~start_down).astype(np.uint8))
-        self.events = (KEvents(events.t_s, events.node, events.kind) if events is not None else
+        self.events = (_writable(KEvents(events.t_s, events.node, events.kind)) if events is not None else
                        KEvents(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
         self.q = Queues(
             wq=np.empty(2 * n + 2, dtype=np.int64), wkey=np.zeros(n), wrank=np.zeros(n, dtype=np.int64),

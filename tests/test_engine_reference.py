@@ -183,3 +183,20 @@ def test_consolidated_waits_first_fit_spreads():
     ff2 = fastblox.simulate(w2, cluster="2x4", scheduler="fifo", placement="first-fit")
     assert cons2.jobs["first_start_s"].to_list()[2] == 100  # one free GPU on each node: it must wait
     assert ff2.jobs["first_start_s"].to_list()[2] == 1  # first-fit spread job 1, leaving 2 GPUs on node 1
+
+
+def test_read_only_and_narrow_inputs_reuse_the_compiled_kernel():
+    """A workload whose arrays are read-only or of narrower dtypes (a memory map, Ray, a user's own
+    dataclass) runs on the kernel already compiled: no new specialisation, same result."""
+    from fastblox.kernels import engine as kengine
+
+    w = fastblox.Workload.from_arrays(submit_s=[0.0, 5.0, 9.0], num_gpus=[1, 4, 2], duration_s=[30.0, 20.0, 10.0])
+    base = fastblox.simulate(w, cluster="2x4", scheduler="las")
+    n_sigs = len(kengine.advance.signatures)
+    ro = fastblox.Workload(w.job_id, w.submit_s.copy(), w.num_gpus.astype(np.int32), w.duration_s.copy(),
+                           w.iterations, w.iter_time_s)
+    for a in (ro.submit_s, ro.num_gpus, ro.duration_s):
+        a.flags.writeable = False
+    res = fastblox.simulate(ro, cluster="2x4", scheduler="las")
+    assert len(kengine.advance.signatures) == n_sigs
+    assert res.jobs.equals(base.jobs)
