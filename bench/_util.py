@@ -29,7 +29,10 @@ def timed(fn, repeats: int = 5):
 
 def run_process(cmd, env=None) -> tuple[float, int, float]:
     """Run ``cmd`` in a fresh process; returns (wall seconds, peak RSS in bytes, CPU seconds) of
-    that process. RSS and CPU come from ``os.wait4``'s rusage, so they are this child's alone."""
+    that process. CPU comes from ``os.wait4``'s rusage (this child's alone). The peak RSS is the
+    child's own ``VmHWM`` when it reports one (``CLI`` does: the line ``VmHWM: N kB`` on stderr),
+    else wait4's ``ru_maxrss``, which Linux carries over ``exec`` from the address space the child
+    was forked with: a child of a large benchmark process reports that process's size."""
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
@@ -39,10 +42,16 @@ def run_process(cmd, env=None) -> tuple[float, int, float]:
         if p.returncode != 0:
             err.seek(0)
             raise RuntimeError(f"{' '.join(map(str, cmd))} exited {p.returncode}: {err.read().decode()[-2000:]}")
-    return wall, ru.ru_maxrss * 1024, ru.ru_utime + ru.ru_stime
+        err.seek(0)
+        hwm = [ln for ln in err.read().decode(errors="replace").splitlines() if ln.startswith("VmHWM:")]
+    rss = int(hwm[-1].split()[1]) * 1024 if hwm else ru.ru_maxrss * 1024
+    return wall, rss, ru.ru_utime + ru.ru_stime
 
 
-CLI = [sys.executable, "-c", "import sys; from fastblox.cli import main; sys.exit(main(sys.argv[1:]))"]
+# `fastblox ARGS` in-process, then its peak RSS (this process's address space only) on stderr
+CLI = [sys.executable, "-c", "import sys; from fastblox.cli import main; rc = main(sys.argv[1:]); "
+       "sys.stderr.write(next((ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')), '')); "
+       "sys.exit(rc)"]
 
 
 def cold_start(args: list[str], warm_repeats: int = 1) -> dict:

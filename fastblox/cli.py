@@ -247,6 +247,9 @@ def main(argv=None) -> int:
     if not getattr(a, "func", None):
         ap.print_help()
         return 2
+    from . import engine
+
+    engine.COMPILE_NOTICE = lambda msg: print(f"fastblox: {msg}", file=sys.stderr, flush=True)
     try:
         return int(a.func(a) or 0)
     except FastbloxError as e:

@@ -10,6 +10,7 @@ Two engines sit behind one call:
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 
@@ -91,6 +92,10 @@ def _alloc_offsets(gpus: np.ndarray) -> np.ndarray:
 
 
 _WARM: set = set()
+#: called with a message when loading a kernel takes longer than ``NOTICE_AFTER_S`` (it is being
+#: compiled: an empty numba cache, about a minute); the CLI prints it, the library stays quiet
+COMPILE_NOTICE = None
+NOTICE_AFTER_S = 3.0
 
 
 def _warm(kind: str) -> float:
@@ -98,6 +103,21 @@ def _warm(kind: str) -> float:
     that ``sim_wall_s`` measures simulation only. Returns the seconds it took."""
     if kind in _WARM:
         return 0.0
+    timer = None
+    if COMPILE_NOTICE is not None:
+        msg = (f"compiling the {kind} simulation kernel (first run with this numba cache: about a minute; "
+               "later runs load it in about a second)...")
+        timer = threading.Timer(NOTICE_AFTER_S, COMPILE_NOTICE, args=(msg,))
+        timer.daemon = True
+        timer.start()
+    try:
+        return _warm_now(kind)
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def _warm_now(kind: str) -> float:
     t0 = time.perf_counter()
     tiny = Workload.from_arrays(submit_s=[0.0, 1.0], num_gpus=[1, 2], duration_s=[10.0, 20.0])
     c = Cluster.parse("2x2")

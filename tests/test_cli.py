@@ -85,3 +85,21 @@ def test_trace_parquet_round_trip(tmp_path):
     direct = fastblox.simulate(w, cluster="8x8")
     got = pl.read_parquet(tmp_path / "o" / "jobs.parquet")
     assert got["finish_s"].to_list() == direct.jobs["finish_s"].to_list()
+
+
+def test_slow_kernel_load_says_it_is_compiling(monkeypatch, capsys):
+    """A kernel that takes a while to load (an empty numba cache: it compiles) is announced on
+    stderr while the CLI waits; a fast load says nothing."""
+    from fastblox import engine
+
+    monkeypatch.setattr(engine, "_WARM", set())
+    monkeypatch.setattr(engine, "NOTICE_AFTER_S", 60.0)
+    assert main(["run", "--num-jobs", "50"]) == 0
+    assert "compiling" not in capsys.readouterr().err
+    monkeypatch.setattr(engine, "_WARM", set())
+    monkeypatch.setattr(engine, "NOTICE_AFTER_S", 0.0)  # every load counts as slow
+    real = engine._warm_now
+    monkeypatch.setattr(engine, "_warm_now", lambda kind: (__import__("time").sleep(0.2), real(kind))[1])
+    assert main(["run", "--num-jobs", "50"]) == 0
+    err = capsys.readouterr().err
+    assert "fastblox: compiling the native simulation kernel" in err
