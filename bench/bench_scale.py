@@ -286,6 +286,11 @@ def process_runs(big: Path, cluster: str) -> dict:
 
 
 # ------------------------------------------------------------------------------------------- report
+def label_of(p: str) -> str:
+    """A policy's name as the README writes it (FIFO, LAS, SRTF, Tiresias)."""
+    return p.upper() if p in ("fifo", "las", "srtf") else p.capitalize()
+
+
 def plot(d: dict) -> None:
     import matplotlib
 
@@ -305,7 +310,7 @@ def plot(d: dict) -> None:
             if r:
                 c, m, ls = style[p]
                 a.plot([x["jobs"] for x in r], [x["cpu_s"] for x in r], color=c, marker=m, ls=ls, alpha=alpha,
-                       label=f"{p.upper()}, {g:,} GPUs" + (", 3 types" if cl == HETERO else ""))
+                       label=f"{label_of(p)}, {g:,} GPUs" + (", 3 types" if cl == HETERO else ""))
     a.set(xscale="log", yscale="log", xlabel="jobs", ylabel="simulation CPU time (s)",
           title="(a) time vs jobs (uncongested clusters)")
     a.legend(fontsize=7, ncol=2)
@@ -319,7 +324,7 @@ def plot(d: dict) -> None:
             if r:
                 c, m, ls = style[p]
                 a.plot([x["gpus"] for x in r], [x["cpu_s"] for x in r], color=c, marker=m, ls=ls, alpha=alpha,
-                       label=f"{p.upper()}, {n // 1000}k jobs")
+                       label=f"{label_of(p)}, {n // 1000}k jobs")
     a.set(xscale="log", yscale="log", xlabel="cluster GPUs", ylabel="simulation CPU time (s)",
           title="(b) time vs cluster size (small clusters: long queues)")
     a.legend(fontsize=8)
@@ -330,7 +335,7 @@ def plot(d: dict) -> None:
         r = [x for x in rows if x["policy"] == p]
         c, m, _ = style[p]
         a.scatter([max(x["mean_queue"], 0.5) for x in r], [1e6 * x["cpu_s"] / x["steps"] for x in r], color=c, marker=m,
-                  label=p.upper(), alpha=0.8)
+                  label=label_of(p), alpha=0.8)
     a.set(xscale="log", yscale="log", xlabel="mean queue length (waiting jobs; 0 drawn at 0.5)",
           ylabel="CPU time per scheduling step (µs)", title="(c) per-step cost vs queue length, all runs")
     a.legend(fontsize=8)
@@ -340,7 +345,7 @@ def plot(d: dict) -> None:
     for prof in d["step_profiles"]:
         c, m, ls = style[prof["policy"]]
         a.plot(np.array(prof["finished"]) / 1e3, prof["us_per_step"], color=c, ls=ls,
-               label=f"{prof['policy'].upper()}: CPU µs per step (median of 3) per {prof['chunk'] // 1000}k completions")
+               label=f"{label_of(prof['policy'])}: CPU µs per step (median of 3) per {prof['chunk'] // 1000}k completions")
     a.set(xlabel="finished jobs (thousands)", ylabel="CPU time per scheduling step (µs)", ylim=(0, None),
           title=f"(d) per-step cost along the 1M run ({d['scaled_cluster']})")
     a2 = a.twinx()
@@ -352,8 +357,9 @@ def plot(d: dict) -> None:
     h2, l2 = a2.get_legend_handles_labels()
     a.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left")
     a.grid(True, alpha=0.3)
+    shared = max(d["loadavg_5min"]) > 2
     fig.suptitle(f"fastblox events mode, scaled Philly workload ({d['machine']}, warm numba cache; "
-                 "kernel thread CPU time, the machine was shared)", fontsize=11)
+                 f"kernel thread CPU time{', the machine was shared' if shared else ''})", fontsize=11)
     fig.tight_layout()
     IMG.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(IMG, dpi=110)
@@ -382,7 +388,7 @@ def readme_text(d: dict) -> str:
                 r = group[p]
                 tgt = 0.5 if p == "fifo" else 5.0
                 ok = lambda x: "met" if x < tgt else "not met"  # noqa: E731
-                L.append(f"| {p.upper()}, events{label} | **{r['sim_s']:.3f} s** | {r['cpu_s']:.3f} s | {r['steps']:,} | "
+                L.append(f"| {label_of(p)}, events{label} | **{r['sim_s']:.3f} s** | {r['cpu_s']:.3f} s | {r['steps']:,} | "
                          f"{r['cpu_us_per_step']:.2f} | < {tgt:g} s: {ok(r['sim_s'])} (wall), {ok(r['cpu_s'])} (CPU) |")
     if "process" in d:
         po, pj = d["process"]["out"], d["process"]["json"]
@@ -400,16 +406,16 @@ def readme_text(d: dict) -> str:
           "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sorted(rows, key=lambda r: (r["jobs"], r.get("gpu_types", 1), r["gpus"], POLICIES.index(r["policy"]))):
         g = f"{r['gpus']:,}" + (f" ({r['gpu_types']} types)" if r.get("gpu_types", 1) > 1 else "")
-        L.append(f"| {r['jobs']:,} | {g} | {r['policy'].upper()} | {r['sim_s']:.3f} | {r['cpu_s']:.3f} | {r['steps']:,} | "
+        L.append(f"| {r['jobs']:,} | {g} | {label_of(r['policy'])} | {r['sim_s']:.3f} | {r['cpu_s']:.3f} | {r['steps']:,} | "
                  f"{r['cpu_us_per_step']:.2f} | {r['preemptions']:,} | {r['mean_active']:,.0f} / {r['max_active']:,} | "
                  f"{r['mean_queue']:,.0f} / {r['max_queue']:,} |")
     if d["skipped"]:
-        sk = ", ".join(f"{s['policy'].upper()} {s['jobs'] // 1000}k on {s['gpus']:,} GPUs ({s['why']})"
+        sk = ", ".join(f"{label_of(s['policy'])} {s['jobs'] // 1000}k on {s['gpus']:,} GPUs ({s['why']})"
                        for s in sorted(d["skipped"], key=lambda s: (s["gpus"], s["jobs"], POLICIES.index(s["policy"]))))
         L += ["", f"Not run (their queues hold a large share of all jobs, so the cost grows as jobs²; a run is skipped when "
                   f"the run with 10× fewer jobs predicts over {d['budget_s']:g} s, or stopped after {max(3 * d['budget_s'], 30):.0f} s): {sk}."]
     for prof in d["step_profiles"]:
-        L += ["", f"Per-step cost along the 1M {prof['policy'].upper()} run on {prof['cluster']} (per "
+        L += ["", f"Per-step cost along the 1M {label_of(prof['policy'])} run on {prof['cluster']} (per "
                   f"{prof['chunk']:,} completions, kernel CPU time): median {prof['first_tenth_us']:.2f} µs/step over the first tenth "
                   f"of the jobs, {prof['last_tenth_us']:.2f} µs/step over the last tenth"
                   + ("" if prof["exact"] else " (chunked run not identical to the uninterrupted one)") + "."]
