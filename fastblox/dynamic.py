@@ -108,24 +108,15 @@ def _candidates(candidates) -> list:
         raise ConfigError(f"dynamic: candidates must be a list of policy names, got {candidates!r}") from None
     if not cands:
         raise ConfigError("dynamic: give at least one candidate policy")
-    from .policies import PREPARE
-
     pols = []
     for c in cands:
         try:
             pol = parts.resolve_policy(c.lower() if isinstance(c, str) else c)
         except ConfigError as e:
             raise ConfigError(f"dynamic: candidate {c!r}: {e}") from None
-        if pol.kind == enums.KIND_PLAN:
-            raise ConfigError(f"dynamic: candidate {pol.name!r} is a planner (it sizes jobs); only orderings can be "
-                              "switched on a paused run")
-        if pol.name in PREPARE:
-            raise ConfigError(f"dynamic: candidate {pol.name!r} derives options from the workload before a run; "
-                              "it cannot be switched to on a paused run yet")
-        if pol.code in (enums.POL_TIRESIAS, enums.POL_GITTINS):
-            raise ConfigError(f"dynamic: candidate {pol.name!r} moves jobs between queues at times set when they "
-                              "start or stop, which a switch on a paused run does not set for the jobs already "
-                              "there; it cannot be a candidate yet")
+        why = engine.not_switchable(pol)
+        if why:
+            raise ConfigError(f"dynamic: candidate {pol.name!r} {why}; it cannot be a candidate")
         if any(p.name == pol.name for p in pols):
             raise ConfigError(f"dynamic: candidate {pol.name!r} given twice")
         pols.append(pol)

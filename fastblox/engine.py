@@ -137,6 +137,22 @@ def _writable(nt):
     return type(nt)(*(a if a.flags.writeable and a.flags.c_contiguous else np.array(a, order="C") for a in nt))
 
 
+def not_switchable(policy: parts.Policy) -> str | None:
+    """Why a paused run cannot switch to ``policy`` (None: it can). A switch re-keys the waiting
+    queue; it cannot give a planner its plan, derive options from the workload, or set the
+    queue-crossing and promotion times that Tiresias and Gittins set when jobs start or stop."""
+    from .policies import PREPARE
+
+    if policy.kind == enums.KIND_PLAN:
+        return "is a planner (it sizes jobs and picks GPU types); only orderings can be switched on a paused run"
+    if policy.name in PREPARE:
+        return "derives options from the workload before a run; it cannot be switched to on a paused run"
+    if policy.code in (enums.POL_TIRESIAS, enums.POL_GITTINS):
+        return ("moves jobs between queues at times set when they start or stop, which a switch on a paused run "
+                "does not set for the jobs already there")
+    return None
+
+
 class NativeState:
     """All arrays of a native run. Owning them here lets a run pause (user policies, planners,
     a stop time), resume, and be copied to simulate ahead (:meth:`copy`)."""
@@ -219,7 +235,11 @@ class NativeState:
         self.planner = policy.planner(self, opts) if policy.planner is not None else None
 
     def set_policy(self, policy: parts.Policy, opts: dict | None = None, preempt: bool | None = None) -> None:
-        """Switch a paused run to another policy (the waiting queue is re-keyed)."""
+        """Switch a paused run to another policy (the waiting queue is re-keyed). Orderings only:
+        see :func:`not_switchable`."""
+        why = not_switchable(policy)
+        if why:
+            raise ConfigError(f"set_policy: {policy.name!r} {why}")
         opts = policy.resolve_options(opts)
         self._set_policy(policy, opts)
         if preempt is not None:

@@ -191,6 +191,13 @@ def test_candidates_that_cannot_take_over_a_paused_run_are_refused():
     if "tiresias" in parts.POLICIES:
         with pytest.raises(ConfigError, match="'tiresias' moves jobs between queues"):
             simulate_dynamic(BLOX_W, candidates=["tiresias", "srtf"])
+        # the public switch refuses it as well, and the paused run is left as it was
+        st = fastblox.prepare_native(BLOX_W, scheduler="las").state
+        st.drive(3600.0)
+        before = st.ci.copy()
+        with pytest.raises(ConfigError, match="set_policy: 'tiresias' moves jobs between queues"):
+            st.set_policy(parts.POLICIES.get("tiresias"))
+        assert (st.ci == before).all() and st.policy.name == "las"
 
 
 def test_other_orderings_and_user_policies_can_be_candidates():
