@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 from .cluster import Cluster
 from .dynamic import simulate_dynamic
-from .engine import simulate, simulate_blox_workload
+from .engine import prepare_native, simulate, simulate_blox_workload
 from .errors import ConfigError, FastbloxError, SimulationError, TraceError, WorkloadError
 from .generators import blox_paper_workload, gavel_like_workload
 from .parts import POLICIES, PLACEMENTS, Admission, JobView, Policy, policy
@@ -21,5 +21,5 @@ from .workload import Workload
 __all__ = [
     "Admission", "Cluster", "ConfigError", "FastbloxError", "JobView", "PLACEMENTS", "POLICIES", "Policy",
     "Result", "SimulationError", "TraceError", "Workload", "WorkloadError", "blox_paper_workload",
-    "gavel_like_workload", "policy", "simulate", "simulate_blox_workload", "simulate_dynamic",
+    "gavel_like_workload", "policy", "prepare_native", "simulate", "simulate_blox_workload", "simulate_dynamic",
 ]

@@ -51,19 +51,17 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from . import engine, parts
-from .cluster import Cluster
 from .errors import ConfigError, SimulationError
 from .kernels import engine as kengine
 from .kernels import enums
-from .results import Result, build_result
-from .speed import build_speed_model, check_runnable
+from .results import Result
 from .workload import Workload
 
 DEFAULT_CANDIDATES = ("fifo", "las", "srtf")
@@ -110,24 +108,15 @@ def _candidates(candidates) -> list:
         raise ConfigError(f"dynamic: candidates must be a list of policy names, got {candidates!r}") from None
     if not cands:
         raise ConfigError("dynamic: give at least one candidate policy")
-    from .policies import PREPARE
-
     pols = []
     for c in cands:
         try:
             pol = parts.resolve_policy(c.lower() if isinstance(c, str) else c)
         except ConfigError as e:
             raise ConfigError(f"dynamic: candidate {c!r}: {e}") from None
-        if pol.kind == enums.KIND_PLAN:
-            raise ConfigError(f"dynamic: candidate {pol.name!r} is a planner (it sizes jobs); only orderings can be "
-                              "switched on a paused run")
-        if pol.name in PREPARE:
-            raise ConfigError(f"dynamic: candidate {pol.name!r} derives options from the workload before a run; "
-                              "it cannot be switched to on a paused run yet")
-        if pol.code in (enums.POL_TIRESIAS, enums.POL_GITTINS):
-            raise ConfigError(f"dynamic: candidate {pol.name!r} moves jobs between queues at times set when they "
-                              "start or stop, which a switch on a paused run does not set for the jobs already "
-                              "there; it cannot be a candidate yet")
+        why = engine.not_switchable(pol)
+        if why:
+            raise ConfigError(f"dynamic: candidate {pol.name!r} {why}; it cannot be a candidate")
         if any(p.name == pol.name for p in pols):
             raise ConfigError(f"dynamic: candidate {pol.name!r} given twice")
         pols.append(pol)
@@ -157,60 +146,13 @@ def _common(pols, attr):
     return vals.pop() if len(vals) == 1 else None
 
 
-def _native_state(workload: Workload, policy: parts.Policy, cluster="32x4", placement=None, admission="accept-all",
-                  time_model=None, round_s=None, restart_s=0.0, preempt=None, track=None,
-                  record_series=False, checkpoint_s=0.0, throughput=None, multi_node_factor=1.0, rack_factor=1.0,
-                  cluster_events=None, reference_gpu=None, placement_effects=True, _defaults=None):
-    """The run state, speed model and config of a native run, built as ``fastblox.simulate``
-    builds them (same checks, same defaults) for ``policy`` with its default options. (A copy of
-    the native half of ``simulate``: the engine has no function that builds a state without
-    running it; a test keeps the two equal.) ``time_model``/``round_s`` None: the policy's
-    defaults, as in ``simulate``; the caller passes the candidates' shared ones."""
-    if not isinstance(workload, Workload):
-        raise ConfigError(f"workload must be a fastblox Workload, got {type(workload).__name__}")
-    c = Cluster.parse(cluster)
-    adm = parts.Admission.parse(admission)
-    dflt = _defaults or policy
-    if round_s is None:
-        round_s = dflt.default_round_s or engine.DEFAULT_ROUND_S
-    if not (np.isfinite(round_s) and round_s > 0):
-        raise ConfigError(f"--round-s must be a positive number of seconds, got {round_s!r}")
-    if not (np.isfinite(restart_s) and restart_s >= 0):
-        raise ConfigError(f"--restart-s must be zero or a positive number of seconds, got {restart_s!r}")
-    if not (np.isfinite(checkpoint_s) and checkpoint_s >= 0):
-        raise ConfigError(f"--checkpoint-s must be zero or a positive number of seconds, got {checkpoint_s!r}")
-    if not (0 < rack_factor <= 1):
-        raise ConfigError(f"--rack-factor must be in (0, 1], got {rack_factor!r}")
-    if len(workload) == 0:
-        from .errors import WorkloadError
-
-        raise WorkloadError(f"workload {workload.name!r} has no jobs")
-    tracked = engine._tracked_mask(workload, track)
-    pl_name = placement or "first-fit"
-    pl_code = parts.PLACEMENTS.get(pl_name)
-    tm_name = time_model or dflt.default_time_model or "events"
-    tm = parts.TIME_MODELS.get(tm_name)
-    do_preempt = policy.preemptive if preempt is None else bool(preempt)
-    if throughput is None and len(c.gpu_types) > 1:
-        throughput = "gavel"
-    if not placement_effects and (multi_node_factor != 1.0 or rack_factor != 1.0):
-        raise ConfigError("--no-placement-effects turns off the multi-node and rack factors; drop them")
-    sm = build_speed_model(workload, c, throughput, multi_node_factor=multi_node_factor, reference=reference_gpu,
-                           measured_spread=placement_effects)
-    check_runnable(workload, c, sm)
-    events = engine._parse_events(cluster_events, c)
-    engine._start_down_ok(c, events)
-    opts = policy.resolve_options(None)
-    cfg = engine.RunConfig(c.spec, "dynamic", pl_name, adm.name, tm_name, float(round_s), float(restart_s),
-                           preempt, track, False, record_series, checkpoint_s=float(checkpoint_s),
-                           throughput=sm.table_name if sm.table_name else None,
-                           multi_node_factor=float(multi_node_factor), rack_factor=float(rack_factor),
-                           cluster_events=None if events is None else events.source,
-                           placement_effects=bool(placement_effects))
-    st = engine.NativeState(workload, c, tracked, policy, opts, pl_code, adm.theta, tm, float(round_s),
-                            float(restart_s), do_preempt, record_series, speed=sm, checkpoint_s=float(checkpoint_s),
-                            rack_factor=float(rack_factor), events=events)
-    return st, c, tracked, sm, events, cfg
+def _prepare(workload: Workload, policy: parts.Policy, preempt=None, _defaults=None, **simulate_kwargs) -> engine.NativeRun:
+    """The native run of ``policy`` (with its default options) built as ``fastblox.simulate``
+    builds it (``engine.prepare_native``: same checks, same defaults), its config naming the run
+    ``dynamic`` with the ``preempt`` asked for (None: each candidate's own)."""
+    run = engine.prepare_native(workload, scheduler=policy, preempt=preempt, defaults=_defaults, **simulate_kwargs)
+    run.config = replace(run.config, scheduler="dynamic", preempt=preempt, policy_opts=())
+    return run
 
 
 def _switch(st: engine.NativeState, policy: parts.Policy, preempt) -> None:
@@ -299,7 +241,8 @@ def simulate_dynamic(workload: Workload, candidates=DEFAULT_CANDIDATES, period_s
     shared = parts.Policy("candidates", pols[0].code, pols[0].preemptive, pols[0].dynamic, "",
                           default_time_model=_common(pols, "default_time_model"),
                           default_round_s=_common(pols, "default_round_s"))
-    st, c, tracked, sm, events, cfg = _native_state(workload, pols[0], _defaults=shared, **simulate_kwargs)
+    run = _prepare(workload, pols[0], _defaults=shared, **simulate_kwargs)
+    st = run.state
     compile_s = engine._warm("native")
 
     t0 = float(workload.submit_s[0])
@@ -325,18 +268,11 @@ def simulate_dynamic(workload: Workload, candidates=DEFAULT_CANDIDATES, period_s
         rows.append((k, t, nxt, pols[chosen].name, switched, len(idx), *scores))
         if code == kengine.FINISHED:
             break
-        if code == kengine.DEADLOCK:
-            stuck = np.flatnonzero((st.run.status != enums.DONE) & tracked)
-            ids = ", ".join(str(int(workload.job_id[i])) for i in stuck[:5])
-            raise SimulationError(f"{len(stuck)} tracked job(s) can never be placed with placement {cfg.placement!r} "
-                                  f"on {c.spec!r} (e.g. job ids {ids}); try --placement first-fit")
+        run.raise_if_stuck(code)
         k += 1
     sim_s = time.perf_counter() - t_wall
 
-    res = build_result(workload, c, cfg, tracked, native_state=st, sim_s=sim_s, compile_s=compile_s)
-    res.summary.update(sm.describe())
-    if events is not None:
-        res.summary["cluster_events"] = events.counts()
+    res = run.result(sim_s, compile_s)
     names = [p.name for p in pols]
     end_t = float(st.sf[kengine.F_T])
     cols = {"period": [r[0] for r in rows], "start_s": [r[1] for r in rows],

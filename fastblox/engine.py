@@ -157,6 +157,22 @@ def _writable(nt):
     return type(nt)(*(a if a.flags.writeable and a.flags.c_contiguous else np.array(a, order="C") for a in nt))
 
 
+def not_switchable(policy: parts.Policy) -> str | None:
+    """Why a paused run cannot switch to ``policy`` (None: it can). A switch re-keys the waiting
+    queue; it cannot give a planner its plan, derive options from the workload, or set the
+    queue-crossing and promotion times that Tiresias and Gittins set when jobs start or stop."""
+    from .policies import PREPARE
+
+    if policy.kind == enums.KIND_PLAN:
+        return "is a planner (it sizes jobs and picks GPU types); only orderings can be switched on a paused run"
+    if policy.name in PREPARE:
+        return "derives options from the workload before a run; it cannot be switched to on a paused run"
+    if policy.code in (enums.POL_TIRESIAS, enums.POL_GITTINS):
+        return ("moves jobs between queues at times set when they start or stop, which a switch on a paused run "
+                "does not set for the jobs already there")
+    return None
+
+
 class NativeState:
     """All arrays of a native run. Owning them here lets a run pause (user policies, planners,
     a stop time), resume, and be copied to simulate ahead (:meth:`copy`)."""
@@ -239,7 +255,11 @@ class NativeState:
         self.planner = policy.planner(self, opts) if policy.planner is not None else None
 
     def set_policy(self, policy: parts.Policy, opts: dict | None = None, preempt: bool | None = None) -> None:
-        """Switch a paused run to another policy (the waiting queue is re-keyed)."""
+        """Switch a paused run to another policy (the waiting queue is re-keyed). Orderings only:
+        see :func:`not_switchable`."""
+        why = not_switchable(policy)
+        if why:
+            raise ConfigError(f"set_policy: {policy.name!r} {why}")
         opts = policy.resolve_options(opts)
         self._set_policy(policy, opts)
         if preempt is not None:
@@ -390,13 +410,72 @@ def simulate(
     additions. ``track=(first_id, last_id)`` (inclusive) limits the averages and ends the run when
     those jobs are done. Returns a :class:`fastblox.results.Result`.
     """
+    if not blox_compat:
+        run = prepare_native(
+            workload, cluster=cluster, scheduler=scheduler, placement=placement, admission=admission,
+            time_model=time_model, round_s=round_s, restart_s=restart_s, preempt=preempt, track=track,
+            record_series=record_series, checkpoint_s=checkpoint_s, throughput=throughput,
+            multi_node_factor=multi_node_factor, rack_factor=rack_factor, cluster_events=cluster_events,
+            policy_opts=policy_opts, reference_gpu=reference_gpu, placement_effects=placement_effects)
+        compile_s = _warm("native")
+        t0 = time.perf_counter()
+        code = run.state.drive()
+        sim_s = time.perf_counter() - t0
+        run.raise_if_stuck(code)
+        return run.result(sim_s, compile_s)
+
+    c, adm, round_s, tracked = _check_args(workload, cluster, admission, DEFAULT_ROUND_S if round_s is None else round_s,
+                                           restart_s, checkpoint_s, rack_factor, track)
+    # Blox's own simulator
+    if callable(scheduler) or isinstance(scheduler, parts.Policy):
+        raise ConfigError("--blox-compat runs Blox's own policies only: " + ", ".join(parts.BLOX_POLICIES))
+    key = str(scheduler).lower()
+    if key not in parts.BLOX_POLICIES:
+        raise ConfigError(f"--blox-compat: unknown policy {scheduler!r}; Blox has: {', '.join(parts.BLOX_POLICIES)}")
+    if time_model not in (None, "rounds"):
+        raise ConfigError("--blox-compat simulates Blox's fixed rounds; --time-model events is not available with it")
+    if preempt is False:
+        raise ConfigError("--blox-compat always preempts, as Blox does; drop --no-preempt")
+    for flag, val, off in (("--restart-s", restart_s, 0.0), ("--checkpoint-s", checkpoint_s, 0.0),
+                           ("--multi-node-factor", multi_node_factor, 1.0), ("--rack-factor", rack_factor, 1.0)):
+        if val != off:
+            raise ConfigError(f"--blox-compat models none of Blox's missing costs; drop {flag}")
+    for flag, val in (("--throughput", throughput), ("--cluster-events", cluster_events),
+                      ("--policy-opt", policy_opts), ("--reference-gpu", reference_gpu)):
+        if val:
+            raise ConfigError(f"--blox-compat replays Blox as it is; {flag} is not available with it")
+    if len(c.gpu_types) > 1 or c.node_rack is not None:
+        raise ConfigError("--blox-compat: Blox's clusters have one GPU type and no racks")
+    pl_name = placement or "blox"
+    pl = parts.PLACEMENTS.get(pl_name)
+    if pl == enums.PL_TOPOLOGY:
+        raise ConfigError("--blox-compat: use placement blox, first-fit or consolidated (Blox has no racks)")
+    _check_fits(workload, c)
+    blox_name, pol_code = parts.BLOX_POLICIES[key]
+    cfg = RunConfig(c.spec, key, pl_name, adm.name, "rounds", float(round_s), 0.0, True, track, True, record_series)
+    compile_s = _warm("compat")
+    args = _compat_args(workload, c, pol_code, pl, adm.theta, round_s, tracked)
+    t0 = time.perf_counter()
+    out = kcompat.run_blox(*args)
+    sim_s = time.perf_counter() - t0
+    code = int(out[0])
+    if code == kcompat.DEADLOCK:
+        raise SimulationError(
+            "Blox's placement can never place the waiting jobs on this cluster (its exact-sum scattered fit); "
+            "use --placement first-fit or a cluster whose node size divides the job sizes"
+        )
+    if code == kcompat.ROUND_LIMIT:
+        raise SimulationError("the replay hit the round limit without finishing the tracked jobs")
+    return build_result(workload, c, cfg, tracked, compat_out=out, sim_s=sim_s, compile_s=compile_s,
+                        blox_policy=blox_name, blox_admission=adm.blox_name)
+
+
+def _check_args(workload, cluster, admission, round_s, restart_s, checkpoint_s, rack_factor, track):
+    """The checks every run makes, whichever engine; returns (cluster, admission, round_s, tracked)."""
     if not isinstance(workload, Workload):
         raise ConfigError(f"workload must be a fastblox Workload, got {type(workload).__name__}")
     c = Cluster.parse(cluster)
     adm = parts.Admission.parse(admission)
-    if round_s is None:
-        pol0 = None if blox_compat else parts.resolve_policy(scheduler)
-        round_s = (pol0.default_round_s if pol0 is not None and pol0.default_round_s else None) or DEFAULT_ROUND_S
     if not (np.isfinite(round_s) and round_s > 0):
         raise ConfigError(f"--round-s must be a positive number of seconds, got {round_s!r}")
     if not (np.isfinite(restart_s) and restart_s >= 0):
@@ -407,56 +486,88 @@ def simulate(
         raise ConfigError(f"--rack-factor must be in (0, 1], got {rack_factor!r}")
     if len(workload) == 0:
         raise WorkloadError(f"workload {workload.name!r} has no jobs")
-    tracked = _tracked_mask(workload, track)
+    return c, adm, float(round_s), _tracked_mask(workload, track)
 
-    if blox_compat:
-        if callable(scheduler) or isinstance(scheduler, parts.Policy):
-            raise ConfigError("--blox-compat runs Blox's own policies only: " + ", ".join(parts.BLOX_POLICIES))
-        key = str(scheduler).lower()
-        if key not in parts.BLOX_POLICIES:
-            raise ConfigError(f"--blox-compat: unknown policy {scheduler!r}; Blox has: {', '.join(parts.BLOX_POLICIES)}")
-        if time_model not in (None, "rounds"):
-            raise ConfigError("--blox-compat simulates Blox's fixed rounds; --time-model events is not available with it")
-        if preempt is False:
-            raise ConfigError("--blox-compat always preempts, as Blox does; drop --no-preempt")
-        for flag, val, off in (("--restart-s", restart_s, 0.0), ("--checkpoint-s", checkpoint_s, 0.0),
-                               ("--multi-node-factor", multi_node_factor, 1.0), ("--rack-factor", rack_factor, 1.0)):
-            if val != off:
-                raise ConfigError(f"--blox-compat models none of Blox's missing costs; drop {flag}")
-        for flag, val in (("--throughput", throughput), ("--cluster-events", cluster_events),
-                          ("--policy-opt", policy_opts), ("--reference-gpu", reference_gpu)):
-            if val:
-                raise ConfigError(f"--blox-compat replays Blox as it is; {flag} is not available with it")
-        if len(c.gpu_types) > 1 or c.node_rack is not None:
-            raise ConfigError("--blox-compat: Blox's clusters have one GPU type and no racks")
-        pl_name = placement or "blox"
-        pl = parts.PLACEMENTS.get(pl_name)
-        if pl == enums.PL_TOPOLOGY:
-            raise ConfigError("--blox-compat: use placement blox, first-fit or consolidated (Blox has no racks)")
-        _check_fits(workload, c)
-        blox_name, pol_code = parts.BLOX_POLICIES[key]
-        cfg = RunConfig(c.spec, key, pl_name, adm.name, "rounds", float(round_s), 0.0, True, track, True, record_series)
-        compile_s = _warm("compat")
-        args = _compat_args(workload, c, pol_code, pl, adm.theta, round_s, tracked)
-        t0 = time.perf_counter()
-        out = kcompat.run_blox(*args)
-        sim_s = time.perf_counter() - t0
-        code = int(out[0])
-        if code == kcompat.DEADLOCK:
-            raise SimulationError(
-                "Blox's placement can never place the waiting jobs on this cluster (its exact-sum scattered fit); "
-                "use --placement first-fit or a cluster whose node size divides the job sizes"
-            )
-        if code == kcompat.ROUND_LIMIT:
-            raise SimulationError("the replay hit the round limit without finishing the tracked jobs")
-        return build_result(workload, c, cfg, tracked, compat_out=out, sim_s=sim_s, compile_s=compile_s,
-                            blox_policy=blox_name, blox_admission=adm.blox_name)
 
+@dataclass
+class NativeRun:
+    """A native run built and not yet driven (:func:`prepare_native`): ``state`` is the
+    :class:`NativeState` to drive (``state.drive(stop_t)`` pauses before ``stop_t``; ``state.copy()``
+    forks it to simulate ahead; ``state.set_policy`` switches a paused run), the rest is what its
+    result needs."""
+
+    workload: Workload
+    state: NativeState
+    cluster: Cluster
+    tracked: np.ndarray
+    speed: SpeedModel
+    events: object
+    config: RunConfig
+
+    def raise_if_stuck(self, code: int) -> None:
+        """Raise :class:`SimulationError` naming the jobs that can never be placed if ``code`` says
+        the run is deadlocked."""
+        if code != kengine.DEADLOCK:
+            return
+        st, w, c = self.state, self.workload, self.cluster
+        stuck = np.flatnonzero((st.run.status != enums.DONE) & self.tracked)
+        ids = ", ".join(str(int(w.job_id[i])) for i in stuck[:5])
+        raise SimulationError(
+            f"{len(stuck)} tracked job(s) can never be placed with placement {self.config.placement!r} on {c.spec!r} "
+            f"(e.g. job ids {ids}); try --placement first-fit"
+            + (" or check the cluster events (nodes left out of service)" if self.events is not None else "")
+        )
+
+    def result(self, sim_s: float, compile_s: float = 0.0) -> Result:
+        """The :class:`Result` of the run as it stands (normally after ``state.drive()`` finished)."""
+        st = self.state
+        res = build_result(self.workload, self.cluster, self.config, self.tracked, native_state=st, sim_s=sim_s,
+                           compile_s=compile_s)
+        res.summary.update(self.speed.describe())
+        if st.planner is not None and hasattr(st.planner, "stats"):
+            res.summary["planner"] = st.planner.stats()
+        if self.events is not None:
+            res.summary["cluster_events"] = self.events.counts()
+        return res
+
+
+def prepare_native(
+    workload: Workload,
+    cluster: "str | Cluster" = "32x4",
+    scheduler="fifo",
+    placement: str | None = None,
+    admission="accept-all",
+    time_model: str | None = None,
+    round_s: float | None = None,
+    restart_s: float = 0.0,
+    preempt: bool | None = None,
+    track: tuple | None = None,
+    record_series: bool = False,
+    checkpoint_s: float = 0.0,
+    throughput=None,
+    multi_node_factor: float = 1.0,
+    rack_factor: float = 1.0,
+    cluster_events=None,
+    policy_opts: dict | None = None,
+    reference_gpu: str | None = None,
+    placement_effects: bool = True,
+    defaults: "parts.Policy | None" = None,
+) -> NativeRun:
+    """Build a native run exactly as :func:`simulate` does (same checks, defaults and errors)
+    without running it: for code that drives a run itself (pauses, look-ahead copies, policy
+    switches; see ``fastblox.dynamic``). ``defaults`` is a policy whose ``default_time_model`` /
+    ``default_round_s`` apply instead of the scheduler's own (e.g. the shared defaults of several
+    candidates)."""
     pol = parts.resolve_policy(scheduler)
+    dflt = defaults or pol
+    if round_s is None:
+        round_s = dflt.default_round_s or DEFAULT_ROUND_S
+    c, adm, round_s, tracked = _check_args(workload, cluster, admission, round_s, restart_s, checkpoint_s,
+                                           rack_factor, track)
     opts = pol.resolve_options(policy_opts)
     pl_name = placement or "first-fit"
     pl = parts.PLACEMENTS.get(pl_name)
-    tm_name = time_model or pol.default_time_model or "events"
+    tm_name = time_model or dflt.default_time_model or "events"
     tm = parts.TIME_MODELS.get(tm_name)
     do_preempt = pol.preemptive if preempt is None else bool(preempt)
     if throughput is None and len(c.gpu_types) > 1:
@@ -485,27 +596,10 @@ def simulate(
                     track, False, record_series, float(checkpoint_s), table, float(multi_node_factor),
                     float(rack_factor), None if events is None else events.source, bool(placement_effects),
                     tuple(sorted((k, v) for k, v in opts.items() if not k.startswith("_"))))
-    compile_s = _warm("native")
     st = NativeState(workload, c, tracked, pol, opts, pl, adm.theta, tm, float(round_s), float(restart_s), do_preempt,
                      record_series, speed=sm, checkpoint_s=float(checkpoint_s), rack_factor=float(rack_factor),
                      events=events, max_gpus=max_gpus)
-    t0 = time.perf_counter()
-    code = st.drive()
-    sim_s = time.perf_counter() - t0
-    if code == kengine.DEADLOCK:
-        stuck = np.flatnonzero((st.run.status != enums.DONE) & tracked)
-        ids = ", ".join(str(int(workload.job_id[i])) for i in stuck[:5])
-        raise SimulationError(
-            f"{len(stuck)} tracked job(s) can never be placed with placement {pl_name!r} on {c.spec!r} (e.g. job ids {ids}); "
-            "try --placement first-fit" + (" or check the cluster events (nodes left out of service)" if events is not None else "")
-        )
-    res = build_result(workload, c, cfg, tracked, native_state=st, sim_s=sim_s, compile_s=compile_s)
-    res.summary.update(sm.describe())
-    if st.planner is not None and hasattr(st.planner, "stats"):
-        res.summary["planner"] = st.planner.stats()
-    if events is not None:
-        res.summary["cluster_events"] = events.counts()
-    return res
+    return NativeRun(workload, st, c, tracked, sm, events, cfg)
 
 
 def _prepare_opts(pol: parts.Policy, opts: dict, workload: Workload, sm: SpeedModel) -> dict:

@@ -11,7 +11,8 @@ import pytest
 
 import fastblox
 from fastblox import parts
-from fastblox.dynamic import _native_state, lookahead_score, simulate_dynamic
+from fastblox.dynamic import lookahead_score, simulate_dynamic
+from fastblox.engine import prepare_native
 from fastblox.errors import ConfigError
 from fastblox.kernels import enums
 from fastblox.kernels import engine as kengine
@@ -58,7 +59,7 @@ def _snapshot(st) -> list:
 
 @pytest.mark.parametrize("lookahead", ["known", "trace"])
 def test_lookahead_never_changes_the_real_state(lookahead):
-    st, *_ = _native_state(GAVEL_W, parts.POLICIES.get("fifo"), time_model="rounds", record_series=True, **GAVEL_KW)
+    st = prepare_native(GAVEL_W, scheduler="fifo", time_model="rounds", record_series=True, **GAVEL_KW).state
     t = 40 * 3600.0
     assert st.drive(np.nextafter(t, -np.inf)) == kengine.PAUSED
     before = _snapshot(st)
@@ -108,7 +109,7 @@ def test_score_is_the_mean_jct_when_the_horizon_covers_the_run():
     for policy in ("fifo", "srtf"):
         plain = fastblox.simulate(w, scheduler=policy, **kw)
         pol = parts.POLICIES.get(policy)
-        st, *_ = _native_state(w, pol, **kw)
+        st = prepare_native(w, scheduler=pol, **kw).state
         t0 = float(w.submit_s[0])
         horizon = 1e9
         assert lookahead_score(st, pol, t0, horizon, "trace") == pytest.approx(plain.summary["avg_jct_s"], rel=1e-12)
@@ -121,7 +122,7 @@ def test_unfinished_jobs_count_their_remaining_work():
     """A horizon too short for the known job to finish: (H - submit) + remaining = its run time."""
     w = fastblox.Workload.from_arrays(submit_s=[0.0, 10.0], num_gpus=[1, 1], duration_s=[1000.0, 50.0])
     pol = parts.POLICIES.get("fifo")
-    st, *_ = _native_state(w, pol, cluster="1x1")
+    st = prepare_native(w, scheduler=pol, cluster="1x1").state
     # at t = 0 only job 0 is known; after 100 s it has 900 s to go: 100 + 900 = 1000
     assert lookahead_score(st, pol, 0.0, 100.0, "known") == pytest.approx(1000.0)
     # the oracle of arrivals also counts job 1, waiting behind it: (100 - 10) + 50
@@ -190,6 +191,13 @@ def test_candidates_that_cannot_take_over_a_paused_run_are_refused():
     if "tiresias" in parts.POLICIES:
         with pytest.raises(ConfigError, match="'tiresias' moves jobs between queues"):
             simulate_dynamic(BLOX_W, candidates=["tiresias", "srtf"])
+        # the public switch refuses it as well, and the paused run is left as it was
+        st = fastblox.prepare_native(BLOX_W, scheduler="las").state
+        st.drive(3600.0)
+        before = st.ci.copy()
+        with pytest.raises(ConfigError, match="set_policy: 'tiresias' moves jobs between queues"):
+            st.set_policy(parts.POLICIES.get("tiresias"))
+        assert (st.ci == before).all() and st.policy.name == "las"
 
 
 def test_other_orderings_and_user_policies_can_be_candidates():
@@ -228,3 +236,25 @@ def test_dynamic_sweep_keys_and_ids():
     fifo = next(p for p in c.points if p.params["scheduler"] == "fifo")
     plain = load_config({"base": {"workload": "gavel", "num_jobs": 50}}).points[0]
     assert fifo.id == plain.id  # the dynamic keys do not enter the id of other points
+
+
+@pytest.mark.parametrize("policy", ["tiresias", "las", "fifo"])
+def test_prepared_run_driven_in_pieces_equals_simulate(policy):
+    """``prepare_native`` builds the run ``simulate`` would (same config); driven in pieces (paused
+    every 6 hours, one piece forked with ``copy()`` and thrown away) it gives the same jobs."""
+    kw = dict(GAVEL_KW, record_series=True)
+    plain = fastblox.simulate(GAVEL_W, scheduler=policy, **kw)
+    run = fastblox.prepare_native(GAVEL_W, scheduler=policy, **kw)
+    st = run.state
+    t = float(GAVEL_W.submit_s[0])
+    pauses = 0
+    while (code := st.drive(t)) == kengine.PAUSED:
+        if pauses == 3:
+            st.copy().drive()  # a look-ahead to the end, on a fork
+        t += 6 * 3600.0
+        pauses += 1
+    assert code == kengine.FINISHED and pauses > 3
+    res = run.result(sim_s=0.0)
+    assert res.config == plain.config
+    assert res.jobs.equals(plain.jobs)
+    assert res.series.equals(plain.series)
