@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _util import machine, save, update_readme  # noqa: E402
+from _util import OUT, machine, save, update_readme  # noqa: E402
 
 import fastblox  # noqa: E402
 from fastblox.traces import read_trace  # noqa: E402
@@ -99,9 +99,15 @@ def table(rows) -> str:
             out.append(f"| {r['workload']} | `{r['policy']}` | stopped after {r['timeout_s']:.0f} s | | | | | |")
             continue
         lp = f"{r['lp_ms_per_allocation']:.1f} ms ({r['allocations']})" if r["allocations"] else "–"
-        out.append(f"| {r['workload']} | `{r['policy']}` | {r['sim_s']:.3f} s | {r['steps']:,} | {r['us_per_step']:.0f} | "
+        out.append(f"| {r['workload']} | `{r['policy']}` | {r['sim_s']:.3f} s | {r['steps']:,} | {r['us_per_step']:,.1f} | "
                    f"{r['avg_jct_h']:.2f} h | {r['preemptions']:,} | {lp} |")
     return "\n".join(out)
+
+
+def render(d: dict) -> str:
+    return (f"Measured by `python bench/bench_policies.py` on {d['machine']} ({d.get('date', '')}); "
+            "simulation time only (median of 3 runs, one run where a run takes over 20 s), planners and LPs included.\n\n"
+            + table(d["rows"]))
 
 
 def main(argv=None) -> int:
@@ -111,17 +117,21 @@ def main(argv=None) -> int:
     ap.add_argument("--no-readme", action="store_true")
     ap.add_argument("--budget-s", type=float, default=600.0, help="stop a 100k-job run after this long (default 600)")
     ap.add_argument("--child", metavar="POLICY", help=argparse.SUPPRESS)
+    ap.add_argument("--from-json", action="store_true", help="re-render the README block from bench/out/policies.json")
     a = ap.parse_args(argv)
+    if a.from_json:
+        d = json.loads((OUT / "policies.json").read_text())
+        update_readme("policies", render(d))
+        return 0
     if a.child:
         print(json.dumps(bench(*BIG, [a.child], a.repeats)[0]))
         return 0
     rows = bench(*SMALL, POLICIES, a.repeats)
     if not a.quick:
         rows += bench_child(*BIG, POLICIES, a.repeats, a.budget_s)
-    save("policies", {"machine": machine(), "rows": rows})
-    text = (f"Measured by `python bench/bench_policies.py` on {machine()} ({time.strftime('%Y-%m-%d')}); "
-            "simulation time only (median of 3 runs, one run where a run takes over 20 s), planners and LPs included.\n\n"
-            + table(rows))
+    d = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "rows": rows}
+    save("policies", d)
+    text = render(d)
     print(text)
     if not a.no_readme and not a.quick:
         update_readme("policies", text)
