@@ -5,6 +5,7 @@ the scaled cluster split into three GPU types.
     python bench/bench_scale.py                # everything (~10 min on 2 cores), README + docs/img/scale.png
     python bench/bench_scale.py --budget-s 3   # skip more of the congested runs
     python bench/bench_scale.py --no-readme --no-process
+    python bench/bench_scale.py --profile 1000000,2801x8,las   # cProfile of one run (bench/out/scale.prof)
 
 Inputs are built once and cached under bench/out/scale/ (git-ignored): ``fastblox trace scale`` of
 shared/traces/philly-rfold (seed 0, K = 9 streams) to 1M jobs, and its first 10k / 100k jobs. The
@@ -285,6 +286,25 @@ def process_runs(big: Path, cluster: str) -> dict:
     return d
 
 
+def profile(n: str, cluster: str, policy: str) -> None:
+    """cProfile of one warm ``simulate`` call: where the Python side spends its time next to the kernel."""
+    import cProfile
+    import pstats
+
+    ws, _, _ = workloads()
+    w = ws[int(n)] if int(n) in ws else ws[N_MAX].head(int(n))
+    fastblox.simulate(w.head(100), cluster=cluster, scheduler=policy, time_model="events")  # warm
+    out = OUT / "scale.prof"
+    pr = cProfile.Profile()
+    pr.enable()
+    res = fastblox.simulate(w, cluster=cluster, scheduler=policy, time_model="events")
+    _ = res.jobs  # the per-job table is built on first use: count it
+    pr.disable()
+    pr.dump_stats(out)
+    print(f"{n} jobs, {cluster}, {policy}: sim_wall_s {res.summary['sim_wall_s']:.3f} s; profile in {out}")
+    pstats.Stats(str(out)).sort_stats("cumulative").print_stats(20)
+
+
 # ------------------------------------------------------------------------------------------- report
 def label_of(p: str) -> str:
     """A policy's name as the README writes it (FIFO, LAS, SRTF, Tiresias)."""
@@ -432,7 +452,13 @@ def main() -> None:
     ap.add_argument("--no-readme", action="store_true")
     ap.add_argument("--child", metavar='[JOBS, "CLUSTER", "POLICY"]', help=argparse.SUPPRESS)
     ap.add_argument("--replot", action="store_true", help="redraw the plot and README block from bench/out/scale.json")
+    ap.add_argument("--profile", metavar="JOBS,CLUSTER,POLICY",
+                    help="profile one run instead (e.g. 1000000,2801x8,fifo): cProfile of the whole simulate() call "
+                         "written to bench/out/scale.prof, the top entries printed (the kernel is one entry: advance)")
     a = ap.parse_args()
+    if a.profile:
+        profile(*a.profile.split(","))
+        return
     if a.replot:
         d = json.loads((OUT / "scale.json").read_text())
         plot(d)

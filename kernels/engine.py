@@ -49,7 +49,6 @@ from .enums import (
     POL_LAS_GPU,
     POL_SJF,
     POL_SRTF,
-    POL_THEMIS,
     POL_TIRESIAS,
     RUNNING,
     TM_EVENTS,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
-from .enums import ANY_TYPE, FREE, NO_RUN, RUNNING, WAITING
+from .enums import FREE, NO_RUN, RUNNING, WAITING
 from .placement import assign, fit, release, take
 from .rates import can_run
 
