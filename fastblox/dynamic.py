@@ -180,9 +180,7 @@ def lookahead_score(st: engine.NativeState, policy: parts.Policy, t: float, hori
     if lookahead == "known":
         # the jobs that arrive after t do not exist for the look-ahead
         n_known = int(np.searchsorted(la.w.submit_s, t, side="right"))
-        submit = la.jobs.submit.copy()
-        submit[n_known:] = np.inf
-        la.jobs = la.jobs._replace(submit=submit)
+        la.jobs.submit[n_known:] = np.inf  # the copy's own records (the layout stays: no second kernel)
     la.si[kengine.I_TRACKED_LEFT] = len(la.w) + 1  # never stop early on the tracked jobs
     la.ci[kengine.C_SERIES] = 0
     _switch(la, policy, preempt)

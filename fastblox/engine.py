@@ -23,7 +23,8 @@ from .kernels import compat as kcompat
 from .kernels import engine as kengine
 from .kernels import enums
 from .kernels.state import ClusterEvents as KEvents
-from .kernels.state import Jobs, PolicyParams, Queues, Run, Scratch, copy_nodes, make_nodes
+from .kernels.state import (Jobs, PolicyParams, Queues, Run, Scratch, copy_nodes, copy_records, make_nodes, new_records,
+                            record_fields)
 from .results import Result, build_result
 from .speed import SpeedModel, build_speed_model, check_runnable
 from .workload import Workload
@@ -186,31 +187,37 @@ class NativeState:
         sm = speed if speed is not None else build_speed_model(w, c, None)
         self.speed = sm
         slots = w.num_gpus if max_gpus is None else np.maximum(max_gpus, w.num_gpus)
-        self.jobs = _writable(Jobs(np.asarray(w.submit_s, np.float64), np.asarray(w.num_gpus, np.int64), sm.work,
-                                   tracked.astype(np.bool_), _alloc_offsets(slots), sm.cls, sm.ref_rate))
+        # every per-job field in one record per job (kernels/state.py: RECORD_LAYOUT)
+        self.rec = new_records(n)
+        f = record_fields(self.rec)
+        jf, rf, qf = f["jobs"], f["run"], f["q"]
+        jf["submit"][:] = w.submit_s
+        jf["gpus"][:] = w.num_gpus
+        jf["work"][:] = sm.work
+        jf["tracked"][:] = tracked
+        jf["alloc_off"][:] = _alloc_offsets(slots)
+        jf["cls"][:] = sm.cls
+        jf["ref_rate"][:] = sm.ref_rate
+        self.jobs = Jobs(**jf)
         self.rates = _writable(sm.rates)
-        self.run = Run(
-            status=np.zeros(n, dtype=np.int8), work_left=sm.work.copy(), attained=np.zeros(n),
-            attained_gpu=np.zeros(n), launch_t=np.zeros(n), first_start=np.full(n, enums.NO_TIME),
-            finish=np.full(n, enums.NO_TIME), n_preempt=np.zeros(n, dtype=np.int64),
-            n_fail=np.zeros(n, dtype=np.int64), rate=np.ones(n), version=np.zeros(n, dtype=np.int64),
-            alloc=np.zeros(int(slots.sum()), dtype=np.int64), held=np.zeros(n, dtype=np.int64),
-            held_type=np.full(n, -1, dtype=np.int64), want=w.num_gpus.astype(np.int64).copy(),
-            want_type=np.full(n, enums.ANY_TYPE, dtype=np.int64), lost_s=np.zeros(n), wait_t=np.zeros(n),
-            rank=np.zeros(n, dtype=np.int64), qentry=np.zeros(n), svc0=np.zeros(n), exec0=np.zeros(n),
-            pend0=np.zeros(n),
-        )
+        rf["work_left"][:] = sm.work
+        rf["first_start"][:] = enums.NO_TIME
+        rf["finish"][:] = enums.NO_TIME
+        rf["rate"][:] = 1.0
+        rf["held_type"][:] = -1
+        self.run = Run(alloc=np.zeros(int(slots.sum()), dtype=np.int64), status=np.zeros(n, dtype=np.int8),
+                       want=w.num_gpus.astype(np.int64), want_type=np.full(n, enums.ANY_TYPE, dtype=np.int64), **rf)
         start_down = events.start_down if events is not None else None
         self.nodes = make_nodes(c.node_gpus, c.node_type, c.racks,
                                 None if start_down is None else (~start_down).astype(np.uint8))
         self.events = (_writable(KEvents(events.t_s, events.node, events.kind)) if events is not None else
                        KEvents(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+        qf["ro_ver"][:] = -1
         self.q = Queues(
-            wq=np.empty(2 * n + 2, dtype=np.int64), wkey=np.zeros(n), wrank=np.zeros(n, dtype=np.int64),
-            rq=np.empty(n, dtype=np.int64), rpos=np.zeros(n, dtype=np.int64),
-            ro=np.empty(n, dtype=np.int64), ro_ver=np.full(n, -1, dtype=np.int64),
+            wq=np.empty(2 * n + 2, dtype=np.int64), rq=np.empty(n, dtype=np.int64), ro=np.empty(n, dtype=np.int64),
             heap_t=np.empty(n + 1), heap_j=np.empty(n + 1, dtype=np.int64), heap_v=np.empty(n + 1, dtype=np.int64),
             wake_t=np.empty(n + 1), wake_j=np.empty(n + 1, dtype=np.int64), wake_v=np.empty(n + 1, dtype=np.int64),
+            **qf,
         )
         self.s = Scratch(
             active=np.empty(n, dtype=np.int64), order=np.empty(n, dtype=np.int64), keys=np.empty(n),
@@ -271,9 +278,12 @@ class NativeState:
         """An independent copy of the whole run state (for look-ahead simulation)."""
         new = object.__new__(NativeState)
         new.__dict__.update(self.__dict__)
-        new.run = Run(*(a.copy() for a in self.run))
+        new.rec = copy_records(self.rec)
+        f = record_fields(new.rec)
+        new.jobs = Jobs(**f["jobs"])
+        new.run = Run(**{k: getattr(self.run, k).copy() for k in Run._fields if k not in f["run"]}, **f["run"])
         new.nodes = copy_nodes(self.nodes)
-        new.q = Queues(*(a.copy() for a in self.q))
+        new.q = Queues(**{k: getattr(self.q, k).copy() for k in Queues._fields if k not in f["q"]}, **f["q"])
         new.s = Scratch(*(a.copy() for a in self.s))
         new.series = self.series.copy()
         new.si, new.sf, new.ci, new.cf = self.si.copy(), self.sf.copy(), self.ci.copy(), self.cf.copy()

@@ -200,3 +200,51 @@ def test_read_only_and_narrow_inputs_reuse_the_compiled_kernel():
     res = fastblox.simulate(ro, cluster="2x4", scheduler="las")
     assert len(kengine.advance.signatures) == n_sigs
     assert res.jobs.equals(base.jobs)
+
+
+def test_per_job_fields_live_in_one_record_per_job_and_copies_keep_the_layout():
+    """Every per-job field of Jobs/Run/Queues but the scanned ones is a strided view into one
+    64-byte-aligned record per job; fields do not overlap; a copy (look-ahead) owns its records,
+    keeps the layout and so the compiled kernel (no second specialisation)."""
+    from fastblox import parts
+    from fastblox.dynamic import lookahead_score
+    from fastblox.engine import prepare_native
+    from fastblox.kernels import engine as kengine
+    from fastblox.kernels.state import RECORD_BYTES, RECORD_LAYOUT, RECORD_OUTSIDE, Jobs, Run
+
+    w = fastblox.Workload.from_arrays(submit_s=[0.0, 1.0, 2.0, 3.0, 4.0], num_gpus=[2, 1, 4, 1, 2],
+                                      duration_s=[50.0, 40.0, 30.0, 20.0, 10.0])
+    st = prepare_native(w, cluster="1x4", scheduler="las").state
+    per_job = {("jobs", f) for f in Jobs._fields} | {("run", f) for f in Run._fields if f != "alloc"} | {
+        ("q", f) for f in ("wkey", "wrank", "rpos", "ro_ver")}
+    assert {(g, f) for _, g, f, _ in RECORD_LAYOUT} == per_job - {("run", f) for f in RECORD_OUTSIDE}
+
+    def fields(s):
+        return {(g, f): getattr({"jobs": s.jobs, "run": s.run, "q": s.q}[g], f) for _, g, f, _ in RECORD_LAYOUT}
+
+    def check_layout(s):
+        assert s.rec.ctypes.data % 64 == 0 and s.rec.shape == (len(w) + 1, RECORD_BYTES)
+        for (g, f), v in fields(s).items():
+            assert np.shares_memory(v, s.rec) and v.strides == (RECORD_BYTES,), (g, f)
+        for f in RECORD_OUTSIDE:
+            a = getattr(s.run, f)
+            assert a.flags.c_contiguous and not np.shares_memory(a, s.rec), f
+
+    check_layout(st)
+    # no two fields overlap: write a distinct value into each, read every one back
+    cp = st.copy()
+    check_layout(cp)
+    assert not np.shares_memory(cp.rec, st.rec)
+    vals = fields(cp)
+    for i, v in enumerate(vals.values()):
+        v[:] = i + 1 if v.dtype != np.bool_ else bool(i % 2)
+    for i, v in enumerate(vals.values()):
+        assert (v == (i + 1 if v.dtype != np.bool_ else bool(i % 2))).all()
+    # the original is untouched and still runs to the plain result; copies do not compile anything new
+    n_sigs = len(kengine.advance.signatures)
+    assert st.drive(5.0) == kengine.PAUSED
+    lookahead_score(st, parts.POLICIES.get("fifo"), st.now, 100.0, "known")
+    assert st.drive() == kengine.FINISHED
+    assert len(kengine.advance.signatures) == n_sigs
+    plain = fastblox.simulate(w, cluster="1x4", scheduler="las")
+    assert np.array_equal(st.run.finish, plain.jobs["finish_s"].to_numpy())
