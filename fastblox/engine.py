@@ -23,8 +23,8 @@ from .kernels import compat as kcompat
 from .kernels import engine as kengine
 from .kernels import enums
 from .kernels.state import ClusterEvents as KEvents
-from .kernels.state import (Jobs, PolicyParams, Queues, Run, Scratch, copy_nodes, copy_records, make_nodes, new_records,
-                            record_fields)
+from .kernels.state import (Jobs, PolicyParams, Queues, Run, Scratch, copy_nodes, copy_records, fill_records, make_nodes,
+                            new_records, record_fields)
 from .results import Result, build_result
 from .speed import SpeedModel, build_speed_model, check_runnable
 from .workload import Workload
@@ -191,28 +191,23 @@ class NativeState:
         self.rec = new_records(n)
         f = record_fields(self.rec)
         jf, rf, qf = f["jobs"], f["run"], f["q"]
-        jf["submit"][:] = w.submit_s
-        jf["gpus"][:] = w.num_gpus
-        jf["work"][:] = sm.work
-        jf["tracked"][:] = tracked
-        jf["alloc_off"][:] = _alloc_offsets(slots)
-        jf["cls"][:] = sm.cls
-        jf["ref_rate"][:] = sm.ref_rate
+        fill_records(f, {
+            ("jobs", "submit"): w.submit_s, ("jobs", "gpus"): w.num_gpus, ("jobs", "work"): sm.work,
+            ("jobs", "tracked"): tracked, ("jobs", "alloc_off"): _alloc_offsets(slots), ("jobs", "cls"): sm.cls,
+            ("jobs", "ref_rate"): sm.ref_rate, ("run", "work_left"): sm.work, ("run", "first_start"): enums.NO_TIME,
+            ("run", "finish"): enums.NO_TIME, ("run", "rate"): 1.0, ("run", "held_type"): -1, ("q", "ro_ver"): -1,
+        })
         self.jobs = Jobs(**jf)
         self.rates = _writable(sm.rates)
-        rf["work_left"][:] = sm.work
-        rf["first_start"][:] = enums.NO_TIME
-        rf["finish"][:] = enums.NO_TIME
-        rf["rate"][:] = 1.0
-        rf["held_type"][:] = -1
         self.run = Run(alloc=np.zeros(int(slots.sum()), dtype=np.int64), status=np.zeros(n, dtype=np.int8),
-                       want=w.num_gpus.astype(np.int64), want_type=np.full(n, enums.ANY_TYPE, dtype=np.int64), **rf)
+                       want=w.num_gpus.astype(np.int64), want_type=np.full(n, enums.ANY_TYPE, dtype=np.int64),
+                       qentry=np.zeros(n), exec0=np.zeros(n), pend0=np.zeros(n), rank=np.zeros(n, dtype=np.int64),
+                       svc0=np.zeros(n), n_fail=np.zeros(n, dtype=np.int64), lost_s=np.zeros(n), **rf)
         start_down = events.start_down if events is not None else None
         self.nodes = make_nodes(c.node_gpus, c.node_type, c.racks,
                                 None if start_down is None else (~start_down).astype(np.uint8))
         self.events = (_writable(KEvents(events.t_s, events.node, events.kind)) if events is not None else
                        KEvents(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
-        qf["ro_ver"][:] = -1
         self.q = Queues(
             wq=np.empty(2 * n + 2, dtype=np.int64), rq=np.empty(n, dtype=np.int64), ro=np.empty(n, dtype=np.int64),
             heap_t=np.empty(n + 1), heap_j=np.empty(n + 1, dtype=np.int64), heap_v=np.empty(n + 1, dtype=np.int64),

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from .kernels import enums
+from .kernels.state import gather_records
 
 SERIES_COLUMNS = ("t_s", "num_preemptions", "free_gpus", "queued_jobs", "running_jobs", "gpu_demand", "gpus_up")
 
@@ -196,17 +197,21 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
     st = native_state
     from .kernels import engine as kengine
 
-    r = st.run
+    r, jb = st.run, st.jobs
     t_end = float(st.sf[kengine.F_T])
+    # most per-job fields are strided views into the run's records: one blocked pass copies them out
+    launch_t, attained, attained_gpu, held, finish, first, alone, ref_rate, n_pre, held_type = gather_records(
+        [r.launch_t, r.attained, r.attained_gpu, r.held, r.finish, r.first_start, jb.work, jb.ref_rate, r.n_preempt,
+         r.held_type])
     running = r.status == enums.RUNNING
-    el = np.where(running, t_end - r.launch_t, 0.0)
-    attained = r.attained + el
-    attained_gpu = r.attained_gpu + el * r.held
-    finish = r.finish
-    first = r.first_start
-    alone = st.jobs.work / st.jobs.ref_rate
+    el = np.where(running, t_end - launch_t, 0.0)
+    attained += el
+    el *= held
+    attained_gpu += el
+    alone /= ref_rate  # work / reference rate: the job's run time alone
+    del launch_t, held, el, ref_rate
     # the table reads the run's arrays when it is built (the run is over: they no longer change)
-    n_pre, n_fail, lost, held_type = r.n_preempt, r.n_fail, r.lost_s, r.held_type
+    n_fail, lost = r.n_fail, r.lost_s
 
     def jobs():
         extra = {}

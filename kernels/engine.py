@@ -848,7 +848,8 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             for j in range(ov_head, admit_to):
                 status[j] = WAITING
                 wait_t[j] = t
-                qentry[j] = t
+                if wakes:
+                    qentry[j] = t  # (Tiresias' and Gittins' fields: other policies never touch them)
                 wq_head, n_wait = enqueue(policy, j, t, jobs, run, q, pp, wq_head, n_wait, restart_s)
                 demand += gpus_req[j]
             ov_head = admit_to
@@ -1069,7 +1070,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                         wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, v, version[v], version)
         for x in range(nl):
             j = launched[x]
-            if attained[j] > exec0[j]:
+            if wakes and attained[j] > exec0[j]:
                 pend0[j] += t - wait_t[j]  # Tiresias' starvation counter: waiting after having run
             launch_t[j] = t
             if first_start[j] < 0.0:

@@ -204,34 +204,32 @@ class PolicyParams(NamedTuple):
 
 # ------------------------------------------------------------------------------ per-job records
 #: Bytes of one job's record. The per-job fields of :class:`Jobs`, :class:`Run` and :class:`Queues`
-#: live in one 256-byte record per job (four cache lines) and the NamedTuples' fields are strided
-#: views into it: a launch or a completion touches a dozen fields of one job, which then share one
-#: or two cache lines instead of pulling in a line of each of a dozen arrays. Three fields stay
-#: arrays of their own because steps scan them over many jobs in a row: ``Run.status`` (1 byte a
-#: job: the queue compaction, stale-entry checks), ``Run.want`` and ``Run.want_type`` (the walks
-#: read them for every job they pass). Measured on 1M jobs on 2801x8 (light load), kernel
-#: time: FIFO -35 %, LAS -25 %, Tiresias -20 %; the walk of a long FIFO queue as before.
-RECORD_BYTES = 256
+#: that every run uses live in one 192-byte record per job (three cache lines) and the
+#: NamedTuples' fields are strided views into it: a launch or a completion touches a dozen fields
+#: of one job, which then share two cache lines instead of pulling in a line of each of a dozen
+#: arrays. ``RECORD_OUTSIDE`` stay arrays of their own: ``status`` (1 byte a job), ``want`` and
+#: ``want_type`` because steps scan them over many jobs in a row (the queue compaction, the walks:
+#: 8 bytes a job in an array, a whole line a job in records), and the fields only Tiresias and
+#: Gittins, node failures or checkpoints use, so that a run without them never touches their
+#: (lazily zeroed) pages. Measured on 1M jobs on 2801x8 (light load): see docs/performance.md.
+RECORD_BYTES = 192
 
 #: ``(byte offset, NamedTuple, field, dtype)``. Line 0 holds what a completion and the kept running
-#: order read, line 1 what a launch adds, line 2 the queue and policy fields, line 3 the rest.
+#: order read, line 1 what a launch adds, line 2 the queue and policy fields.
 RECORD_LAYOUT = (
     (0, "q", "ro_ver", np.int64), (8, "run", "version", np.int64), (16, "run", "launch_t", np.float64),
     (24, "run", "held", np.int64), (32, "run", "attained", np.float64), (40, "run", "attained_gpu", np.float64),
     (48, "run", "work_left", np.float64), (56, "run", "finish", np.float64),
     (64, "jobs", "alloc_off", np.int64), (72, "jobs", "gpus", np.int64), (80, "q", "rpos", np.int64),
-    (88, "jobs", "submit", np.float64), (96, "jobs", "tracked", np.bool_),
-    (112, "run", "held_type", np.int64), (120, "run", "first_start", np.float64),
-    (128, "run", "rate", np.float64), (136, "run", "wait_t", np.float64), (144, "run", "exec0", np.float64),
-    (152, "run", "pend0", np.float64), (160, "run", "qentry", np.float64), (168, "q", "wkey", np.float64),
-    (176, "q", "wrank", np.int64), (184, "jobs", "cls", np.int64),
-    (192, "jobs", "work", np.float64), (200, "jobs", "ref_rate", np.float64), (208, "run", "n_preempt", np.int64),
-    (216, "run", "n_fail", np.int64), (224, "run", "lost_s", np.float64), (232, "run", "rank", np.int64),
-    (240, "run", "svc0", np.float64),
+    (88, "jobs", "submit", np.float64), (96, "jobs", "tracked", np.bool_), (104, "run", "held_type", np.int64),
+    (112, "run", "first_start", np.float64), (120, "run", "rate", np.float64),
+    (128, "run", "wait_t", np.float64), (136, "q", "wkey", np.float64), (144, "q", "wrank", np.int64),
+    (152, "jobs", "cls", np.int64), (160, "jobs", "work", np.float64), (168, "jobs", "ref_rate", np.float64),
+    (176, "run", "n_preempt", np.int64),
 )
 
 #: The per-job fields kept as arrays of their own (see ``RECORD_BYTES``).
-RECORD_OUTSIDE = ("status", "want", "want_type")
+RECORD_OUTSIDE = ("status", "want", "want_type", "qentry", "exec0", "pend0", "rank", "svc0", "n_fail", "lost_s")
 
 
 def new_records(n: int) -> np.ndarray:
@@ -258,3 +256,28 @@ def record_fields(buf: np.ndarray) -> dict:
         v = buf[:, off:off + np.dtype(dt).itemsize].view(dt)[:, 0]
         out[group][name] = v if name == "alloc_off" else v[:n]
     return out
+
+
+def fill_records(fields: dict, values: dict, chunk: int = 4096) -> None:
+    """Write ``values`` (``{(group, field): array or scalar}``) into the views ``fields`` (from
+    :func:`record_fields`), a block of ``chunk`` jobs at a time: one field at a time over all jobs
+    would pull the whole record buffer (192 MB at 1M jobs) through the cache once per field; a
+    block of records (768 KiB) stays in cache while all its fields are written."""
+    items = [(fields[g][f], v) for (g, f), v in values.items()]
+    n = max((len(a) for a, _ in items), default=0)
+    for lo in range(0, n, chunk):
+        hi = lo + chunk
+        for a, v in items:
+            a[lo:hi] = v if np.isscalar(v) else v[lo:hi]
+
+
+def gather_records(views: list, chunk: int = 4096) -> list:
+    """Contiguous copies of the record views ``views`` (fields of one record buffer), read a block
+    of ``chunk`` jobs at a time for the reason :func:`fill_records` writes that way."""
+    outs = [np.empty(len(v), dtype=v.dtype) for v in views]
+    n = max((len(v) for v in views), default=0)
+    for lo in range(0, n, chunk):
+        hi = lo + chunk
+        for v, o in zip(views, outs):
+            o[lo:hi] = v[lo:hi]
+    return outs
