@@ -203,7 +203,7 @@ def test_read_only_and_narrow_inputs_reuse_the_compiled_kernel():
 
 
 def test_per_job_fields_live_in_one_record_per_job_and_copies_keep_the_layout():
-    """Every per-job field of Jobs/Run/Queues but the scanned ones is a strided view into one
+    """Every per-job field of Jobs/Run/Queues but ``RECORD_OUTSIDE`` is a strided view into one
     64-byte-aligned record per job; fields do not overlap; a copy (look-ahead) owns its records,
     keeps the layout and so the compiled kernel (no second specialisation)."""
     from fastblox import parts
