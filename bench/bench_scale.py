@@ -465,14 +465,16 @@ def main() -> None:
     if a.profile:
         profile(*a.profile.split(","))
         return
-    if a.process_only:
-        d = json.loads((OUT / "scale.json").read_text())
-        _, _, big = workloads()
-        d["process"] = process_runs(big, d["scaled_cluster"])
-        d["process_date"] = time.strftime("%Y-%m-%d")
-        save("scale", d)
     if a.replot or a.process_only:
+        if not (OUT / "scale.json").exists():
+            sys.exit(f"bench_scale: no {OUT / 'scale.json'} to redraw: run bench/bench_scale.py without "
+                     "--replot/--process-only first")
         d = json.loads((OUT / "scale.json").read_text())
+        if a.process_only:
+            _, _, big = workloads()
+            d["process"] = process_runs(big, d["scaled_cluster"])
+            d["process_date"] = time.strftime("%Y-%m-%d")
+            save("scale", d)
         plot(d)
         if not a.no_readme:
             update_readme("scale", readme_text(d))

@@ -241,9 +241,7 @@ def new_records(n: int) -> np.ndarray:
     a numpy allocation, which numpy advises onto transparent huge pages: faulting in 192 MB of huge
     pages took 0.03–0.66 s on the test machine depending on how much the OS had to compact first,
     4 KiB pages a steady 0.1 s, and the kernel runs as fast on either (docs/performance.md)."""
-    nbytes = (n + 1) * RECORD_BYTES
-    raw = np.frombuffer(mmap.mmap(-1, max(nbytes, 1)), dtype=np.uint8)[:nbytes]
-    return raw.reshape(n + 1, RECORD_BYTES)
+    return np.frombuffer(mmap.mmap(-1, (n + 1) * RECORD_BYTES), dtype=np.uint8).reshape(n + 1, RECORD_BYTES)
 
 
 def copy_records(buf: np.ndarray) -> np.ndarray:
@@ -263,26 +261,26 @@ def record_fields(buf: np.ndarray) -> dict:
     return out
 
 
-def fill_records(fields: dict, values: dict, chunk: int = 4096) -> None:
+def _copy_blocked(pairs: list, chunk: int = 4096) -> None:
+    """``dst[:] = src`` for each ``(dst, src)`` pair (``src`` an array or a scalar), a block of
+    ``chunk`` jobs at a time across all pairs: record fields one at a time over all jobs would pull
+    the whole record buffer (192 MB at 1M jobs) through the cache once per field; a block of
+    records (768 KiB) stays in cache while all its fields are read or written."""
+    n = max((len(d) for d, _ in pairs), default=0)
+    for lo in range(0, n, chunk):
+        hi = lo + chunk
+        for d, v in pairs:
+            d[lo:hi] = v if np.isscalar(v) else v[lo:hi]
+
+
+def fill_records(fields: dict, values: dict) -> None:
     """Write ``values`` (``{(group, field): array or scalar}``) into the views ``fields`` (from
-    :func:`record_fields`), a block of ``chunk`` jobs at a time: one field at a time over all jobs
-    would pull the whole record buffer (192 MB at 1M jobs) through the cache once per field; a
-    block of records (768 KiB) stays in cache while all its fields are written."""
-    items = [(fields[g][f], v) for (g, f), v in values.items()]
-    n = max((len(a) for a, _ in items), default=0)
-    for lo in range(0, n, chunk):
-        hi = lo + chunk
-        for a, v in items:
-            a[lo:hi] = v if np.isscalar(v) else v[lo:hi]
+    :func:`record_fields`), a block of jobs at a time."""
+    _copy_blocked([(fields[g][f], v) for (g, f), v in values.items()])
 
 
-def gather_records(views: list, chunk: int = 4096) -> list:
-    """Contiguous copies of the record views ``views`` (fields of one record buffer), read a block
-    of ``chunk`` jobs at a time for the reason :func:`fill_records` writes that way."""
+def gather_records(views: list) -> list:
+    """Contiguous copies of the record views ``views``, read a block of jobs at a time."""
     outs = [np.empty(len(v), dtype=v.dtype) for v in views]
-    n = max((len(v) for v in views), default=0)
-    for lo in range(0, n, chunk):
-        hi = lo + chunk
-        for v, o in zip(views, outs):
-            o[lo:hi] = v[lo:hi]
+    _copy_blocked(list(zip(outs, views)))
     return outs
