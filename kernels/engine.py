@@ -35,6 +35,7 @@ import math
 import numpy as np
 
 from ._jit import jit
+from ._prefetch import prefetch
 from .enums import (
     ANY_TYPE,
     DONE,
@@ -125,7 +126,7 @@ SERIES_COLS = 7
 PLAN_IDLE_LIMIT = 1000
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def heap_push(ht, hj, hv, n, t, j, v):
     """Push (t, j, v) onto the binary min-heap ``ht/hj/hv[:n]`` ordered by (t, j); returns new size.
     The entries on its way up move down one level each; (t, j, v) is written once, where it stops."""
@@ -144,7 +145,7 @@ def heap_push(ht, hj, hv, n, t, j, v):
     return n + 1
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def heap_pop(ht, hj, hv, n):
     """Remove the minimum of the heap of size ``n``; returns the new size. Bottom-up (Floyd): the
     hole at the top goes down to a leaf along the smaller children (one comparison per level),
@@ -196,7 +197,7 @@ def heap_compact(ht, hj, hv, n, version):
     return m
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def heap_add(ht, hj, hv, n, t, j, v, version):
     """``heap_push`` that first compacts a full heap."""
     if n >= ht.shape[0]:
@@ -204,14 +205,14 @@ def heap_add(ht, hj, hv, n, t, j, v, version):
     return heap_push(ht, hj, hv, n, t, j, v)
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def rq_add(rq, rpos, nr, j):
     rq[nr] = j
     rpos[j] = nr
     return nr + 1
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def rq_remove(rq, rpos, nr, j):
     """Remove ``j`` from the unordered running list in O(1) (the last entry takes its place)."""
     p = rpos[j]
@@ -268,7 +269,7 @@ def _crossing(pp, j, run, lvl):
     return run.launch_t[j] + (pp.thresholds[lvl - 1] - (run.attained_gpu[j] - run.svc0[j])) / run.held[j]
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def rank_key(policy, j, t, jobs, run, pp, restart_s):
     """``(rank, key)`` of active job ``j`` at time ``t``: lower runs first, ties in arrival order.
     For a waiting job of a ``KIND_STATIC`` policy this does not change while it waits (except at
@@ -339,7 +340,7 @@ def themis_keys(t, jobs, run, s, na, restart_s, lease_s, f):
             s.keys[a] = -rho[a]
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _before(ra, ka, a, rb, kb, b):
     """(rank, key, job index) order."""
     if ra != rb:
@@ -347,7 +348,7 @@ def _before(ra, ka, a, rb, kb, b):
     return ka < kb or (ka == kb and a < b)
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _wq_pos(q, h, nw, rj, kj, j):
     """Where ``(rj, kj, j)`` goes in the waiting queue ``q.wq[h:h + nw]`` (binary search)."""
     lo = 0
@@ -370,7 +371,7 @@ def wq_slide(wq, h, nw):
     return 0
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def wq_insert(q, h, nw, j):
     """Insert job ``j`` into the waiting queue ``q.wq[h:h + nw]``, sorted by (wrank, wkey, index);
     returns ``(head, length)``. O(log n) to find the place, then the shorter side moves one slot:
@@ -462,7 +463,7 @@ def sort_small(a, m, rank, key):
         a[y + 1] = v
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def set_key(policy, j, t, jobs, run, q, pp, restart_s):
     """Key a job that starts waiting (``q.wrank``/``q.wkey``)."""
     r, k = rank_key(policy, j, t, jobs, run, pp, restart_s)
@@ -470,7 +471,7 @@ def set_key(policy, j, t, jobs, run, q, pp, restart_s):
     q.wkey[j] = k
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def enqueue(policy, j, t, jobs, run, q, pp, h, nw, restart_s):
     """Key a job that starts waiting and insert it into the waiting queue; returns ``(head,
     length)``."""
@@ -606,6 +607,15 @@ def _running_order(ro, ro_ver, n_ro, rq, nr, status, version, rank, key, new, ou
     return no
 
 
+@jit(nrt=False, inline=True)
+def _touch(j, version, alloc_off, status):
+    """Prefetch what a completion of job ``j`` reads first: both lines of its record it uses
+    (``version`` in the first, ``alloc_off`` in the second) and its status."""
+    prefetch(version, j)
+    prefetch(alloc_off, j)
+    prefetch(status, j)
+
+
 @jit(nrt=False)
 def _free_up(nodes):
     total = 0
@@ -708,6 +718,8 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     if status[j0] == RUNNING and version[j0] == heap_v[0]:
                         break
                     heap_n = heap_pop(heap_t, heap_j, heap_v, heap_n)
+                    if heap_n > 0:
+                        _touch(heap_j[0], version, alloc_off, status)
                 t_end = heap_t[0] if heap_n > 0 else INF
                 while wake_n > 0 and version[wake_j[0]] != wake_v[0]:
                     wake_n = heap_pop(wake_t, wake_j, wake_v, wake_n)
@@ -745,6 +757,8 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                 te = heap_t[0]
                 valid = status[j] == RUNNING and version[j] == heap_v[0]
                 heap_n = heap_pop(heap_t, heap_j, heap_v, heap_n)
+                if heap_n > 0:
+                    _touch(heap_j[0], version, alloc_off, status)
                 if not valid:
                     continue
                 el = te - launch_t[j]

@@ -19,7 +19,7 @@ from .enums import FREE, PL_BLOX, PL_CONSOLIDATED, PL_FIRST_FIT, PL_TOPOLOGY
 from .state import Nodes
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _lowest_bits(mask, k, base, out, pos):
     """Write the ``k`` lowest set bits of ``mask`` (it has at least ``k``) as ``base + bit`` into
     ``out[pos:pos+k]``."""
@@ -31,7 +31,7 @@ def _lowest_bits(mask, k, base, out, pos):
     return pos + k
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def next_node(bits, row, start):
     """The first node ``>= start`` whose bit is set in ``bits[row]`` (up, with a free GPU), or -1."""
     wi = start >> 6
@@ -48,7 +48,7 @@ def next_node(bits, row, start):
         word = bits[row, wi]
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def set_node_bit(nodes, nd):
     """Recompute node ``nd``'s bits from its free count and service state."""
     b = np.uint64(1) << np.uint64(nd & 63)
@@ -68,7 +68,7 @@ def _eligible(nodes, nd, row):
     return nodes.up[nd] != 0 and (row == 0 or nodes.row[nd] == row)
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def fit_first(n, row, nodes, out):
     """Any free GPUs: lowest-numbered first, node by node (a correct scattered placement)."""
     pos = 0
@@ -195,7 +195,7 @@ def fit_topology(n, row, nodes, out):
     return _take_emptiest(n, row, nodes, out, num_nodes, -1)
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def fit(kind, n, row, nodes, out):
     """Dispatch on the placement code (see ``enums``)."""
     if kind == PL_FIRST_FIT:
@@ -209,7 +209,7 @@ def fit(kind, n, row, nodes, out):
     return 0
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def take(gpu_ids, o, n, job, nodes):
     """Give GPUs ``gpu_ids[o:o + n]`` (all free) to ``job``."""
     one = np.uint64(1)
@@ -227,7 +227,7 @@ def take(gpu_ids, o, n, job, nodes):
                 nodes.bits[r, nd >> 6] &= b
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def assign(gpu_ids, n, job, alloc, o, nodes):
     """Give GPUs ``gpu_ids[:n]`` to ``job`` and record them as its allocation ``alloc[o:o+n]``
     (where ``release`` finds them)."""
@@ -236,7 +236,7 @@ def assign(gpu_ids, n, job, alloc, o, nodes):
         alloc[o + k] = gpu_ids[k]
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def release(gpu_ids, o, n, nodes):
     """Free GPUs ``gpu_ids[o:o + n]`` (a job's slots in ``Run.alloc``: offsets rather than a slice,
     which would be a new array)."""
@@ -255,7 +255,7 @@ def release(gpu_ids, o, n, nodes):
                 nodes.bits[r, nd >> 6] |= b
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def spans(gpu_ids, o, n, nodes):
     """``(more than one node, more than one rack)`` for the gang ``gpu_ids[o:o + n]``."""
     if n == 0:

@@ -28,7 +28,7 @@ from .placement import assign, fit, release, take
 from .rates import can_run
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def place(j, n, want_type, jobs, rates, nodes, kind, n_types, tmp):
     """Find ``n`` GPUs for job ``j`` (ids into ``tmp[:n]``); returns the GPU type used, or -1."""
     if want_type == NO_RUN:

@@ -248,3 +248,33 @@ def test_per_job_fields_live_in_one_record_per_job_and_copies_keep_the_layout():
     assert len(kengine.advance.signatures) == n_sigs
     plain = fastblox.simulate(w, cluster="1x4", scheduler="las")
     assert np.array_equal(st.run.finish, plain.jobs["finish_s"].to_numpy())
+
+
+def test_prefetch_is_a_hint_that_reaches_the_machine_code():
+    """``prefetch`` does nothing in Python, compiles to a prefetch instruction in a kernel (on
+    x86-64, where the engine's completions use it) and changes no result."""
+    import platform
+
+    import numba
+
+    from fastblox.kernels._prefetch import prefetch
+
+    a = np.arange(10.0)
+    assert prefetch(a, 3) is None and a[3] == 3.0
+
+    @numba.njit
+    def total(a, idx, hint):
+        s = 0.0
+        for i in range(idx.shape[0]):
+            if hint and i + 1 < idx.shape[0]:
+                prefetch(a, idx[i + 1])
+            s += a[idx[i]]
+        return s
+
+    idx = np.array([7, 2, 9, 0, 4])
+    assert total(a, idx, True) == total(a, idx, False) == a[idx].sum()
+    if platform.machine() in ("x86_64", "AMD64"):
+        asm = "\n".join(total.inspect_asm().values())
+        assert "prefetch" in asm
+    with pytest.raises(numba.core.errors.TypingError):
+        numba.njit(lambda a: prefetch(a, 1.5))(a)  # an index must be an integer
