@@ -128,7 +128,9 @@ def _load_workload(a):
 
 
 def cmd_run(a) -> int:
-    from .engine import simulate, simulate_blox_workload
+    from .engine import prewarm, simulate, simulate_blox_workload
+
+    prewarm("compat" if a.blox_compat else "native")  # overlaps loading the kernel with reading the trace
 
     if a.blox_json and not a.out:
         raise ConfigError("--blox-json writes into --out DIR; give --out")

@@ -99,23 +99,51 @@ COMPILE_NOTICE = None
 NOTICE_AFTER_S = 3.0
 
 
+_WARM_LOCK = threading.Lock()
+
+
 def _warm(kind: str) -> float:
     """Compile (or load from the on-disk cache) a kernel on a tiny input, once per process, so
-    that ``sim_wall_s`` measures simulation only. Returns the seconds it took."""
+    that ``sim_wall_s`` measures simulation only. Returns the seconds it took (waiting included,
+    when :func:`prewarm` had started it)."""
     if kind in _WARM:
         return 0.0
-    timer = None
-    if COMPILE_NOTICE is not None:
-        msg = (f"compiling the {kind} simulation kernel (first run with this numba cache: about a minute; "
-               "later runs load it in about a second)...")
-        timer = threading.Timer(NOTICE_AFTER_S, COMPILE_NOTICE, args=(msg,))
-        timer.daemon = True
-        timer.start()
-    try:
-        return _warm_now(kind)
-    finally:
-        if timer is not None:
-            timer.cancel()
+    t0 = time.perf_counter()
+    with _WARM_LOCK:
+        if kind in _WARM:  # a prewarm thread finished it while this one waited
+            return time.perf_counter() - t0
+        timer = None
+        if COMPILE_NOTICE is not None:
+            msg = (f"compiling the {kind} simulation kernel (first run with this numba cache: about a minute; "
+                   "later runs load it in about a second)...")
+            timer = threading.Timer(NOTICE_AFTER_S, COMPILE_NOTICE, args=(msg,))
+            timer.daemon = True
+            timer.start()
+        try:
+            _warm_now(kind)
+        finally:
+            if timer is not None:
+                timer.cancel()
+    return time.perf_counter() - t0
+
+
+def prewarm(kind: str = "native") -> threading.Thread:
+    """Start loading the ``kind`` kernel (``"native"`` or ``"compat"``) in a background thread and
+    return the thread. The first kernel call of a process costs ~0.5 s that is mostly Python
+    (numba's registries, and the scipy import numba does to find a BLAS); reading a trace is
+    mostly pyarrow and polars, which release the GIL, so the CLI starts this before it reads the
+    trace and the two overlap. A run waits for the thread (``_warm``). A failure here is left for
+    that run to raise with its own message."""
+
+    def load():
+        try:
+            _warm(kind)
+        except Exception:  # noqa: BLE001 - the run's own _warm raises it again, where it is reported
+            pass
+
+    th = threading.Thread(target=load, name=f"fastblox-prewarm-{kind}", daemon=True)
+    th.start()
+    return th
 
 
 def _warm_now(kind: str) -> float:
@@ -191,7 +219,7 @@ class NativeState:
         self.rec = new_records(n)
         f = record_fields(self.rec)
         jf, rf, qf = f["jobs"], f["run"], f["q"]
-        fill_records(f, {
+        fill_records(self.rec, {
             ("jobs", "submit"): w.submit_s, ("jobs", "gpus"): w.num_gpus, ("jobs", "work"): sm.work,
             ("jobs", "tracked"): tracked, ("jobs", "alloc_off"): _alloc_offsets(slots), ("jobs", "cls"): sm.cls,
             ("jobs", "ref_rate"): sm.ref_rate, ("run", "work_left"): sm.work, ("run", "first_start"): enums.NO_TIME,

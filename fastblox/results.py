@@ -197,12 +197,13 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
     st = native_state
     from .kernels import engine as kengine
 
-    r, jb = st.run, st.jobs
+    r = st.run
     t_end = float(st.sf[kengine.F_T])
     # most per-job fields are strided views into the run's records: one blocked pass copies them out
     launch_t, attained, attained_gpu, held, finish, first, alone, ref_rate, n_pre, held_type = gather_records(
-        [r.launch_t, r.attained, r.attained_gpu, r.held, r.finish, r.first_start, jb.work, jb.ref_rate, r.n_preempt,
-         r.held_type])
+        st.rec, [("run", "launch_t"), ("run", "attained"), ("run", "attained_gpu"), ("run", "held"), ("run", "finish"),
+                 ("run", "first_start"), ("jobs", "work"), ("jobs", "ref_rate"), ("run", "n_preempt"),
+                 ("run", "held_type")])
     running = r.status == enums.RUNNING
     el = np.where(running, t_end - launch_t, 0.0)
     attained += el

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import numba
 
+# FASTBLOX_KERNEL_LINES=1: compile with line tables for profilers (bench/profile_kernel.py). Only
+# the tables: no bounds checks and no extended variable lifetimes, which debug=True turns on by
+# default and which would profile a different, slower kernel. Use a separate NUMBA_CACHE_DIR.
+_LINES = dict(debug=True, _dbg_extend_lifetimes=False, boundscheck=False) if os.environ.get(
+    "FASTBLOX_KERNEL_LINES", "") not in ("", "0") else {}
 
 def jit(fn=None, *, nrt: bool = True, inline: bool = False, **kw):
     """``numba.njit(cache=True, nogil=True, fastmath=False)``, lazily compiled on first call.
@@ -23,6 +30,7 @@ def jit(fn=None, *, nrt: bool = True, inline: bool = False, **kw):
     0.38-0.42 s of kernel time and LAS from 0.46-0.55 s to 0.30 s, with the same compile time
     (docs/performance.md). Set explicitly (False by default) so that callees do not inherit it."""
     opts = dict(cache=True, nogil=True, fastmath=False, _nrt=nrt, forceinline=inline)
+    opts.update(_LINES)
     opts.update(kw)
     if fn is None:
         return lambda f: numba.njit(**opts)(f)

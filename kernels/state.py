@@ -7,9 +7,12 @@ engine. Sentinels: ``FREE`` (-1) for a free GPU's owner, ``NO_TIME`` (-1.0) for 
 from __future__ import annotations
 
 import mmap
+import sys
 from typing import NamedTuple
 
 import numpy as np
+
+from ._jit import jit
 
 
 class Nodes(NamedTuple):
@@ -261,26 +264,85 @@ def record_fields(buf: np.ndarray) -> dict:
     return out
 
 
-def _copy_blocked(pairs: list, chunk: int = 4096) -> None:
-    """``dst[:] = src`` for each ``(dst, src)`` pair (``src`` an array or a scalar), a block of
-    ``chunk`` jobs at a time across all pairs: record fields one at a time over all jobs would pull
-    the whole record buffer (192 MB at 1M jobs) through the cache once per field; a block of
-    records (768 KiB) stays in cache while all its fields are read or written."""
-    n = max((len(d) for d, _ in pairs), default=0)
-    for lo in range(0, n, chunk):
-        hi = lo + chunk
-        for d, v in pairs:
-            d[lo:hi] = v if np.isscalar(v) else v[lo:hi]
+#: ``{(NamedTuple, field): (word, dtype)}``: the 8-byte word of the record each field starts in.
+#: A field narrower than a word (``tracked``) has its word to itself (the bytes after it are
+#: padding), so records can be filled and read a word at a time.
+RECORD_WORDS = {(g, f): (off // 8, np.dtype(dt)) for off, g, f, dt in RECORD_LAYOUT}
+assert all(off % 8 == 0 for off, *_ in RECORD_LAYOUT) and sys.byteorder == "little"
 
 
-def fill_records(fields: dict, values: dict) -> None:
-    """Write ``values`` (``{(group, field): array or scalar}``) into the views ``fields`` (from
-    :func:`record_fields`), a block of jobs at a time."""
-    _copy_blocked([(fields[g][f], v) for (g, f), v in values.items()])
+@jit(nrt=False)
+def _words_in(words, cols, srcs, const_cols, const_vals, const_len):
+    """``words[j, cols[c]] = srcs[c][j]`` for ``j`` below that source's length and
+    ``words[j, const_cols[c]] = const_vals[c]`` for ``j`` below ``const_len[c]``: each record is
+    written once, whole, while it is in cache."""
+    for j in range(words.shape[0]):
+        for c in range(cols.shape[0]):
+            src = srcs[c]
+            if j < src.shape[0]:
+                words[j, cols[c]] = src[j]
+        for c in range(const_cols.shape[0]):
+            if j < const_len[c]:
+                words[j, const_cols[c]] = const_vals[c]
 
 
-def gather_records(views: list) -> list:
-    """Contiguous copies of the record views ``views``, read a block of jobs at a time."""
-    outs = [np.empty(len(v), dtype=v.dtype) for v in views]
-    _copy_blocked(list(zip(outs, views)))
+@jit(nrt=False)
+def _words_out(words, cols, out):
+    """``out[c, j] = words[j, cols[c]]`` for the first ``out.shape[1]`` records."""
+    for j in range(out.shape[1]):
+        for c in range(cols.shape[0]):
+            out[c, j] = words[j, cols[c]]
+
+
+def _as_word(dt: np.dtype, v) -> np.ndarray:
+    """``v`` (an array or a scalar) of field dtype ``dt`` as int64 words (bit patterns; a narrow
+    unsigned or bool field zero-extended, which leaves its padding bytes zero)."""
+    a = np.ascontiguousarray(v, dtype=dt)
+    if dt.itemsize == 8:
+        a = a.view(np.int64)
+    elif dt.kind in "bu":
+        a = a.astype(np.int64)
+    else:
+        raise TypeError(f"record field of dtype {dt}: only 8-byte, bool or unsigned fields are supported")
+    a = a.view()
+    a.flags.writeable = False  # all read-only: one tuple type (one compiled pass) whatever the inputs were
+    return a
+
+
+def fill_records(buf: np.ndarray, values: dict) -> None:
+    """Write ``values`` (``{(group, field): array or scalar}``) into the records ``buf`` (from
+    :func:`new_records`), one record at a time (a compiled pass: field by field, numpy would pull
+    the whole buffer, 192 MB at 1M jobs, through the cache once per field)."""
+    words = buf.view(np.int64)
+    cols, srcs, ccols, cvals, clen = [], [], [], [], []
+    for key, v in values.items():
+        col, dt = RECORD_WORDS[key]
+        n = words.shape[0] if key == ("jobs", "alloc_off") else words.shape[0] - 1  # (as record_fields)
+        if np.ndim(v) == 0:
+            ccols.append(col)
+            cvals.append(_as_word(dt, [v])[0])
+            clen.append(n)
+        else:
+            if len(v) > n:
+                raise ValueError(f"{key}: {len(v)} values for {n} jobs")
+            cols.append(col)
+            srcs.append(_as_word(dt, v))
+    if not srcs:  # numba types the tuple from its first array: an empty one writes nothing
+        cols, srcs = [0], [_as_word(np.dtype(np.int64), np.zeros(0, dtype=np.int64))]
+    _words_in(words, np.asarray(cols, dtype=np.int64), tuple(srcs), np.asarray(ccols, dtype=np.int64),
+              np.asarray(cvals, dtype=np.int64), np.asarray(clen, dtype=np.int64))
+
+
+def gather_records(buf: np.ndarray, keys: list, n: int | None = None) -> list:
+    """Contiguous copies of the fields ``keys`` (``(group, field)`` pairs) of the first ``n``
+    records of ``buf`` (default: one per job, ``len(buf) - 1``), read one record at a time. The
+    copies are rows of one block (in-place arithmetic on them is fine)."""
+    n = buf.shape[0] - 1 if n is None else n
+    cols = np.asarray([RECORD_WORDS[k][0] for k in keys], dtype=np.int64)
+    out = np.empty((len(keys), n), dtype=np.int64)
+    _words_out(buf.view(np.int64), cols, out)
+    outs = []
+    for row, k in zip(out, keys):
+        dt = RECORD_WORDS[k][1]
+        outs.append(row.view(dt) if dt.itemsize == 8 else row.astype(dt))
     return outs

@@ -103,3 +103,44 @@ def test_slow_kernel_load_says_it_is_compiling(monkeypatch, capsys):
     assert main(["run", "--num-jobs", "50"]) == 0
     err = capsys.readouterr().err
     assert "fastblox: compiling the native simulation kernel" in err
+
+
+def test_prewarm_loads_once_and_a_run_waits_for_it(monkeypatch):
+    """The CLI starts loading the kernel in a thread while it reads the trace: the run that needs
+    the kernel waits for that load instead of starting a second one, and counts the wait as
+    compile time; a load that fails in the thread is raised by the run, not printed by the thread."""
+    import threading
+    import time
+
+    from fastblox import engine
+
+    calls = []
+    gate = threading.Event()
+
+    def slow_load(kind):
+        calls.append(kind)
+        gate.wait(5)
+        if kind == "broken":
+            raise RuntimeError("no kernel")
+        engine._WARM.add(kind)
+
+    monkeypatch.setattr(engine, "_WARM", set())
+    monkeypatch.setattr(engine, "_warm_now", slow_load)
+    th = engine.prewarm("native")
+    while not calls:
+        time.sleep(0.01)
+    threading.Timer(0.2, gate.set).start()
+    waited = engine._warm("native")  # blocks until the thread's load is done
+    th.join(5)
+    assert calls == ["native"] and waited >= 0.15 and "native" in engine._WARM
+    assert engine._warm("native") == 0.0
+
+    leaked = []
+    monkeypatch.setattr(threading, "excepthook", leaked.append)
+    gate.clear()
+    th = engine.prewarm("broken")
+    gate.set()
+    th.join(5)
+    assert not th.is_alive() and leaked == []
+    with pytest.raises(RuntimeError, match="no kernel"):
+        engine._warm("broken")
