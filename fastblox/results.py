@@ -199,7 +199,7 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
 
     r = st.run
     t_end = float(st.sf[kengine.F_T])
-    # most per-job fields are strided views into the run's records: one blocked pass copies them out
+    # most per-job fields are strided views into the run's records: one compiled pass copies them out
     launch_t, attained, attained_gpu, held, finish, first, alone, ref_rate, n_pre, held_type = gather_records(
         st.rec, [("run", "launch_t"), ("run", "attained"), ("run", "attained_gpu"), ("run", "held"), ("run", "finish"),
                  ("run", "first_start"), ("jobs", "work"), ("jobs", "ref_rate"), ("run", "n_preempt"),

@@ -268,7 +268,8 @@ def record_fields(buf: np.ndarray) -> dict:
 #: A field narrower than a word (``tracked``) has its word to itself (the bytes after it are
 #: padding), so records can be filled and read a word at a time.
 RECORD_WORDS = {(g, f): (off // 8, np.dtype(dt)) for off, g, f, dt in RECORD_LAYOUT}
-assert all(off % 8 == 0 for off, *_ in RECORD_LAYOUT) and sys.byteorder == "little"
+if sys.byteorder != "little" or any(off % 8 for off, *_ in RECORD_LAYOUT):
+    raise ImportError("fastblox's record layout needs a little-endian machine and 8-byte-aligned fields")
 
 
 @jit(nrt=False)
