@@ -130,8 +130,6 @@ def _load_workload(a):
 def cmd_run(a) -> int:
     from .engine import prewarm, simulate, simulate_blox_workload
 
-    prewarm("compat" if a.blox_compat else "native")  # overlaps loading the kernel with reading the trace
-
     if a.blox_json and not a.out:
         raise ConfigError("--blox-json writes into --out DIR; give --out")
     if a.blox_json and not a.blox_compat:
@@ -146,6 +144,7 @@ def cmd_run(a) -> int:
               throughput=a.throughput, multi_node_factor=a.multi_node_factor, rack_factor=a.rack_factor,
               cluster_events=a.cluster_events, policy_opts=dict(a.policy_opt) or None, reference_gpu=a.reference_gpu,
               placement_effects=a.placement_effects)
+    prewarm("compat" if a.blox_compat else "native")  # overlaps loading the kernel with reading the trace
     workload, endless = _load_workload(a)
     if a.failures:
         from .cluster import Cluster

@@ -253,14 +253,18 @@ def copy_records(buf: np.ndarray) -> np.ndarray:
     return out
 
 
+def _field_len(name: str, buf: np.ndarray) -> int:
+    """Entries of field ``name`` in a record buffer: one per job (N), ``alloc_off`` N + 1."""
+    return buf.shape[0] if name == "alloc_off" else buf.shape[0] - 1
+
+
 def record_fields(buf: np.ndarray) -> dict:
     """``{"jobs" | "run" | "q": {field: strided view}}`` of a record buffer (every field of
     length N, ``alloc_off`` N + 1)."""
-    n = buf.shape[0] - 1
     out: dict = {"jobs": {}, "run": {}, "q": {}}
     for off, group, name, dt in RECORD_LAYOUT:
         v = buf[:, off:off + np.dtype(dt).itemsize].view(dt)[:, 0]
-        out[group][name] = v if name == "alloc_off" else v[:n]
+        out[group][name] = v[:_field_len(name, buf)]
     return out
 
 
@@ -318,7 +322,7 @@ def fill_records(buf: np.ndarray, values: dict) -> None:
     cols, srcs, ccols, cvals, clen = [], [], [], [], []
     for key, v in values.items():
         col, dt = RECORD_WORDS[key]
-        n = words.shape[0] if key == ("jobs", "alloc_off") else words.shape[0] - 1  # (as record_fields)
+        n = _field_len(key[1], buf)
         if np.ndim(v) == 0:
             ccols.append(col)
             cvals.append(_as_word(dt, [v])[0])
@@ -334,11 +338,11 @@ def fill_records(buf: np.ndarray, values: dict) -> None:
               np.asarray(cvals, dtype=np.int64), np.asarray(clen, dtype=np.int64))
 
 
-def gather_records(buf: np.ndarray, keys: list, n: int | None = None) -> list:
-    """Contiguous copies of the fields ``keys`` (``(group, field)`` pairs) of the first ``n``
-    records of ``buf`` (default: one per job, ``len(buf) - 1``), read one record at a time. The
-    copies are rows of one block (in-place arithmetic on them is fine)."""
-    n = buf.shape[0] - 1 if n is None else n
+def gather_records(buf: np.ndarray, keys: list) -> list:
+    """Contiguous copies of the fields ``keys`` (``(group, field)`` pairs), one entry per job,
+    read one record at a time. The copies are rows of one block (in-place arithmetic on them is
+    fine)."""
+    n = buf.shape[0] - 1
     cols = np.asarray([RECORD_WORDS[k][0] for k in keys], dtype=np.int64)
     out = np.empty((len(keys), n), dtype=np.int64)
     _words_out(buf.view(np.int64), cols, out)
