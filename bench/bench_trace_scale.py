@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from fastblox.traces import read_trace  # noqa: E402
 from fastblox.traces.scale import format_report, scale_trace  # noqa: E402

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from fastblox.traces import read_parquet, read_trace, write_parquet  # noqa: E402
 from fastblox.workload import Workload  # noqa: E402

@@ -1,16 +1,129 @@
-"""The house ``njit``: cached, GIL-free, no fastmath (results must be bit-reproducible)."""
+"""The house ``njit``: cached, GIL-free, no fastmath (results must be bit-reproducible).
+
+Compiled kernels are cached on disk in a folder keyed on the kernel sources as a whole
+(``kernels-<digest>``: every ``.py`` file of this package, numba's and llvmlite's versions, the
+Python version and the compile flags below). numba on its own keys a function's cache entry on
+that function's file only, so after an edit to a helper that a kernel inlines (``placement.py``
+inlined by ``engine.advance``) a warm cache ran the old helper; here any edit to any kernel file
+moves every kernel to a new folder and recompiles it. The folder's parent is ``NUMBA_CACHE_DIR``
+if set, else ``__pycache__`` beside this file, else the user's cache directory
+(``~/.cache/fastblox``); folders of other digests unused for ``STALE_DAYS`` days are removed.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
+import shutil
+import sys
+import time
+from pathlib import Path
 
+import llvmlite
 import numba
+from numba.core import caching, config
 
 # FASTBLOX_KERNEL_LINES=1: compile with line tables for profilers (bench/profile_kernel.py). Only
 # the tables: no bounds checks and no extended variable lifetimes, which debug=True turns on by
-# default and which would profile a different, slower kernel. Use a separate NUMBA_CACHE_DIR.
+# default and which would profile a different, slower kernel.
 _LINES = dict(debug=True, _dbg_extend_lifetimes=False, boundscheck=False) if os.environ.get(
     "FASTBLOX_KERNEL_LINES", "") not in ("", "0") else {}
+
+KERNEL_DIR = Path(__file__).resolve().parent
+CACHE_PREFIX = "kernels-"
+STALE_DAYS = 14
+
+# every function compiled through ``jit`` (tests check they all live in KERNEL_DIR, the sources
+# the cache key covers)
+COMPILED: list = []
+
+
+@functools.cache
+def source_digest() -> str:
+    """Digest of everything a compiled kernel depends on: the bytes of every ``.py`` file under
+    this package (sorted by relative path), the numba, llvmlite and Python versions, and the
+    compile flags that change the generated code."""
+    h = hashlib.sha256()
+    for p in sorted(KERNEL_DIR.rglob("*.py")):
+        h.update(p.relative_to(KERNEL_DIR).as_posix().encode() + b"\0")
+        h.update(p.read_bytes() + b"\0")
+    flags = (numba.__version__, llvmlite.__version__, sys.version, sorted(_LINES.items()),
+             config.BOUNDSCHECK)
+    h.update(repr(flags).encode())
+    return h.hexdigest()[:16]
+
+
+def _cache_parents() -> list[Path]:
+    if config.CACHE_DIR:
+        return [Path(config.CACHE_DIR)]
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return [KERNEL_DIR / "__pycache__", home / "fastblox"]
+
+
+@functools.cache
+def _prune(parent: Path) -> None:
+    """Mark this digest's folder used (its mtime) and remove the folders of other kernel sources
+    not used for STALE_DAYS days; once per parent and process."""
+    cutoff = time.time() - STALE_DAYS * 86400
+    mine = CACHE_PREFIX + source_digest()
+    try:
+        os.utime(parent / mine)
+    except OSError:
+        pass
+    for d in parent.glob(CACHE_PREFIX + "*"):
+        try:
+            if d.name != mine and d.is_dir() and d.stat().st_mtime < cutoff:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass
+
+
+class KernelCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+    """numba cache locator for the functions of this package: ``<parent>/kernels-<digest>/``."""
+
+    def __init__(self, py_func, py_file, parent: Path):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._parent = parent
+        self._cache_path = str(parent / (CACHE_PREFIX + source_digest()) / self.get_suitable_cache_subpath(py_file))
+
+    def get_cache_path(self):
+        return self._cache_path
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        try:
+            Path(py_file).resolve().relative_to(KERNEL_DIR)
+        except ValueError:
+            return None  # not ours: numba's own locators handle it
+        for parent in _cache_parents():
+            self = cls(py_func, py_file, parent)
+            try:
+                self.ensure_cache_path()
+            except OSError:
+                continue
+            _prune(parent)
+            return self
+        return None
+
+
+_IMPL = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in numba 0.61
+if KernelCacheLocator not in _IMPL._locator_classes:
+    _IMPL._locator_classes.insert(0, KernelCacheLocator)
+
+
+def cache_dir() -> Path:
+    """The folder the kernels of these sources are cached in (created on first use)."""
+    for parent in _cache_parents():
+        d = parent / (CACHE_PREFIX + source_digest())
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            return d
+        except OSError:
+            continue
+    raise OSError("no writable folder for the kernel cache: set NUMBA_CACHE_DIR")
+
 
 def jit(fn=None, *, nrt: bool = True, inline: bool = False, **kw):
     """``numba.njit(cache=True, nogil=True, fastmath=False)``, lazily compiled on first call.
@@ -32,6 +145,9 @@ def jit(fn=None, *, nrt: bool = True, inline: bool = False, **kw):
     opts = dict(cache=True, nogil=True, fastmath=False, _nrt=nrt, forceinline=inline)
     opts.update(_LINES)
     opts.update(kw)
-    if fn is None:
-        return lambda f: numba.njit(**opts)(f)
-    return numba.njit(**opts)(fn)
+
+    def compile_(f):
+        COMPILED.append(f)
+        return numba.njit(**opts)(f)
+
+    return compile_ if fn is None else compile_(fn)
