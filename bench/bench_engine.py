@@ -36,7 +36,7 @@ def run_grid(ws, threads: int = 1):
 
     def one(cfg):
         p, load = cfg
-        return fastblox.simulate(ws[load], scheduler=p, blox_compat=True, track=TRACK)
+        return fastblox.simulate(ws[load], policy=p, blox_compat=True, track=TRACK)
 
     if threads == 1:
         return [one(c) for c in cfgs]
@@ -47,7 +47,7 @@ def run_grid(ws, threads: int = 1):
 def bench_grid(quick: bool) -> dict:
     ws = grid_workloads()
     t0 = time.perf_counter()
-    fastblox.simulate(ws[1].head(50), scheduler="las", blox_compat=True)
+    fastblox.simulate(ws[1].head(50), policy="las", blox_compat=True)
     first_call_s = time.perf_counter() - t0
     results = run_grid(ws)
     for (p, load), r in zip([(p, load) for p in POLICIES for load in LOADS], results):
@@ -66,7 +66,7 @@ def bench_grid(quick: bool) -> dict:
         t0 = time.perf_counter()
         ref = simulate_blox_reference(w.submit_s, w.num_gpus, w.blox_iter_time, w.total_iters, [4] * 32, policy=p, track=TRACK)
         ref_s += time.perf_counter() - t0
-        r = fastblox.simulate(w, scheduler=p, blox_compat=True, track=TRACK)
+        r = fastblox.simulate(w, policy=p, blox_compat=True, track=TRACK)
         kern_s += r.summary["sim_wall_s"]
         assert r.summary["end_s"] == ref.end_time, (p, load)
     per_cfg = {f"{p}@{load}": round(r.summary["avg_jct_s"], 3) for (p, load), r in zip([(p, l) for p in POLICIES for l in LOADS], res)}
@@ -90,9 +90,9 @@ def bench_events(n_jobs: int = 100_000) -> dict:
     w = fastblox.gavel_like_workload(n_jobs, mean_interarrival_s=140.0, seed=1)
     out = {"jobs": n_jobs, "cluster": "256x4", "offered_load": w.offered_load(1024)}
     for p in ("fifo", "las"):
-        r = fastblox.simulate(w, cluster="256x4", scheduler=p, time_model="events")
+        r = fastblox.simulate(w, cluster="256x4", policy=p, time_model="events")
         assert r.summary["num_finished"] == n_jobs
-        med, _, r = timed(lambda: fastblox.simulate(w, cluster="256x4", scheduler=p, time_model="events"), 5)
+        med, _, r = timed(lambda: fastblox.simulate(w, cluster="256x4", policy=p, time_model="events"), 5)
         sims = r.summary["sim_wall_s"]
         out[p] = {"sim_s": sims, "wall_s": med, "jobs_per_s": n_jobs / sims, "steps": r.summary["num_steps"],
                   "avg_jct_s": r.summary["avg_jct_s"], "preemptions": r.summary["num_preemptions"]}

@@ -72,12 +72,12 @@ def bench(label, path, head, cluster, policies, repeats):
         w = w.head(head)
     rows = []
     for pol in policies:
-        res = fastblox.simulate(w, cluster=cluster, scheduler=pol)  # warm (compile, imports)
+        res = fastblox.simulate(w, cluster=cluster, policy=pol)  # warm (compile, imports)
         check(res, len(w))
         reps = repeats if res.summary["sim_wall_s"] < 20 else 1
         times = [res.summary["sim_wall_s"]]
         for _ in range(reps - 1):
-            times.append(fastblox.simulate(w, cluster=cluster, scheduler=pol).summary["sim_wall_s"])
+            times.append(fastblox.simulate(w, cluster=cluster, policy=pol).summary["sim_wall_s"])
         s = res.summary
         p = s.get("planner", {})
         rows.append({

@@ -149,7 +149,7 @@ def thread_time_of_drive():
 
 
 def run_config(w, cluster: str, policy: str, repeats: int) -> dict:
-    ref = fastblox.simulate(w, cluster=cluster, scheduler=policy, time_model="events", record_series=True)
+    ref = fastblox.simulate(w, cluster=cluster, policy=policy, time_model="events", record_series=True)
     check(w, ref)
     q = ref.series["queued_jobs"].to_numpy()
     act = q + ref.series["running_jobs"].to_numpy()
@@ -157,7 +157,7 @@ def run_config(w, cluster: str, policy: str, repeats: int) -> dict:
     reps = repeats if ref.summary["sim_wall_s"] < 2.0 else 1
     with thread_time_of_drive() as cpus:
         for _ in range(reps):
-            r = fastblox.simulate(w, cluster=cluster, scheduler=policy, time_model="events")
+            r = fastblox.simulate(w, cluster=cluster, policy=policy, time_model="events")
             assert r.jobs.equals(ref.jobs), "the timed run differs from the checked one"
             sims.append(r.summary["sim_wall_s"])
     sim = statistics.median(sims)
@@ -239,7 +239,7 @@ def step_profile(w, cluster: str, policy: str, chunk: int = 10_000, repeats: int
 
         fengine.NativeState.drive = stop
         try:
-            fastblox.simulate(w, cluster=cluster, scheduler=policy, time_model="events")
+            fastblox.simulate(w, cluster=cluster, policy=policy, time_model="events")
         except Prepared as e:
             return e.args[0]
         finally:
@@ -294,11 +294,11 @@ def profile(n: str, cluster: str, policy: str) -> None:
 
     ws, _, _ = workloads()
     w = ws[int(n)] if int(n) in ws else ws[N_MAX].head(int(n))
-    fastblox.simulate(w.head(100), cluster=cluster, scheduler=policy, time_model="events")  # warm
+    fastblox.simulate(w.head(100), cluster=cluster, policy=policy, time_model="events")  # warm
     out = OUT / "scale.prof"
     pr = cProfile.Profile()
     pr.enable()
-    res = fastblox.simulate(w, cluster=cluster, scheduler=policy, time_model="events")
+    res = fastblox.simulate(w, cluster=cluster, policy=policy, time_model="events")
     _ = res.jobs  # the per-job table is built on first use: count it
     pr.disable()
     pr.dump_stats(out)

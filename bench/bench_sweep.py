@@ -53,7 +53,7 @@ def config() -> dict:
 
 
 def run_one_cli(p: dict, out: str) -> float:
-    cmd = [sys.executable, "-m", "fastblox.cli", "run", "--trace", p["trace"], "--policy", p["scheduler"],
+    cmd = [sys.executable, "-m", "fastblox.cli", "run", "--trace", p["trace"], "--policy", p["policy"],
            "--placement", p["placement"], "--cluster", p["cluster"], "--restart-s", str(p["restart_s"]),
            "--time-model", p["time_model"], "--admission", p["admission"], "--out", out]
     t0 = time.perf_counter()

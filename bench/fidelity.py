@@ -98,7 +98,7 @@ def run_all(yarn: str | None = None) -> list[dict]:
         for short, (pol, opts, note) in runs.items():
             run = f"n2000_{cl_name}_{short.split(' ')[0]}"
             t0 = time.perf_counter()
-            res = fastblox.simulate(tw, cluster=cl, scheduler=pol, policy_opts=opts)
+            res = fastblox.simulate(tw, cluster=cl, policy=pol, policy_opts=opts)
             wall = time.perf_counter() - t0
             out.append({"simulator": "Tiresias", "run": f"{cl_name} {short}", "policy": pol, "note": note,
                         "ours_s": wall, "theirs_cpu_s": float(summ[run]["cpu_s"]),
@@ -108,7 +108,7 @@ def run_all(yarn: str | None = None) -> list[dict]:
         run = f"n2000_{short}"
         cl = GAVEL_CLUSTERS[short.split("_")[0]]
         t0 = time.perf_counter()
-        res = fastblox.simulate(gw, cluster=cl, scheduler=pol, throughput="gavel", placement_effects=False)
+        res = fastblox.simulate(gw, cluster=cl, policy=pol, throughput="gavel", placement_effects=False)
         wall = time.perf_counter() - t0
         out.append({"simulator": "Gavel", "run": short, "policy": pol, "note": note, "ours_s": wall,
                     "theirs_cpu_s": float(summ[run]["cpu_s"]), **compare(res, run, float(summ[run]["avg_jct_s"]))})

@@ -50,7 +50,7 @@ def child(args) -> None:
     w = read_trace(args.trace)
     if jobs:
         w = w.head(jobs)
-    fastblox.simulate(w.head(min(len(w), 1000)), cluster=cluster, scheduler=policy, time_model="events")
+    fastblox.simulate(w.head(min(len(w), 1000)), cluster=cluster, policy=policy, time_model="events")
     objdir = Path(args.child)
     syms = []  # (address, symbol, object file)
     k = 0
@@ -83,7 +83,7 @@ def child(args) -> None:
             pm.write(f"{a:x} {max(size, 1):x} {name}\n")
             st.write(f"{a:x} {path} {name}\n")
     for _ in range(args.runs):
-        nr = prepare_native(w, cluster=cluster, scheduler=policy, time_model="events")
+        nr = prepare_native(w, cluster=cluster, policy=policy, time_model="events")
         t0 = time.thread_time()
         nr.state.drive()
         print(f"  kernel {time.thread_time() - t0:.3f} s of CPU ({len(w):,} jobs)", file=sys.stderr)

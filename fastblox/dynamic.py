@@ -150,8 +150,8 @@ def _prepare(workload: Workload, policy: parts.Policy, preempt=None, _defaults=N
     """The native run of ``policy`` (with its default options) built as ``fastblox.simulate``
     builds it (``engine.prepare_native``: same checks, same defaults), its config naming the run
     ``dynamic`` with the ``preempt`` asked for (None: each candidate's own)."""
-    run = engine.prepare_native(workload, scheduler=policy, preempt=preempt, defaults=_defaults, **simulate_kwargs)
-    run.config = replace(run.config, scheduler="dynamic", preempt=preempt, policy_opts=())
+    run = engine.prepare_native(workload, policy=policy, preempt=preempt, defaults=_defaults, **simulate_kwargs)
+    run.config = replace(run.config, policy="dynamic", preempt=preempt, policy_opts=())
     return run
 
 
@@ -229,7 +229,7 @@ def simulate_dynamic(workload: Workload, candidates=DEFAULT_CANDIDATES, period_s
     sig = inspect.signature(engine.simulate).parameters
     for k in simulate_kwargs:
         if k not in PASSED_KWARGS:
-            why = "the candidates are the policies" if k in ("scheduler", "policy_opts") else (
+            why = "the candidates are the policies" if k in ("policy", "policy_opts") else (
                 "not a keyword of fastblox.simulate" if k not in sig else "not available with dynamic selection")
             raise ConfigError(f"dynamic: unexpected keyword {k!r} ({why})")
     pols, period, horizon, lookahead = check_dynamic_args(candidates, period_s, horizon_s, lookahead)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
+import dataclasses
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,47 +28,15 @@ from .kernels.state import ClusterEvents as KEvents
 from .kernels.state import (Jobs, PolicyParams, Queues, Run, Scratch, copy_nodes, copy_records, fill_records, make_nodes,
                             new_records, record_fields)
 from .results import Result, build_result
+from .spec import BLOX_DEFAULT_TRACK, RunSpec, api_fields, canonical_keys
 from .speed import SpeedModel, build_speed_model, check_runnable
 from .workload import Workload
-
-DEFAULT_ROUND_S = 300.0
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything that defines one run besides the workload (frozen; safe to hash and log)."""
-
-    cluster: str
-    scheduler: str
-    placement: str
-    admission: str
-    time_model: str
-    round_s: float
-    restart_s: float
-    preempt: bool
-    track: tuple | None
-    blox_compat: bool
-    record_series: bool
-    checkpoint_s: float = 0.0
-    throughput: str | None = None
-    multi_node_factor: float = 1.0
-    rack_factor: float = 1.0
-    cluster_events: str | None = None
-    placement_effects: bool = True
-    policy_opts: tuple = ()
-
-    def as_dict(self) -> dict:
-        d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
-        d["policy_opts"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.policy_opts}
-        return d
 
 
 def _tracked_mask(workload: Workload, track) -> np.ndarray:
     if track is None:
         return np.ones(len(workload), dtype=np.bool_)
     lo, hi = track
-    if lo > hi:
-        raise ConfigError(f"--track: the first id {lo} is after the last id {hi}")
     mask = (workload.job_id >= lo) & (workload.job_id <= hi)
     if not mask.any():
         raise ConfigError(
@@ -405,89 +375,48 @@ def _parse_events(cluster_events, c: Cluster):
     return ClusterEvents.read(cluster_events, c)
 
 
-def simulate(
-    workload: Workload,
-    cluster: "str | Cluster" = "32x4",
-    scheduler="fifo",
-    placement: str | None = None,
-    admission="accept-all",
-    time_model: str | None = None,
-    round_s: float | None = None,
-    restart_s: float = 0.0,
-    preempt: bool | None = None,
-    track: tuple | None = None,
-    blox_compat: bool = False,
-    record_series: bool = False,
-    checkpoint_s: float = 0.0,
-    throughput=None,
-    multi_node_factor: float = 1.0,
-    rack_factor: float = 1.0,
-    cluster_events=None,
-    policy_opts: dict | None = None,
-    reference_gpu: str | None = None,
-    placement_effects: bool = True,
-) -> Result:
-    """Replay ``workload`` on ``cluster`` with a scheduler composed of named parts.
+def _api_spec(spec: "RunSpec | None", options: dict, where: str) -> RunSpec:
+    """The spec of an API call: ``spec`` (default: all defaults) with ``options`` over it."""
+    if spec is not None and not isinstance(spec, RunSpec):
+        raise ConfigError(f"{where}: spec must be a fastblox.RunSpec, got {type(spec).__name__}")
+    options = canonical_keys(options, where)
+    source = [k for k in options if not RUNSPEC_FIELDS[k].metadata["api"]]
+    if source:
+        raise ConfigError(f"{where}: {source[0]!r} describes where the jobs come from, not the run: build the workload "
+                          "(a generator, read_trace) and pass it, or run a whole spec with fastblox.run_spec(RunSpec(...))")
+    s = (spec or RunSpec()).replace(**options) if options else (spec or RunSpec())
+    if s.policy == "dynamic":
+        raise ConfigError(f"{where}: policy 'dynamic' is dynamic selection: use fastblox.simulate_dynamic")
+    return s
 
-    ``scheduler`` is a policy name (``fastblox.parts.POLICIES``), a registered user policy, or a
-    function ``fn(jobs, now_s) -> keys``; ``policy_opts`` its parameters. ``placement`` defaults
-    to ``first-fit`` (``blox`` in compat mode); ``admission`` is ``accept-all`` or ``load:θ``;
-    ``time_model`` is ``events`` (default) or ``rounds`` of ``round_s`` seconds (compat mode:
-    always rounds). ``restart_s`` is paid at every (re)launch; with ``checkpoint_s`` > 0 a job
-    that is stopped loses its progress since its last checkpoint. ``throughput`` is a throughput
-    table (``"gavel"``, a file, a ``ThroughputTable``; default: one when the cluster has several
-    GPU types, else none). ``multi_node_factor``/``rack_factor`` slow gangs that span nodes/racks
-    where the table has no measured multi-node throughput; ``placement_effects=False`` turns
-    every such slowdown off.
-    ``cluster_events`` is a file or ``(time_s, event, node)`` records of node failures and
-    additions. ``track=(first_id, last_id)`` (inclusive) limits the averages and ends the run when
-    those jobs are done. Returns a :class:`fastblox.results.Result`.
-    """
-    if not blox_compat:
-        run = prepare_native(
-            workload, cluster=cluster, scheduler=scheduler, placement=placement, admission=admission,
-            time_model=time_model, round_s=round_s, restart_s=restart_s, preempt=preempt, track=track,
-            record_series=record_series, checkpoint_s=checkpoint_s, throughput=throughput,
-            multi_node_factor=multi_node_factor, rack_factor=rack_factor, cluster_events=cluster_events,
-            policy_opts=policy_opts, reference_gpu=reference_gpu, placement_effects=placement_effects)
-        compile_s = _warm("native")
-        t0 = time.perf_counter()
-        code = run.state.drive()
-        sim_s = time.perf_counter() - t0
-        run.raise_if_stuck(code)
-        return run.result(sim_s, compile_s)
 
-    c, adm, round_s, tracked = _check_args(workload, cluster, admission, DEFAULT_ROUND_S if round_s is None else round_s,
-                                           restart_s, checkpoint_s, rack_factor, track)
-    # Blox's own simulator
-    if callable(scheduler) or isinstance(scheduler, parts.Policy):
-        raise ConfigError("--blox-compat runs Blox's own policies only: " + ", ".join(parts.BLOX_POLICIES))
-    key = str(scheduler).lower()
-    if key not in parts.BLOX_POLICIES:
-        raise ConfigError(f"--blox-compat: unknown policy {scheduler!r}; Blox has: {', '.join(parts.BLOX_POLICIES)}")
-    if time_model not in (None, "rounds"):
-        raise ConfigError("--blox-compat simulates Blox's fixed rounds; --time-model events is not available with it")
-    if preempt is False:
-        raise ConfigError("--blox-compat always preempts, as Blox does; drop --no-preempt")
-    for flag, val, off in (("--restart-s", restart_s, 0.0), ("--checkpoint-s", checkpoint_s, 0.0),
-                           ("--multi-node-factor", multi_node_factor, 1.0), ("--rack-factor", rack_factor, 1.0)):
-        if val != off:
-            raise ConfigError(f"--blox-compat models none of Blox's missing costs; drop {flag}")
-    for flag, val in (("--throughput", throughput), ("--cluster-events", cluster_events),
-                      ("--policy-opt", policy_opts), ("--reference-gpu", reference_gpu)):
-        if val:
-            raise ConfigError(f"--blox-compat replays Blox as it is; {flag} is not available with it")
-    if len(c.gpu_types) > 1 or c.node_rack is not None:
-        raise ConfigError("--blox-compat: Blox's clusters have one GPU type and no racks")
-    pl_name = placement or "blox"
-    pl = parts.PLACEMENTS.get(pl_name)
-    if pl == enums.PL_TOPOLOGY:
-        raise ConfigError("--blox-compat: use placement blox, first-fit or consolidated (Blox has no racks)")
+def simulate(workload: Workload, spec: "RunSpec | None" = None, **options) -> Result:
+    """Replay ``workload`` with the run described by ``spec`` and/or keyword ``options`` (the
+    fields of :class:`fastblox.RunSpec`: ``cluster``, ``policy``, ``placement``, ``admission``,
+    ``time_model``, ``round_s``, ``restart_s``, ``preempt``, ``track``, ``blox_compat``, ...; each
+    one's meaning and default is in ``fastblox.spec``). ``policy`` may also be a registered user
+    policy or a function ``fn(jobs, now_s) -> keys``. ``blox_compat=True`` runs Blox's own
+    simulator, round for round. Returns a :class:`fastblox.results.Result`."""
+    s = _api_spec(spec, options, "simulate")
+    if s.blox_compat:
+        return _simulate_compat(workload, s)
+    run = prepare_native(workload, s)
+    compile_s = _warm("native")
+    t0 = time.perf_counter()
+    code = run.state.drive()
+    sim_s = time.perf_counter() - t0
+    run.raise_if_stuck(code)
+    return run.result(sim_s, compile_s)
+
+
+def _simulate_compat(workload: Workload, s: RunSpec) -> Result:
+    r = s.resolved(source=False)
+    c, adm, tracked = _check_args(workload, r)
+    pl = parts.PLACEMENTS.get(r.placement)
     _check_fits(workload, c)
-    blox_name, pol_code = parts.BLOX_POLICIES[key]
-    cfg = RunConfig(c.spec, key, pl_name, adm.name, "rounds", float(round_s), 0.0, True, track, True, record_series)
+    blox_name, pol_code = parts.BLOX_POLICIES[r.policy]
     compile_s = _warm("compat")
-    args = _compat_args(workload, c, pol_code, pl, adm.theta, round_s, tracked)
+    args = _compat_args(workload, c, pol_code, pl, adm.theta, r.round_s, tracked)
     t0 = time.perf_counter()
     out = kcompat.run_blox(*args)
     sim_s = time.perf_counter() - t0
@@ -499,27 +428,17 @@ def simulate(
         )
     if code == kcompat.ROUND_LIMIT:
         raise SimulationError("the replay hit the round limit without finishing the tracked jobs")
-    return build_result(workload, c, cfg, tracked, compat_out=out, sim_s=sim_s, compile_s=compile_s,
+    return build_result(workload, c, r, tracked, compat_out=out, sim_s=sim_s, compile_s=compile_s,
                         blox_policy=blox_name, blox_admission=adm.blox_name)
 
 
-def _check_args(workload, cluster, admission, round_s, restart_s, checkpoint_s, rack_factor, track):
-    """The checks every run makes, whichever engine; returns (cluster, admission, round_s, tracked)."""
+def _check_args(workload, r: RunSpec):
+    """The checks every run makes on its workload, whichever engine; returns (cluster, admission, tracked)."""
     if not isinstance(workload, Workload):
         raise ConfigError(f"workload must be a fastblox Workload, got {type(workload).__name__}")
-    c = Cluster.parse(cluster)
-    adm = parts.Admission.parse(admission)
-    if not (np.isfinite(round_s) and round_s > 0):
-        raise ConfigError(f"--round-s must be a positive number of seconds, got {round_s!r}")
-    if not (np.isfinite(restart_s) and restart_s >= 0):
-        raise ConfigError(f"--restart-s must be zero or a positive number of seconds, got {restart_s!r}")
-    if not (np.isfinite(checkpoint_s) and checkpoint_s >= 0):
-        raise ConfigError(f"--checkpoint-s must be zero or a positive number of seconds, got {checkpoint_s!r}")
-    if not (0 < rack_factor <= 1):
-        raise ConfigError(f"--rack-factor must be in (0, 1], got {rack_factor!r}")
     if len(workload) == 0:
         raise WorkloadError(f"workload {workload.name!r} has no jobs")
-    return c, adm, float(round_s), _tracked_mask(workload, track)
+    return Cluster.parse(r.cluster), parts.Admission.parse(r.admission), _tracked_mask(workload, r.track)
 
 
 @dataclass
@@ -535,7 +454,7 @@ class NativeRun:
     tracked: np.ndarray
     speed: SpeedModel
     events: object
-    config: RunConfig
+    config: RunSpec
 
     def raise_if_stuck(self, code: int) -> None:
         """Raise :class:`SimulationError` naming the jobs that can never be placed if ``code`` says
@@ -564,75 +483,47 @@ class NativeRun:
         return res
 
 
-def prepare_native(
-    workload: Workload,
-    cluster: "str | Cluster" = "32x4",
-    scheduler="fifo",
-    placement: str | None = None,
-    admission="accept-all",
-    time_model: str | None = None,
-    round_s: float | None = None,
-    restart_s: float = 0.0,
-    preempt: bool | None = None,
-    track: tuple | None = None,
-    record_series: bool = False,
-    checkpoint_s: float = 0.0,
-    throughput=None,
-    multi_node_factor: float = 1.0,
-    rack_factor: float = 1.0,
-    cluster_events=None,
-    policy_opts: dict | None = None,
-    reference_gpu: str | None = None,
-    placement_effects: bool = True,
-    defaults: "parts.Policy | None" = None,
-) -> NativeRun:
-    """Build a native run exactly as :func:`simulate` does (same checks, defaults and errors)
-    without running it: for code that drives a run itself (pauses, look-ahead copies, policy
-    switches; see ``fastblox.dynamic``). ``defaults`` is a policy whose ``default_time_model`` /
-    ``default_round_s`` apply instead of the scheduler's own (e.g. the shared defaults of several
-    candidates)."""
-    pol = parts.resolve_policy(scheduler)
-    dflt = defaults or pol
-    if round_s is None:
-        round_s = dflt.default_round_s or DEFAULT_ROUND_S
-    c, adm, round_s, tracked = _check_args(workload, cluster, admission, round_s, restart_s, checkpoint_s,
-                                           rack_factor, track)
-    opts = pol.resolve_options(policy_opts)
-    pl_name = placement or "first-fit"
-    pl = parts.PLACEMENTS.get(pl_name)
-    tm_name = time_model or dflt.default_time_model or "events"
-    tm = parts.TIME_MODELS.get(tm_name)
-    do_preempt = pol.preemptive if preempt is None else bool(preempt)
-    if throughput is None and len(c.gpu_types) > 1:
-        throughput = "gavel"
-    if (tm == enums.TM_ROUNDS and do_preempt and pol.dynamic and pol.kind != enums.KIND_PLAN and checkpoint_s > 0
-            and checkpoint_s + restart_s >= round_s):
-        raise ConfigError(
-            f"--checkpoint-s {checkpoint_s:g} with rounds of {round_s:g} s: a job that {pol.name} preempts every "
-            f"round never reaches a checkpoint (restart {restart_s:g} s + checkpoint > round), so a contended run "
-            "may never finish; use a checkpoint interval shorter than the round minus the restart cost, or --no-preempt"
-        )
+def prepare_native(workload: Workload, spec: "RunSpec | None" = None, defaults: "parts.Policy | None" = None,
+                   **options) -> NativeRun:
+    """Build a native run exactly as :func:`simulate` does (same options, checks, defaults and
+    errors) without running it: for code that drives a run itself (pauses, look-ahead copies,
+    policy switches; see ``fastblox.dynamic``). ``defaults`` is a policy whose
+    ``default_time_model`` / ``default_round_s`` apply instead of the policy's own (e.g. the
+    shared defaults of several candidates)."""
+    s = _api_spec(spec, options, "prepare_native")
+    if s.blox_compat:
+        raise ConfigError("prepare_native builds a native run; --blox-compat runs only through simulate")
+    r = s.resolved(defaults=defaults, source=False)
+    c, adm, tracked = _check_args(workload, r)
+    pol = parts.resolve_policy(r.policy)
+    opts = pol.resolve_options(dict(r.policy_opts))
     max_gpus = None
     if pol.kind == enums.KIND_PLAN and opts.get("max_gpus_per_job"):
         max_gpus = np.minimum(np.maximum(workload.num_gpus, int(opts["max_gpus_per_job"])), c.largest_gang())
-    if not placement_effects and (multi_node_factor != 1.0 or rack_factor != 1.0):
-        raise ConfigError("--no-placement-effects turns off the multi-node and rack factors; drop them")
-    sm = build_speed_model(workload, c, throughput, max_gpus=None if max_gpus is None else int(max_gpus.max()),
-                           multi_node_factor=multi_node_factor, reference=reference_gpu,
-                           measured_spread=placement_effects)
+    sm = build_speed_model(workload, c, r.throughput, max_gpus=None if max_gpus is None else int(max_gpus.max()),
+                           multi_node_factor=r.multi_node_factor, reference=r.reference_gpu,
+                           measured_spread=r.placement_effects)
     check_runnable(workload, c, sm)
-    events = _parse_events(cluster_events, c)
+    events = _events(r, workload, c)
     _start_down_ok(c, events)
     opts = _prepare_opts(pol, opts, workload, sm)
-    table = sm.table_name if sm.table_name else None
-    cfg = RunConfig(c.spec, pol.name, pl_name, adm.name, tm_name, float(round_s), float(restart_s), do_preempt,
-                    track, False, record_series, float(checkpoint_s), table, float(multi_node_factor),
-                    float(rack_factor), None if events is None else events.source, bool(placement_effects),
-                    tuple(sorted((k, v) for k, v in opts.items() if not k.startswith("_"))))
-    st = NativeState(workload, c, tracked, pol, opts, pl, adm.theta, tm, float(round_s), float(restart_s), do_preempt,
-                     record_series, speed=sm, checkpoint_s=float(checkpoint_s), rack_factor=float(rack_factor),
-                     events=events, max_gpus=max_gpus)
+    cfg = r.replace(throughput=sm.table_name or None, cluster_events=None if events is None else events.source,
+                    policy_opts=tuple(sorted((k, v) for k, v in opts.items() if not k.startswith("_"))))
+    st = NativeState(workload, c, tracked, pol, opts, parts.PLACEMENTS.get(r.placement), adm.theta,
+                     parts.TIME_MODELS.get(r.time_model), r.round_s, r.restart_s, r.preempt, r.record_series,
+                     speed=sm, checkpoint_s=r.checkpoint_s, rack_factor=r.rack_factor, events=events,
+                     max_gpus=max_gpus)
     return NativeRun(workload, st, c, tracked, sm, events, cfg)
+
+
+def _events(r: RunSpec, workload: Workload, c: Cluster):
+    """The run's node events: a file or records (``cluster_events``) or random failures."""
+    if r.failures is None:
+        return _parse_events(r.cluster_events, c)
+    from .cluster_events import ClusterEvents
+
+    span = float(workload.submit_s.max() + workload.duration_s.sum() / max(c.total_gpus, 1) * 4 + 86400)
+    return ClusterEvents.random_failures(c, r.failures[0], r.failures[1], span, seed=r.seed or 0)
 
 
 def _prepare_opts(pol: parts.Policy, opts: dict, workload: Workload, sm: SpeedModel) -> dict:
@@ -643,25 +534,32 @@ def _prepare_opts(pol: parts.Policy, opts: dict, workload: Workload, sm: SpeedMo
     return prep(opts, workload, sm) if prep is not None else opts
 
 
-def simulate_blox_workload(load: float, seed: int = 1, track: tuple | None = (3000, 4000),
-                           num_jobs: int | None = None, **kw) -> Result:
-    """Blox's paper workload at ``load`` jobs/hour.
+def simulate_blox_workload(load: float, seed: int = 1, track: tuple | None = BLOX_DEFAULT_TRACK,
+                           num_jobs: int | None = None, **options) -> Result:
+    """Blox's paper workload at ``load`` jobs/hour (``fastblox.run_spec`` with ``workload="blox"``).
 
     With ``num_jobs`` the workload is exactly that many jobs. Without it, Blox's endless stream is
     emulated: jobs are generated up front and the stream doubled until the last generated
     arrival falls after the end of the run, so the result equals an endless stream's (this needs
     a ``track`` range to end the run)."""
-    from .generators import blox_paper_workload
+    from .runner import run_spec
 
-    if num_jobs is not None:
-        return simulate(blox_paper_workload(load, num_jobs, seed), track=track, **kw)
-    if track is None:
+    if num_jobs is None and track is None:
         raise ConfigError("Blox's workload is an endless stream: give --track A:B (Blox: 3000:4000) or --num-jobs N")
-    n = max(2 * (track[1] + 1), 2000)
-    while True:
-        w = blox_paper_workload(load, n, seed)
-        res = simulate(w, track=track, **kw)
-        if w.submit_s[-1] > res.summary["end_s"]:
-            res.summary["num_generated_jobs"] = n
-            return res
-        n *= 2
+    return run_spec(RunSpec(workload="blox", load=load, seed=seed, num_jobs=num_jobs, track=track).replace(**options))
+
+
+RUNSPEC_FIELDS = {f.name: f for f in dataclasses.fields(RunSpec)}
+
+
+def _spec_signature(fn, *lead: inspect.Parameter) -> None:
+    """``fn``'s signature as help() and editors show it: its leading parameters, then every
+    run option of :class:`RunSpec` as a keyword with its default (generated: one declaration)."""
+    kw = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default) for f in api_fields()]
+    fn.__signature__ = inspect.Signature([*lead, *kw])
+
+
+_P = inspect.Parameter
+_spec_signature(simulate, _P("workload", _P.POSITIONAL_OR_KEYWORD), _P("spec", _P.POSITIONAL_OR_KEYWORD, default=None))
+_spec_signature(prepare_native, _P("workload", _P.POSITIONAL_OR_KEYWORD),
+                _P("spec", _P.POSITIONAL_OR_KEYWORD, default=None), _P("defaults", _P.POSITIONAL_OR_KEYWORD, default=None))

@@ -61,7 +61,7 @@ class Figure:
     stem: str
     title: str
     at: dict = field(default_factory=dict)
-    label: tuple = ("scheduler",)
+    label: tuple = ("policy",)
     opts: dict = field(default_factory=dict)
 
 
@@ -77,7 +77,7 @@ class Recipe:
     grid: dict
     figures: tuple = ()
     quick: dict = field(default_factory=dict)
-    sort: tuple = ("scheduler", "load")
+    sort: tuple = ("policy", "load")
     derive: Callable | None = None
 
     def config(self, quick: bool = False) -> dict:
@@ -300,7 +300,7 @@ for _r in (
         "Blox Figures 12-13: LAS/SRTF/FIFO x accept-all vs load-based admission (load:1.0..1.5) at load 9 jobs/h, "
         "32x4, compat mode",
         base={**BLOX_BASE, "load": 9}, grid={"policy": ["las", "srtf", "fifo"], "admission": ADMISSIONS},
-        quick={"grid": {"admission": ADMISSIONS_QUICK}}, sort=("scheduler", "admission"),
+        quick={"grid": {"admission": ADMISSIONS_QUICK}}, sort=("policy", "admission"),
         figures=(
             Figure("bars", "avg_jct_by_admission", "Blox Figs. 12-13: average JCT at load 9 jobs/h by admission",
                    opts={"ylabel": "average JCT (h)"}),
@@ -312,14 +312,14 @@ for _r in (
         "philly-arrivals",
         "FIFO/LAS/SRTF on the bundled Philly sample (real arrivals) on 16x8 and 32x8 clusters, native events mode",
         base={"workload": "sample", "record_series": True}, grid={"policy": POLICIES, "cluster": ["16x8", "32x8"]},
-        quick={"base": {"num_jobs": 500}}, sort=("cluster", "scheduler"),
+        quick={"base": {"num_jobs": 500}}, sort=("cluster", "policy"),
         figures=(
             Figure("bars", "avg_jct_by_cluster", "Philly sample: average JCT by policy and cluster",
-                   opts={"group": "scheduler", "bars": "cluster", "ylabel": "average JCT (h)"}),
+                   opts={"group": "policy", "bars": "cluster", "ylabel": "average JCT (h)"}),
             Figure("bars", "avg_queue_by_cluster", "Philly sample: average queueing delay",
-                   opts={"group": "scheduler", "bars": "cluster", "metric": "avg_queue_s",
+                   opts={"group": "policy", "bars": "cluster", "metric": "avg_queue_s",
                          "ylabel": "average queueing delay (h)"}),
-            Figure("cdf", "jct_cdf", "Philly sample: JCT CDF", label=("scheduler", "cluster")),
+            Figure("cdf", "jct_cdf", "Philly sample: JCT CDF", label=("policy", "cluster")),
             Figure("timeseries", "timeseries_{cluster}", "Philly sample on {cluster} GPUs: cluster state",
                    at={"cluster": "16x8"}),
             Figure("preemptions", "preemptions_{cluster}", "Philly sample on {cluster} GPUs: preemptions per step",
@@ -334,16 +334,16 @@ for _r in (
         base={k: v for k, v in NATIVE_BLOX_BASE.items() if k != "horizon_s"},
         grid={"policy": WITH_DYNAMIC, "load": SATURATION_LOADS, "horizon_s": [3600, 21600]},
         quick={"base": NATIVE_BLOX_QUICK, "grid": {"load": [6, 9]}},
-        sort=("scheduler", "horizon_s", "load"),
+        sort=("policy", "horizon_s", "load"),
         figures=(
             Figure(_VS, "avg_jct_vs_load", "average JCT: dynamic selection vs fixed policies (32x4)",
-                   label=("scheduler", "horizon_s"), opts={"ylabel": "average JCT (h)"}),
+                   label=("policy", "horizon_s"), opts={"ylabel": "average JCT (h)"}),
             Figure("policy_timeline", "policy_over_time", "policy chosen each hour (6 h look-ahead), per load",
-                   at={"scheduler": "dynamic", "horizon_s": 21600.0}, label=("load",)),
+                   at={"policy": "dynamic", "horizon_s": 21600.0}, label=("load",)),
             Figure("policy_shares", "policy_shares", "share of the hours each policy ran (6 h look-ahead)",
-                   at={"scheduler": "dynamic", "horizon_s": 21600.0}),
+                   at={"policy": "dynamic", "horizon_s": 21600.0}),
             Figure("cdf", "jct_cdf_load{load}", "JCT CDF of the tracked jobs at load {load} jobs/h", at={"load": "max"},
-                   label=("scheduler", "horizon_s")),
+                   label=("policy", "horizon_s")),
         ),
     ),
     Recipe(
@@ -392,14 +392,14 @@ for _r in (
             {"cluster": "32x4", "load": 7, "num_jobs": 600, "track": "100:499"},
             {"cluster": "128x4", "load": LARGE_SCALE * 7, "num_jobs": LARGE_SCALE * 600,
              "track": f"{LARGE_SCALE * 100}:{LARGE_SCALE * 500 - 1}"}]}},
-        sort=("cluster", "scheduler", "load"), derive=_per_128_gpus,
+        sort=("cluster", "policy", "load"), derive=_per_128_gpus,
         figures=(
             Figure(_VS, "avg_jct_vs_load", "average JCT on 32x4 and 128x4 at the same load per GPU",
-                   label=("scheduler", "cluster"),
+                   label=("policy", "cluster"),
                    opts={"x": "load_per_128_gpus", "xlabel": "load per 128 GPUs (jobs per hour)",
                          "ylabel": "average JCT (h)"}),
             Figure("cdf", "jct_cdf_load{load_per_128_gpus}", "JCT CDF at {load_per_128_gpus} jobs/h per 128 GPUs",
-                   at={"load_per_128_gpus": "max"}, label=("scheduler", "cluster")),
+                   at={"load_per_128_gpus": "max"}, label=("policy", "cluster")),
         ),
     ),
     Recipe(

@@ -81,7 +81,7 @@ def label_of(row: dict, cols) -> str:
             continue  # e.g. the look-ahead of a fixed policy
         if c in ("horizon_s", "period_s"):
             out.append(f"({v / HOUR:g} h {'look-ahead' if c == 'horizon_s' else 'period'})")
-        elif c == "scheduler":
+        elif c == "policy":
             out.append(str(v).upper())
         elif isinstance(v, float) and v.is_integer():
             out.append(f"{c} {int(v)}" if c == "load" else str(int(v)))
@@ -90,7 +90,7 @@ def label_of(row: dict, cols) -> str:
     return " ".join(out)
 
 
-def avg_jct_vs_load(summary, stem, metric: str = "avg_jct_s", by="scheduler", x: str = "load",
+def avg_jct_vs_load(summary, stem, metric: str = "avg_jct_s", by="policy", x: str = "load",
                     ylabel: str | None = None, xlabel: str = "load (jobs per hour)", title: str | None = None,
                     unit_s: float = HOUR, unit: str = "h", logy: bool = False) -> list[Path]:
     """``metric`` (seconds) of a summary table (polars DataFrame) against ``x``, one line per value
@@ -120,13 +120,13 @@ def avg_jct_vs_load(summary, stem, metric: str = "avg_jct_s", by="scheduler", x:
     if logy:
         ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
-    names = {"scheduler": "policy", "horizon_s": "look-ahead", "period_s": "period"}
+    names = {"horizon_s": "look-ahead", "period_s": "period"}
     ax.legend(title=" / ".join(names.get(c, c) for c in cols), fontsize="small")
     ax.set_title(title or f"{metric.removesuffix('_s').replace('_', ' ')} vs {x}")
     return _save(fig, stem)
 
 
-def bar_chart(summary, stem, group: str = "scheduler", bars: str = "admission", metric: str = "avg_jct_s",
+def bar_chart(summary, stem, group: str = "policy", bars: str = "admission", metric: str = "avg_jct_s",
               ylabel: str | None = None, title: str | None = None, unit_s: float = HOUR, unit: str = "h") -> list[Path]:
     """Grouped bars: one group per value of ``group``, one bar per value of ``bars``."""
     import polars as pl

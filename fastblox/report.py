@@ -14,9 +14,10 @@ import json
 import math
 from pathlib import Path
 
-PARAM_COLS = ("point_id", "workload", "trace", "format", "on_bad_rows", "load", "num_jobs", "seed", "cluster",
-              "scheduler", "placement", "admission", "time_model", "round_s", "restart_s", "preempt", "track",
-              "blox_compat", "record_series", "candidates", "period_s", "horizon_s", "lookahead")
+from .sweep.config import PARAM_KEYS
+
+#: the sweep parameter columns (derived from fastblox.RunSpec through the sweep config)
+PARAM_COLS = ("point_id",) + PARAM_KEYS
 HOUR_COLS_SUFFIX = "_s"
 
 _CSS = """
@@ -107,7 +108,7 @@ def write_report(results_dir, out=None, title: str | None = None) -> Path:
         parts.append("<p>No summary*.parquet found.</p>")
     for p in sums:
         df = pl.read_parquet(p)
-        sort = [c for c in ("cluster", "scheduler", "admission", "load") if c in df.columns]
+        sort = [c for c in ("cluster", "policy", "admission", "load") if c in df.columns]
         if sort:
             df = df.sort(sort)
         if len(sums) > 1 or p.parent != root:

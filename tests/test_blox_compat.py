@@ -39,7 +39,7 @@ def test_generator_matches_blox_code():
 
 def test_blox_published_value():
     """LAS, accept-all, load 6, tracked 0..199: Blox reports 65,493.125 s / 451.625 s / 2,133 rounds."""
-    res = fastblox.simulate_blox_workload(6, track=(0, 199), scheduler="las", blox_compat=True)
+    res = fastblox.simulate_blox_workload(6, track=(0, 199), policy="las", blox_compat=True)
     assert res.summary["avg_jct_s"] == 65493.125
     assert res.summary["avg_responsiveness_s"] == 451.625
     assert res.summary["num_rounds"] == 2133
@@ -72,7 +72,7 @@ REF_POL = {"fifo": "fifo", "las": "las", "srtf": "srtf", "tiresias": "las", "opt
 
 def _compare(w, node_gpus, policy, theta, track):
     cluster = ",".join(f"1x{g}" for g in node_gpus)
-    res = fastblox.simulate(w, cluster=cluster, scheduler=policy, blox_compat=True,
+    res = fastblox.simulate(w, cluster=cluster, policy=policy, blox_compat=True,
                             admission=f"load:{theta}" if theta else "accept-all", track=track)
     ref = simulate_blox_reference(w.submit_s, w.num_gpus, w.blox_iter_time, w.total_iters, node_gpus,
                                   policy=REF_POL[policy], admission=theta or None, track=track)
@@ -106,8 +106,8 @@ def test_compat_exact_sum_deadlock_is_reported():
     """A 3-GPU job on 2-GPU nodes never fits Blox's exact-sum walk: a clear error, not a hang."""
     w = fastblox.Workload.from_arrays(submit_s=[0, 10], num_gpus=[1, 3], duration_s=[100, 100])
     with pytest.raises(fastblox.SimulationError, match="exact-sum"):
-        fastblox.simulate(w, cluster="2x2", scheduler="fifo", blox_compat=True)
-    res = fastblox.simulate(w, cluster="2x2", scheduler="fifo", blox_compat=True, placement="first-fit")
+        fastblox.simulate(w, cluster="2x2", policy="fifo", blox_compat=True)
+    res = fastblox.simulate(w, cluster="2x2", policy="fifo", blox_compat=True, placement="first-fit")
     assert res.summary["num_finished"] == 2
     with pytest.raises(RuntimeError):
         simulate_blox_reference(w.submit_s, w.num_gpus, w.blox_iter_time, w.total_iters, [2, 2], policy="fifo",
@@ -124,7 +124,7 @@ def test_compat_paper_workload_matches_reference(policy, theta):
 
 def test_load_based_admission_caps_active_set():
     """1-GPU jobs at 1.2x on 128 GPUs: the active set never exceeds 154 (Blox's overshoot by one)."""
-    res = fastblox.simulate_blox_workload(9, track=(0, 600), scheduler="fifo", blox_compat=True,
+    res = fastblox.simulate_blox_workload(9, track=(0, 600), policy="fifo", blox_compat=True,
                                           admission="load:1.2", record_series=True)
     total = res.series["queued_jobs"].to_numpy() + res.series["running_jobs"].to_numpy()
     assert total.max() <= 154
@@ -139,7 +139,7 @@ def test_starvation_guard_promotes_after_1000_hours():
     dur = np.concatenate([[310.0, 600.0], np.full(n, 290.0)])
     w = fastblox.Workload.from_arrays(submit_s=submit, num_gpus=gpus, duration_s=dur)
     # SRTF: every 290 s newcomer beats the 600 s 2-GPU job for the 2-GPU cluster's GPUs
-    res = fastblox.simulate(w, cluster="1x2", scheduler="srtf", blox_compat=True, track=(1, 1))
+    res = fastblox.simulate(w, cluster="1x2", policy="srtf", blox_compat=True, track=(1, 1))
     start = res.jobs["first_start_s"].to_numpy()[1]
     assert 3_600_000 <= start <= 3_600_000 + 2 * 300
 
@@ -147,8 +147,8 @@ def test_starvation_guard_promotes_after_1000_hours():
 def test_compat_rejects_what_blox_does_not_have():
     w = fastblox.blox_paper_workload(6, 100)
     with pytest.raises(fastblox.ConfigError, match="events"):
-        fastblox.simulate(w, scheduler="las", blox_compat=True, time_model="events")
+        fastblox.simulate(w, policy="las", blox_compat=True, time_model="events")
     with pytest.raises(fastblox.ConfigError, match="Blox has"):
-        fastblox.simulate(w, scheduler="sjf", blox_compat=True)
+        fastblox.simulate(w, policy="sjf", blox_compat=True)
     with pytest.raises(fastblox.ConfigError, match="restart"):
-        fastblox.simulate(w, scheduler="las", blox_compat=True, restart_s=10)
+        fastblox.simulate(w, policy="las", blox_compat=True, restart_s=10)

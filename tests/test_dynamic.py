@@ -36,7 +36,7 @@ def _parquet(df: pl.DataFrame) -> bytes:
 @pytest.mark.parametrize("case", ["blox", "gavel"])
 def test_one_candidate_is_the_plain_run(case, policy, time_model):
     w, kw = (BLOX_W, BLOX_KW) if case == "blox" else (GAVEL_W, GAVEL_KW)
-    plain = fastblox.simulate(w, scheduler=policy, time_model=time_model, **kw)
+    plain = fastblox.simulate(w, policy=policy, time_model=time_model, **kw)
     dyn = simulate_dynamic(w, candidates=[policy], period_s=1800.0, horizon_s=5400.0, time_model=time_model, **kw)
     assert _parquet(dyn.jobs) == _parquet(plain.jobs)
     for k, v in plain.summary.items():
@@ -44,7 +44,7 @@ def test_one_candidate_is_the_plain_run(case, policy, time_model):
             assert dyn.summary[k] == v or (v != v and dyn.summary[k] != dyn.summary[k]), k
     assert dyn.summary["num_switches"] == 0 and set(dyn.periods["policy"]) == {policy}
     # the state is built as simulate builds it: the same configuration but for the policy
-    differ = {"scheduler", "preempt", "policy_opts", "dynamic"}
+    differ = {"policy", "preempt", "policy_opts", "dynamic"}
     assert {k: v for k, v in dyn.config.items() if k not in differ} == {
         k: v for k, v in plain.config.items() if k not in differ}
     assert dyn.summary["num_lookaheads"] > 10  # the look-aheads did run (and changed nothing)
@@ -59,7 +59,7 @@ def _snapshot(st) -> list:
 
 @pytest.mark.parametrize("lookahead", ["known", "trace"])
 def test_lookahead_never_changes_the_real_state(lookahead):
-    st = prepare_native(GAVEL_W, scheduler="fifo", time_model="rounds", record_series=True, **GAVEL_KW).state
+    st = prepare_native(GAVEL_W, policy="fifo", time_model="rounds", record_series=True, **GAVEL_KW).state
     t = 40 * 3600.0
     assert st.drive(np.nextafter(t, -np.inf)) == kengine.PAUSED
     before = _snapshot(st)
@@ -107,9 +107,9 @@ def test_score_is_the_mean_jct_when_the_horizon_covers_the_run():
     job alone on an empty cluster."""
     w, kw = GAVEL_W, GAVEL_KW
     for policy in ("fifo", "srtf"):
-        plain = fastblox.simulate(w, scheduler=policy, **kw)
+        plain = fastblox.simulate(w, policy=policy, **kw)
         pol = parts.POLICIES.get(policy)
-        st = prepare_native(w, scheduler=pol, **kw).state
+        st = prepare_native(w, policy=pol, **kw).state
         t0 = float(w.submit_s[0])
         horizon = 1e9
         assert lookahead_score(st, pol, t0, horizon, "trace") == pytest.approx(plain.summary["avg_jct_s"], rel=1e-12)
@@ -122,7 +122,7 @@ def test_unfinished_jobs_count_their_remaining_work():
     """A horizon too short for the known job to finish: (H - submit) + remaining = its run time."""
     w = fastblox.Workload.from_arrays(submit_s=[0.0, 10.0], num_gpus=[1, 1], duration_s=[1000.0, 50.0])
     pol = parts.POLICIES.get("fifo")
-    st = prepare_native(w, scheduler=pol, cluster="1x1").state
+    st = prepare_native(w, policy=pol, cluster="1x1").state
     # at t = 0 only job 0 is known; after 100 s it has 900 s to go: 100 + 900 = 1000
     assert lookahead_score(st, pol, 0.0, 100.0, "known") == pytest.approx(1000.0)
     # the oracle of arrivals also counts job 1, waiting behind it: (100 - 10) + 50
@@ -138,7 +138,7 @@ def test_write_and_the_sweep_point(tmp_path):
     paths = res.write(tmp_path / "run")
     assert (tmp_path / "run" / "periods.parquet") in paths
     assert pl.read_parquet(tmp_path / "run" / "periods.parquet").equals(res.periods)
-    assert res.config["scheduler"] == "dynamic" and res.config["dynamic"]["candidates"] == ["fifo", "las", "srtf"]
+    assert res.config["policy"] == "dynamic" and res.config["dynamic"]["candidates"] == ["fifo", "las", "srtf"]
 
     cfg = {"base": {"workload": "gavel", "num_jobs": 300, "seed": 2, "time_model": "rounds", "period_s": 7200,
                     **{k: v for k, v in GAVEL_KW.items()}},
@@ -146,8 +146,8 @@ def test_write_and_the_sweep_point(tmp_path):
     out = run_sweep(cfg, tmp_path / "sweep", executor="threads", workers=2, progress=False)
     assert out.ok
     s = out.summary
-    dyn = s.filter(pl.col("scheduler") == "dynamic").row(0, named=True)
-    plain = s.filter(pl.col("scheduler") == "srtf").row(0, named=True)
+    dyn = s.filter(pl.col("policy") == "dynamic").row(0, named=True)
+    plain = s.filter(pl.col("policy") == "srtf").row(0, named=True)
     assert dyn["avg_jct_s"] == res.summary["avg_jct_s"] and dyn["num_switches"] == res.summary["num_switches"]
     assert dyn["candidates"] == "fifo,las,srtf" and dyn["period_s"] == 7200.0 and dyn["horizon_s"] == 21600.0
     assert plain["candidates"] is None and plain["period_s"] is None  # ignored by other policies
@@ -171,7 +171,7 @@ def test_write_and_the_sweep_point(tmp_path):
     ({"horizon_s": float("inf")}, "horizon_s must be a positive"),
     ({"lookahead": "psychic"}, "lookahead must be one of known, trace"),
     ({"blox_compat": True}, "compat engine cannot pause"),
-    ({"scheduler": "las"}, "unexpected keyword 'scheduler' (the candidates are the policies)"),
+    ({"policy": "las"}, "unexpected keyword 'policy' (the candidates are the policies)"),
     ({"clusterr": "8x4"}, "unexpected keyword 'clusterr' (not a keyword of fastblox.simulate)"),
     ({"cluster": "8by4"}, "--cluster: cannot read"),
 ])
@@ -192,7 +192,7 @@ def test_candidates_that_cannot_take_over_a_paused_run_are_refused():
         with pytest.raises(ConfigError, match="'tiresias' moves jobs between queues"):
             simulate_dynamic(BLOX_W, candidates=["tiresias", "srtf"])
         # the public switch refuses it as well, and the paused run is left as it was
-        st = fastblox.prepare_native(BLOX_W, scheduler="las").state
+        st = fastblox.prepare_native(BLOX_W, policy="las").state
         st.drive(3600.0)
         before = st.ci.copy()
         with pytest.raises(ConfigError, match="set_policy: 'tiresias' moves jobs between queues"):
@@ -206,7 +206,7 @@ def test_other_orderings_and_user_policies_can_be_candidates():
         return jobs.num_gpus * 1e9 + jobs.submit_s
 
     for cand in ("sjf", "las-gpu", "themis", fewest_gpus):  # themis: rounds by default, here too
-        plain = fastblox.simulate(GAVEL_W, scheduler=cand, **GAVEL_KW)
+        plain = fastblox.simulate(GAVEL_W, policy=cand, **GAVEL_KW)
         dyn = simulate_dynamic(GAVEL_W, candidates=[cand], period_s=7200.0, **GAVEL_KW)
         assert _parquet(dyn.jobs) == _parquet(plain.jobs)
     mixed = simulate_dynamic(GAVEL_W, candidates=["fifo", fewest_gpus, "sjf"], period_s=7200.0, **GAVEL_KW)
@@ -231,9 +231,9 @@ def test_dynamic_sweep_keys_and_ids():
     c = load_config({"base": {"workload": "gavel", "num_jobs": 50, "period_s": 1800},
                      "grid": {"policy": ["fifo", "dynamic"], "candidates": [["las", "srtf"], "srtf"]}})
     # the candidates only matter to the dynamic points: fifo is one point, dynamic two
-    assert sorted((p.params["scheduler"], p.params["candidates"]) for p in c.points) == [
+    assert sorted((p.params["policy"], p.params["candidates"]) for p in c.points) == [
         ("dynamic", "las,srtf"), ("dynamic", "srtf"), ("fifo", None)]
-    fifo = next(p for p in c.points if p.params["scheduler"] == "fifo")
+    fifo = next(p for p in c.points if p.params["policy"] == "fifo")
     plain = load_config({"base": {"workload": "gavel", "num_jobs": 50}}).points[0]
     assert fifo.id == plain.id  # the dynamic keys do not enter the id of other points
 
@@ -243,8 +243,8 @@ def test_prepared_run_driven_in_pieces_equals_simulate(policy):
     """``prepare_native`` builds the run ``simulate`` would (same config); driven in pieces (paused
     every 6 hours, one piece forked with ``copy()`` and thrown away) it gives the same jobs."""
     kw = dict(GAVEL_KW, record_series=True)
-    plain = fastblox.simulate(GAVEL_W, scheduler=policy, **kw)
-    run = fastblox.prepare_native(GAVEL_W, scheduler=policy, **kw)
+    plain = fastblox.simulate(GAVEL_W, policy=policy, **kw)
+    run = fastblox.prepare_native(GAVEL_W, policy=policy, **kw)
     st = run.state
     t = float(GAVEL_W.submit_s[0])
     pauses = 0

@@ -20,7 +20,7 @@ def _run_both(case, policy, placement, theta, tm, restart, preempt, round_s=300.
     ref = simulate_native_reference(submit, gpus, dur, node_gpus, policy=policy, placement=placement, theta=theta,
                                     time_model=tm, round_s=round_s, restart_s=restart, preempt=preempt)
     try:
-        res = fastblox.simulate(w, cluster=cluster, scheduler=policy, placement=placement,
+        res = fastblox.simulate(w, cluster=cluster, policy=policy, placement=placement,
                                 admission=f"load:{theta}" if theta else "accept-all", time_model=tm, round_s=round_s,
                                 restart_s=restart, preempt=preempt)
     except fastblox.SimulationError:
@@ -88,8 +88,8 @@ def test_user_policy_equals_builtin(case):
     submit, gpus, dur, node_gpus = case
     w = fastblox.Workload.from_arrays(submit_s=submit, num_gpus=gpus, duration_s=dur)
     cluster = ",".join(f"1x{g}" for g in node_gpus)
-    a = fastblox.simulate(w, cluster=cluster, scheduler="las", time_model="rounds")
-    b = fastblox.simulate(w, cluster=cluster, scheduler=lambda jobs, now: jobs.attained_s, time_model="rounds")
+    a = fastblox.simulate(w, cluster=cluster, policy="las", time_model="rounds")
+    b = fastblox.simulate(w, cluster=cluster, policy=lambda jobs, now: jobs.attained_s, time_model="rounds")
     assert a.jobs.equals(b.jobs)
 
 
@@ -98,7 +98,7 @@ def test_user_policy_matches_reference(case):
     submit, gpus, dur, node_gpus = case
     w = fastblox.Workload.from_arrays(submit_s=submit, num_gpus=gpus, duration_s=dur)
     cluster = ",".join(f"1x{g}" for g in node_gpus)
-    res = fastblox.simulate(w, cluster=cluster, scheduler=lambda jobs, now: -jobs.num_gpus * 1e7 + jobs.submit_s)
+    res = fastblox.simulate(w, cluster=cluster, policy=lambda jobs, now: -jobs.num_gpus * 1e7 + jobs.submit_s)
     ref = simulate_native_reference(submit, gpus, dur, node_gpus, key_fn=lambda j, t: -j.gpus * 1e7 + j.submit)
     _assert_same(res, ref)
 
@@ -111,7 +111,7 @@ def test_njit_user_policy():
         return -jobs.num_gpus * 1e7 + jobs.submit_s
 
     w = fastblox.gavel_like_workload(300, seed=3)
-    res = fastblox.simulate(w, cluster="8x4", scheduler=biggest_first)
+    res = fastblox.simulate(w, cluster="8x4", policy=biggest_first)
     ref = simulate_native_reference(w.submit_s, w.num_gpus, w.duration_s, [4] * 8,
                                     key_fn=lambda j, t: -j.gpus * 1e7 + j.submit)
     _assert_same(res, ref)
@@ -121,7 +121,7 @@ def test_njit_user_policy():
 @pytest.mark.parametrize("tm", ["events", "rounds"])
 def test_larger_workload_matches_reference(policy, tm):
     w = fastblox.gavel_like_workload(400, mean_interarrival_s=300, seed=11)
-    res = fastblox.simulate(w, cluster="4x4", scheduler=policy, time_model=tm, restart_s=20.0)
+    res = fastblox.simulate(w, cluster="4x4", policy=policy, time_model=tm, restart_s=20.0)
     ref = simulate_native_reference(w.submit_s, w.num_gpus, w.duration_s, [4] * 4, policy=policy, time_model=tm,
                                     restart_s=20.0, preempt=fastblox.POLICIES.get(policy).preemptive)
     _assert_same(res, ref)
@@ -132,7 +132,7 @@ def test_deterministic_bytes(tmp_path):
     w = fastblox.gavel_like_workload(500, seed=5)
     outs = []
     for k in range(2):
-        res = fastblox.simulate(w, cluster="4x8", scheduler="las", time_model="events")
+        res = fastblox.simulate(w, cluster="4x8", policy="las", time_model="events")
         res.write(tmp_path / str(k))
         outs.append((tmp_path / str(k) / "jobs.parquet").read_bytes())
     assert outs[0] == outs[1]
@@ -141,13 +141,13 @@ def test_deterministic_bytes(tmp_path):
 def test_preemption_happens_and_costs():
     """A short job arriving on a full cluster preempts under LAS, and the restart cost shows."""
     w = fastblox.Workload.from_arrays(submit_s=[0, 10], num_gpus=[4, 4], duration_s=[1000, 100])
-    res = fastblox.simulate(w, cluster="1x4", scheduler="srtf", restart_s=5.0)
+    res = fastblox.simulate(w, cluster="1x4", policy="srtf", restart_s=5.0)
     j = res.jobs
     assert j["num_preemptions"].to_list() == [1, 0]
     # job 1 runs 10..115 (5 s restart + 100 s), job 0 resumes at 115 with 1000 - 5 of work... minus
     # its first 10 s (5 s restart, 5 s work): 995 left, plus 5 s restart again
     assert j["finish_s"].to_list() == [115 + 5 + 995, 115]
-    fifo = fastblox.simulate(w, cluster="1x4", scheduler="fifo")
+    fifo = fastblox.simulate(w, cluster="1x4", policy="fifo")
     assert fifo.jobs["num_preemptions"].to_list() == [0, 0]
     assert fifo.jobs["finish_s"].to_list() == [1000, 1100]
 
@@ -158,7 +158,7 @@ def test_unplaceable_job_is_reported_not_looped(tm, policy):
     """Blox's exact-sum fit never places a 3-GPU gang on 2-GPU nodes: an error, never a hang."""
     w = fastblox.Workload.from_arrays(submit_s=[0, 200], num_gpus=[1, 3], duration_s=[100, 100])
     with pytest.raises(fastblox.SimulationError, match="never be placed"):
-        fastblox.simulate(w, cluster="2x2", scheduler=policy, placement="blox", time_model=tm)
+        fastblox.simulate(w, cluster="2x2", policy=policy, placement="blox", time_model=tm)
     ref = simulate_native_reference(w.submit_s, w.num_gpus, w.duration_s, [2, 2], policy=policy, placement="blox",
                                     time_model=tm)
     assert ref["deadlock"]
@@ -166,21 +166,21 @@ def test_unplaceable_job_is_reported_not_looped(tm, policy):
 
 def test_gang_waits_for_whole_gang():
     w = fastblox.Workload.from_arrays(submit_s=[0, 1, 2], num_gpus=[3, 2, 1], duration_s=[100, 50, 10])
-    res = fastblox.simulate(w, cluster="1x4", scheduler="fifo")
+    res = fastblox.simulate(w, cluster="1x4", policy="fifo")
     # job 1 (2 GPUs) cannot start while job 0 holds 3 of 4; job 2 (1 GPU) backfills
     assert res.jobs["first_start_s"].to_list() == [0, 100, 2]
 
 
 def test_consolidated_waits_first_fit_spreads():
     w = fastblox.Workload.from_arrays(submit_s=[0, 0, 1], num_gpus=[2, 2, 4], duration_s=[100, 100, 10])
-    cons = fastblox.simulate(w, cluster="2x4", scheduler="fifo", placement="consolidated")
-    ff = fastblox.simulate(w, cluster="2x4", scheduler="fifo", placement="first-fit")
+    cons = fastblox.simulate(w, cluster="2x4", policy="fifo", placement="consolidated")
+    ff = fastblox.simulate(w, cluster="2x4", policy="fifo", placement="first-fit")
     # best fit packs both 2-GPU jobs on node 0, so the 4-GPU job gets node 1 at once
     assert cons.jobs["first_start_s"].to_list() == [0, 0, 1]
     assert ff.jobs["first_start_s"].to_list() == [0, 0, 1]
     w2 = fastblox.Workload.from_arrays(submit_s=[0, 0, 1], num_gpus=[3, 3, 2], duration_s=[100, 100, 10])
-    cons2 = fastblox.simulate(w2, cluster="2x4", scheduler="fifo", placement="consolidated")
-    ff2 = fastblox.simulate(w2, cluster="2x4", scheduler="fifo", placement="first-fit")
+    cons2 = fastblox.simulate(w2, cluster="2x4", policy="fifo", placement="consolidated")
+    ff2 = fastblox.simulate(w2, cluster="2x4", policy="fifo", placement="first-fit")
     assert cons2.jobs["first_start_s"].to_list()[2] == 100  # one free GPU on each node: it must wait
     assert ff2.jobs["first_start_s"].to_list()[2] == 1  # first-fit spread job 1, leaving 2 GPUs on node 1
 
@@ -191,13 +191,13 @@ def test_read_only_and_narrow_inputs_reuse_the_compiled_kernel():
     from fastblox.kernels import engine as kengine
 
     w = fastblox.Workload.from_arrays(submit_s=[0.0, 5.0, 9.0], num_gpus=[1, 4, 2], duration_s=[30.0, 20.0, 10.0])
-    base = fastblox.simulate(w, cluster="2x4", scheduler="las")
+    base = fastblox.simulate(w, cluster="2x4", policy="las")
     n_sigs = len(kengine.advance.signatures)
     ro = fastblox.Workload(w.job_id, w.submit_s.copy(), w.num_gpus.astype(np.int32), w.duration_s.copy(),
                            w.iterations, w.iter_time_s)
     for a in (ro.submit_s, ro.num_gpus, ro.duration_s):
         a.flags.writeable = False
-    res = fastblox.simulate(ro, cluster="2x4", scheduler="las")
+    res = fastblox.simulate(ro, cluster="2x4", policy="las")
     assert len(kengine.advance.signatures) == n_sigs
     assert res.jobs.equals(base.jobs)
 
@@ -214,7 +214,7 @@ def test_per_job_fields_live_in_one_record_per_job_and_copies_keep_the_layout():
 
     w = fastblox.Workload.from_arrays(submit_s=[0.0, 1.0, 2.0, 3.0, 4.0], num_gpus=[2, 1, 4, 1, 2],
                                       duration_s=[50.0, 40.0, 30.0, 20.0, 10.0])
-    st = prepare_native(w, cluster="1x4", scheduler="las").state
+    st = prepare_native(w, cluster="1x4", policy="las").state
     per_job = {("jobs", f) for f in Jobs._fields} | {("run", f) for f in Run._fields if f != "alloc"} | {
         ("q", f) for f in ("wkey", "wrank", "rpos", "ro_ver")}
     assert {(g, f) for _, g, f, _ in RECORD_LAYOUT} == per_job - {("run", f) for f in RECORD_OUTSIDE}
@@ -246,7 +246,7 @@ def test_per_job_fields_live_in_one_record_per_job_and_copies_keep_the_layout():
     lookahead_score(st, parts.POLICIES.get("fifo"), st.now, 100.0, "known")
     assert st.drive() == kengine.FINISHED
     assert len(kengine.advance.signatures) == n_sigs
-    plain = fastblox.simulate(w, cluster="1x4", scheduler="las")
+    plain = fastblox.simulate(w, cluster="1x4", policy="las")
     assert np.array_equal(st.run.finish, plain.jobs["finish_s"].to_numpy())
 
 

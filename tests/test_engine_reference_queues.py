@@ -400,7 +400,7 @@ def test_larger_workload_matches_reference(policy, tm):
 def _both(submit, gpus, work, node_gpus, policy, opts, **kw):
     """The kernel (through simulate) and the reference on a small hand-made case."""
     w = fastblox.Workload.from_arrays(submit_s=submit, num_gpus=gpus, duration_s=work)
-    res = fastblox.simulate(w, cluster=",".join(f"1x{g}" for g in node_gpus), scheduler=policy, policy_opts=opts,
+    res = fastblox.simulate(w, cluster=",".join(f"1x{g}" for g in node_gpus), policy=policy, policy_opts=opts,
                             **kw)
     rkw = {"thresholds": tuple(float(x) for x in str(opts["thresholds"]).split(";")),
            "promote": float(opts.get("promote", 0.0))}
@@ -452,7 +452,7 @@ def test_themis_by_hand():
     job 2, which runs 900-1000; job 1 starts at the next boundary, 1,200."""
     sub, g, work = [0.0, 0.0, 850.0], [1, 1, 1], [900.0, 1000.0, 100.0]
     w = fastblox.Workload.from_arrays(submit_s=sub, num_gpus=g, duration_s=work)
-    res = fastblox.simulate(w, cluster="1x1", scheduler="themis", policy_opts={"f": 0.5}, preempt=False,
+    res = fastblox.simulate(w, cluster="1x1", policy="themis", policy_opts={"f": 0.5}, preempt=False,
                             time_model="rounds", round_s=300)
     ref = simulate_native_reference(sub, g, work, [1], policy="themis", themis_f=0.5, preempt=False,
                                     time_model="rounds", round_s=300.0)
@@ -475,7 +475,7 @@ def test_relaunch_in_a_queue_reached_by_rounding():
     steps = [0.0, 90.0, 256.66666666666663, 399.5238095238095, 400.5238095238095, 400.8571428571429]
     assert [t for t, _ in ref["step_log"]] == steps
     assert ref["history"][1][1].queue == 1 and ref["history"][1][1].svc < 1000.0
-    res = fastblox.simulate(w, cluster="1x7", scheduler="tiresias", policy_opts={"thresholds": "1000"},
+    res = fastblox.simulate(w, cluster="1x7", policy="tiresias", policy_opts={"thresholds": "1000"},
                             record_series=True)
     assert res.jobs["finish_s"].to_list() == ref["finish"]  # the same run...
     assert res.series["t_s"].to_list() == steps  # ...in the same steps

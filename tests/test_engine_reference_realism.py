@@ -185,7 +185,7 @@ def run_kernel(case: RealCase, cfg: dict):
             mock.patch.object(fengine.NativeState, "drive", _bounded_drive):
         try:
             return fastblox.simulate(
-                w, cluster=cluster_of(case), scheduler=sched, placement=cfg["placement"],
+                w, cluster=cluster_of(case), policy=sched, placement=cfg["placement"],
                 admission=f"load:{cfg['theta']}" if cfg["theta"] else "accept-all", time_model=cfg["tm"],
                 round_s=cfg["round_s"], restart_s=cfg["restart"], preempt=cfg["preempt"],
                 checkpoint_s=cfg["ckpt"], throughput="none", multi_node_factor=cfg["mnf"], rack_factor=cfg["rf"],
@@ -438,7 +438,7 @@ def test_rounds_node_failure_is_scheduled_at_the_next_boundary():
     ref = simulate_native_reference([0.0], [1], [1000.0], [1, 1], policy="las", time_model="rounds", events=ev)
     assert ref["finish"] == [1150.0] and ref["n_fail"] == [1]
     assert [c.t for c in ref["history"][0]] == [0.0, 600.0]
-    res = fastblox.simulate(w, cluster="2x1", scheduler="las", time_model="rounds", round_s=300.0, cluster_events=ev)
+    res = fastblox.simulate(w, cluster="2x1", policy="las", time_model="rounds", round_s=300.0, cluster_events=ev)
     assert res.jobs["finish_s"].to_list() == [1150.0]
 
 
@@ -452,7 +452,7 @@ def test_rounds_no_gpu_left_in_service_is_a_deadlock_not_a_hang():
     assert ref["deadlock"]
     with mock.patch.object(fengine.NativeState, "drive", _bounded_drive):
         with pytest.raises(fastblox.SimulationError, match="never be placed"):
-            fastblox.simulate(w, cluster="1x1", scheduler="las", time_model="rounds", preempt=False, cluster_events=ev)
+            fastblox.simulate(w, cluster="1x1", policy="las", time_model="rounds", preempt=False, cluster_events=ev)
 
 
 def test_rounds_admission_held_jobs_behind_unplaceable_ones_is_a_deadlock_not_a_hang():
@@ -460,7 +460,7 @@ def test_rounds_admission_held_jobs_behind_unplaceable_ones_is_a_deadlock_not_a_
     admitted (demand 6 > 1.0 x 4 GPUs), so the 1-GPU job behind them is held back for good. The
     deadlock check used to wait for the admission queue to empty, which it never does."""
     w = fastblox.Workload.from_arrays(submit_s=[0.0, 0.0, 0.0], num_gpus=[3, 3, 1], duration_s=[100.0] * 3)
-    kw = dict(cluster="2x2", scheduler="las", placement="blox", admission="load:1.0")
+    kw = dict(cluster="2x2", policy="las", placement="blox", admission="load:1.0")
     ref = simulate_native_reference(w.submit_s, w.num_gpus, w.duration_s, [2, 2], policy="las", placement="blox",
                                     theta=1.0, time_model="rounds")
     assert ref["deadlock"] and ref["stuck"] == {"waiting": 2, "overflow": 1, "in_service": 4}
@@ -543,7 +543,7 @@ def test_simulate_with_a_throughput_table_matches_reference(tc, cfg):
     try:
         with mock.patch.object(fengine.NativeState, "drive", _bounded_drive):
             res = fastblox.simulate(
-                w, cluster=spec, scheduler=cfg["policy"], placement=cfg["placement"],
+                w, cluster=spec, policy=cfg["policy"], placement=cfg["placement"],
                 admission=f"load:{cfg['theta']}" if cfg["theta"] else "accept-all", time_model=cfg["tm"],
                 round_s=cfg["round_s"], restart_s=cfg["restart"], preempt=cfg["preempt"], checkpoint_s=cfg["ckpt"],
                 throughput=table, multi_node_factor=cfg["mnf"], rack_factor=cfg["rf"], cluster_events=events or None,

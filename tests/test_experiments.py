@@ -31,7 +31,7 @@ def test_fig6_quick_summary(fig6):
     s = pl.read_parquet(out / "summary.parquet")
     assert s.height == 9
     assert sorted(set(s["load"].to_list())) == [2.0, 5.0, 8.0]
-    at8 = {r["scheduler"]: r for r in s.filter(pl.col("load") == 8.0).iter_rows(named=True)}
+    at8 = {r["policy"]: r for r in s.filter(pl.col("load") == 8.0).iter_rows(named=True)}
     fifo = at8["fifo"]
     # Blox's Figure 6: SRTF's average JCT is far below FIFO's at high load.
     assert at8["srtf"]["avg_jct_s"] < fifo["avg_jct_s"]
@@ -105,11 +105,11 @@ def test_new_settings_quick(tmp_path, name):
         for ext in ("png", "pdf"):
             assert files[f"{stem}_{ext}"] == tmp_path / f"{stem}.{ext}" and files[f"{stem}_{ext}"].stat().st_size > 1000
     s = pl.read_parquet(tmp_path / "summary.parquet")
-    assert set(s["scheduler"]) == {"fifo", "las", "srtf", "dynamic"}
+    assert set(s["policy"]) == {"fifo", "las", "srtf", "dynamic"}
     assert not s["blox_compat"].any()  # the native engine
-    dyn = s.filter(pl.col("scheduler") == "dynamic")
+    dyn = s.filter(pl.col("policy") == "dynamic")
     assert (dyn["candidates"] == "fifo,las,srtf").all() and (dyn["period_s"] == 3600.0).all()
-    assert s.filter(pl.col("scheduler") != "dynamic")["candidates"].is_null().all()
+    assert s.filter(pl.col("policy") != "dynamic")["candidates"].is_null().all()
     html = write_report(tmp_path).read_text()
     assert html.count("<img") == len(NEW[name])
     if name == "blox-large-cluster":
@@ -140,9 +140,9 @@ def test_hetero_cluster_quick(tmp_path):
     for stem in ("avg_jct_vs_load", "rho_p95_vs_load", "jct_cdf_load3", "jct_by_gpus_load3"):
         assert files[f"{stem}_png"].stat().st_size > 1000
     s = pl.read_parquet(tmp_path / "summary.parquet")
-    assert set(s["scheduler"]) == {"fifo", "tiresias", "gavel", "gavel-las-agnostic"}
+    assert set(s["policy"]) == {"fifo", "tiresias", "gavel", "gavel-las-agnostic"}
     assert (s["throughput_table"] == "gavel").all() and (s["jobs_with_known_model"] == 120).all()
-    by = {r["scheduler"]: r for r in s.iter_rows(named=True)}
+    by = {r["policy"]: r for r in s.iter_rows(named=True)}
     # Gavel's heterogeneity-aware allocation beats its agnostic twin on the mixed cluster
     assert by["gavel"]["avg_jct_s"] < by["gavel-las-agnostic"]["avg_jct_s"]
     assert by["gavel"]["time_model"] == "rounds" and by["fifo"]["time_model"] == "events"

@@ -36,7 +36,7 @@ def shared():
 @pytest.mark.parametrize("cl,gpus", [("n12g4", "1x48"), ("n9g4", "1x36")])
 @pytest.mark.parametrize("run,policy", [("fjf_count", "fifo"), ("shortest_count", "srtf")])
 def test_fifo_and_srtf_match_tiresias_job_by_job(tiresias_trace, cl, gpus, run, policy):
-    res = fastblox.simulate(tiresias_trace, cluster=gpus, scheduler=policy)
+    res = fastblox.simulate(tiresias_trace, cluster=gpus, policy=policy)
     theirs = peer_finish(f"n2000_{cl}_{run}")
     ours = dict(zip(res.jobs["job_id"].to_list(), res.jobs["finish_s"].to_list()))
     assert len(theirs) == 2000
@@ -46,7 +46,7 @@ def test_fifo_and_srtf_match_tiresias_job_by_job(tiresias_trace, cl, gpus, run, 
 @pytest.mark.parametrize("cl,gpus,tol", [("n12g4", "1x48", 0.5), ("n9g4", "1x36", 1.5)])
 def test_tiresias_2dlas_close_to_tiresias(tiresias_trace, cl, gpus, tol):
     run = f"n2000_{cl}_dlas-gpu_yarn"
-    res = fastblox.simulate(tiresias_trace, cluster=gpus, scheduler="tiresias")
+    res = fastblox.simulate(tiresias_trace, cluster=gpus, policy="tiresias")
     c = compare(res, run, float(peer_summary()[run]["avg_jct_s"]))
     assert abs(c["diff_pct"]) < tol, c
     assert c["same_1s"] > 0.5
@@ -58,7 +58,7 @@ def test_tiresias_2dlas_close_to_tiresias(tiresias_trace, cl, gpus, tol):
     ("n2000_v100x48_max_min_fairness", "gavel", "v100:48x1"),
 ])
 def test_gavel_close_to_gavel(gavel_trace, run, policy, cluster):
-    res = fastblox.simulate(gavel_trace, cluster=cluster, scheduler=policy, throughput="gavel", placement_effects=False)
+    res = fastblox.simulate(gavel_trace, cluster=cluster, policy=policy, throughput="gavel", placement_effects=False)
     c = compare(res, run, float(peer_summary()[run]["avg_jct_s"]))
     assert abs(c["diff_pct"]) < 2.0, c
     # Gavel finishes each job one (integer-step) round later: the median gap is about one round
@@ -68,8 +68,8 @@ def test_gavel_close_to_gavel(gavel_trace, run, policy, cluster):
 
 def test_heterogeneity_aware_gavel_beats_agnostic(gavel_trace):
     kw = dict(cluster="v100:36x1,p100:36x1,k80:36x1", throughput="gavel", placement_effects=False)
-    aware = fastblox.simulate(gavel_trace, scheduler="gavel", **kw).summary["avg_jct_s"]
-    agnostic = fastblox.simulate(gavel_trace, scheduler="gavel-las-agnostic", **kw).summary["avg_jct_s"]
+    aware = fastblox.simulate(gavel_trace, policy="gavel", **kw).summary["avg_jct_s"]
+    agnostic = fastblox.simulate(gavel_trace, policy="gavel-las-agnostic", **kw).summary["avg_jct_s"]
     assert aware < 0.85 * agnostic  # Gavel's headline: ~35 % better on this workload (its own numbers: 9,731 vs 13,092 s)
 
 

@@ -22,27 +22,27 @@ def by_id(res, col):
 # ---------------------------------------------------------------- Tiresias
 def test_tiresias_running_job_keeps_gpus_until_it_leaves_the_queue():
     w = W([0, 100], [1, 1], [10_000, 100])
-    res = fastblox.simulate(w, cluster="1x1", scheduler="tiresias", policy_opts={"thresholds": "3250"})
+    res = fastblox.simulate(w, cluster="1x1", policy="tiresias", policy_opts={"thresholds": "3250"})
     start, fin, pre = by_id(res, "first_start_s"), by_id(res, "finish_s"), by_id(res, "num_preemptions")
     # B waits behind A in queue 0 (no preemption within a queue) until A's service reaches 3,250
     # GPU-seconds, exactly at t = 3,250; then B preempts A
     assert start[1] == 3250.0 and fin[1] == 3350.0
     assert pre[0] == 1 and fin[0] == 10_100.0
     # continuous LAS would have preempted at once
-    las = fastblox.simulate(w, cluster="1x1", scheduler="las-gpu")
+    las = fastblox.simulate(w, cluster="1x1", policy="las-gpu")
     assert by_id(las, "first_start_s")[1] == 100.0
 
 
 def test_tiresias_service_is_gpu_seconds():
     # a 2-GPU job leaves queue 0 after 3,250 / 2 seconds
     w = W([0, 10], [2, 2], [5_000, 50])
-    res = fastblox.simulate(w, cluster="1x2", scheduler="tiresias", policy_opts={"thresholds": "3250"})
+    res = fastblox.simulate(w, cluster="1x2", policy="tiresias", policy_opts={"thresholds": "3250"})
     assert by_id(res, "first_start_s")[1] == 1625.0
 
 
 def test_tiresias_rounds_mode_demotes_at_boundaries():
     w = W([0, 100], [1, 1], [10_000, 100])
-    res = fastblox.simulate(w, cluster="1x1", scheduler="tiresias", time_model="rounds", round_s=300,
+    res = fastblox.simulate(w, cluster="1x1", policy="tiresias", time_model="rounds", round_s=300,
                             policy_opts={"thresholds": "3250"})
     assert by_id(res, "first_start_s")[1] == 3300.0  # the first boundary after the crossing
 
@@ -53,8 +53,8 @@ def test_tiresias_promote_knob_rescues_a_starving_job():
     submit = [0.0] + [100.0 + 90.0 * k for k in range(n)]
     w = W(submit, [1] * (n + 1), [1000.0] + [90.0] * n)
     opts = {"thresholds": "100"}
-    off = fastblox.simulate(w, cluster="1x1", scheduler="tiresias", policy_opts=opts)
-    on = fastblox.simulate(w, cluster="1x1", scheduler="tiresias", policy_opts={**opts, "promote": 2})
+    off = fastblox.simulate(w, cluster="1x1", policy="tiresias", policy_opts=opts)
+    on = fastblox.simulate(w, cluster="1x1", policy="tiresias", policy_opts={**opts, "promote": 2})
     pre_off, pre_on = by_id(off, "num_preemptions")[0], by_id(on, "num_preemptions")[0]
     last_b_off, last_b_on = by_id(off, "finish_s")[n], by_id(on, "finish_s")[n]
     assert pre_off == 1 and last_b_off == 100.0 + 90.0 * n  # A starves until the stream ends
@@ -99,17 +99,17 @@ def _contended(n=120, seed=3):
 
 def test_themis_is_fairer_than_fifo_and_srtf():
     w = _contended()
-    fifo = fastblox.simulate(w, cluster="2x4", scheduler="fifo").summary
-    srtf = fastblox.simulate(w, cluster="2x4", scheduler="srtf").summary
-    themis = fastblox.simulate(w, cluster="2x4", scheduler="themis", policy_opts={"f": 0.9}).summary
+    fifo = fastblox.simulate(w, cluster="2x4", policy="fifo").summary
+    srtf = fastblox.simulate(w, cluster="2x4", policy="srtf").summary
+    themis = fastblox.simulate(w, cluster="2x4", policy="themis", policy_opts={"f": 0.9}).summary
     assert themis["rho_max"] < fifo["rho_max"]
     assert themis["rho_max"] < srtf["rho_max"]
 
 
 def test_themis_knob_changes_the_order():
     w = _contended()
-    a = fastblox.simulate(w, cluster="2x4", scheduler="themis", policy_opts={"f": 0.0})
-    b = fastblox.simulate(w, cluster="2x4", scheduler="themis", policy_opts={"f": 0.95})
+    a = fastblox.simulate(w, cluster="2x4", policy="themis", policy_opts={"f": 0.0})
+    b = fastblox.simulate(w, cluster="2x4", policy="themis", policy_opts={"f": 0.95})
     assert a.summary["avg_jct_s"] != b.summary["avg_jct_s"]
     # f near 1 serves the worst-off first: the worst rho is no larger than with f = 0
     assert b.summary["rho_max"] <= a.summary["rho_max"] + 1e-9
@@ -118,7 +118,7 @@ def test_themis_knob_changes_the_order():
 # ---------------------------------------------------------------- Optimus
 def test_optimus_gives_an_idle_cluster_to_a_scalable_job():
     w = W([0.0], [1], [3600.0], model=np.array(["ResNet-18 (batch size 256)"]))
-    res = fastblox.simulate(w, cluster="v100:1x8", scheduler="optimus", throughput="gavel")
+    res = fastblox.simulate(w, cluster="v100:1x8", policy="optimus", throughput="gavel")
     j = res.jobs.row(0, named=True)
     assert j["jct_s"] < 0.5 * 3600  # ran on several GPUs
     assert j["attained_gpu_s"] > 2 * j["attained_s"]
@@ -126,7 +126,7 @@ def test_optimus_gives_an_idle_cluster_to_a_scalable_job():
 
 def test_optimus_respects_capacity_and_caps():
     w = _contended(60)
-    res = fastblox.simulate(w, cluster="2x4", scheduler="optimus", policy_opts={"max_gpus_per_job": 3},
+    res = fastblox.simulate(w, cluster="2x4", policy="optimus", policy_opts={"max_gpus_per_job": 3},
                             record_series=True)
     s = res.series
     assert (s["free_gpus"].to_numpy() >= 0).all()
@@ -203,8 +203,8 @@ def test_gavel_puts_jobs_where_they_run_fastest():
     models = np.array(["Recommendation (batch size 512)", "ResNet-50 (batch size 64)"] * 8)
     w = W(np.zeros(16), np.ones(16, dtype=int), np.full(16, 7200.0), model=models)
     kw = dict(cluster="v100:1x8,k80:1x8", throughput="gavel", placement_effects=False)
-    aware = fastblox.simulate(w, scheduler="gavel", **kw)
-    agnostic = fastblox.simulate(w, scheduler="gavel-las-agnostic", **kw)
+    aware = fastblox.simulate(w, policy="gavel", **kw)
+    agnostic = fastblox.simulate(w, policy="gavel-las-agnostic", **kw)
     assert aware.summary["avg_jct_s"] < agnostic.summary["avg_jct_s"]
 
 
@@ -212,13 +212,13 @@ def test_gavel_puts_jobs_where_they_run_fastest():
 def test_policy_options_are_validated():
     w = W([0.0], [1], [10.0])
     with pytest.raises(fastblox.ConfigError, match="has no option 'bogus'"):
-        fastblox.simulate(w, cluster="1x1", scheduler="tiresias", policy_opts={"bogus": 1})
+        fastblox.simulate(w, cluster="1x1", policy="tiresias", policy_opts={"bogus": 1})
     with pytest.raises(fastblox.ConfigError, match="ascending"):
-        fastblox.simulate(w, cluster="1x1", scheduler="tiresias", policy_opts={"thresholds": "7200;3250"})
+        fastblox.simulate(w, cluster="1x1", policy="tiresias", policy_opts={"thresholds": "7200;3250"})
     with pytest.raises(fastblox.ConfigError, match="has no option '_aware'"):
-        fastblox.simulate(w, cluster="1x1", scheduler="gavel", policy_opts={"_aware": False})
+        fastblox.simulate(w, cluster="1x1", policy="gavel", policy_opts={"_aware": False})
     with pytest.raises(fastblox.ConfigError, match=r"must be in \[0, 1\)"):
-        fastblox.simulate(w, cluster="1x1", scheduler="themis", policy_opts={"f": 1})
+        fastblox.simulate(w, cluster="1x1", policy="themis", policy_opts={"f": 1})
 
 
 def test_a_bad_planner_answer_is_a_clear_error():
@@ -234,14 +234,14 @@ def test_a_bad_planner_answer_is_a_clear_error():
 
     pol = parts.Policy("bad-planner", enums.POL_PLAN, True, True, "test", kind=enums.KIND_PLAN, planner=Bad)
     with pytest.raises(fastblox.ConfigError, match="keys, GPU types and sizes"):
-        fastblox.simulate(W([0.0], [1], [10.0]), cluster="1x1", scheduler=pol)
+        fastblox.simulate(W([0.0], [1], [10.0]), cluster="1x1", policy=pol)
 
 
 def test_policies_are_deterministic():
     w = _contended(80)
     for pol in ("tiresias", "tiresias-gittins", "themis", "optimus", "gavel", "gavel-las-agnostic"):
-        a = fastblox.simulate(w, cluster="2x4", scheduler=pol)
-        b = fastblox.simulate(w, cluster="2x4", scheduler=pol)
+        a = fastblox.simulate(w, cluster="2x4", policy=pol)
+        b = fastblox.simulate(w, cluster="2x4", policy=pol)
         assert a.jobs.equals(b.jobs), pol
 
 

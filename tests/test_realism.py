@@ -97,7 +97,7 @@ def test_topology_placement_prefers_one_rack():
 def test_checkpoint_interval_loses_progress_since_the_last_checkpoint():
     # B (higher LAS priority) arrives at 250 and suspends A; A had checkpointed at 200
     w = W([0.0, 250.0], [1, 1], [1000.0, 50.0])
-    res = fastblox.simulate(w, cluster="1x1", scheduler="las", checkpoint_s=100.0)
+    res = fastblox.simulate(w, cluster="1x1", policy="las", checkpoint_s=100.0)
     a = row(res, 0)
     assert a["lost_s"] == 50.0 and a["num_preemptions"] == 1
     assert a["finish_s"] == 300.0 + 800.0  # resumes at 300 with 800 s left
@@ -182,8 +182,8 @@ def test_rounds_checkpoints_longer_than_a_round_are_refused():
     # progress would ever be kept (the run would never end)
     w = W([0.0, 0.0], [1, 1], [1000.0, 1000.0])
     with pytest.raises(fastblox.ConfigError, match="never reaches a checkpoint"):
-        fastblox.simulate(w, cluster="1x1", scheduler="las", time_model="rounds", round_s=300, checkpoint_s=400)
-    res = fastblox.simulate(w, cluster="1x1", scheduler="las", time_model="rounds", round_s=300, checkpoint_s=200)
+        fastblox.simulate(w, cluster="1x1", policy="las", time_model="rounds", round_s=300, checkpoint_s=400)
+    res = fastblox.simulate(w, cluster="1x1", policy="las", time_model="rounds", round_s=300, checkpoint_s=200)
     assert res.summary["num_finished"] == 2 and res.summary["lost_gpu_s"] > 0
 
 

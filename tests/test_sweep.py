@@ -68,7 +68,7 @@ def test_executors_give_identical_results(tmp_path, cfg):
     pid = sorted(res.ran)[0]
     jobs = pl.read_parquet(tmp_path / "serial" / "points" / f"{pid}.parquet")
     assert jobs.height == 300 and (jobs["point_id"] == pid).all()
-    assert {"scheduler", "cluster", "seed", "jct_s"} <= set(jobs.columns)
+    assert {"policy", "cluster", "seed", "jct_s"} <= set(jobs.columns)
     summ = pl.read_parquet(tmp_path / "serial" / "summary.parquet")
     assert summ.height == 4 and "avg_jct_s" in summ.columns and "compile_s" not in summ.columns
 
@@ -77,8 +77,8 @@ def test_points_match_plain_simulate(tmp_path):
     import fastblox
 
     res = run_sweep(BLOX, tmp_path, executor="serial", progress=False)
-    row = res.summary.filter((pl.col("scheduler") == "las") & (pl.col("load") == 8.0)).row(0, named=True)
-    direct = fastblox.simulate_blox_workload(8, num_jobs=300, track=None, scheduler="las")
+    row = res.summary.filter((pl.col("policy") == "las") & (pl.col("load") == 8.0)).row(0, named=True)
+    direct = fastblox.simulate_blox_workload(8, num_jobs=300, track=None, policy="las")
     assert row["avg_jct_s"] == direct.summary["avg_jct_s"]
     jobs = pl.read_parquet(tmp_path / "points" / f"{row['point_id']}.parquet")
     assert jobs.select(direct.jobs.columns).equals(direct.jobs)
@@ -180,7 +180,7 @@ def test_failing_point_is_recorded_and_others_finish(tmp_path):
     ({"grid": {"cases": [{"cluster": "8x4"}, {"cluster": "8by4"}]}}, "[grid] cases[1] cluster"),
     ({"base": {"workload": "gavel", "num_jobs": 0}}, "[base] num_jobs"),
     ({"base": {"blox_compat": True, "policy": "las-gpu"}}, "[base] policy"),
-    ({"base": {"blox_compat": True, "scheduler": "las-gpu"}}, "[base] scheduler"),
+    ({"base": {"blox_compat": True, "policy": "las-gpu"}}, "[base] policy"),
     ({"base": {"track": "10-20"}}, "[base] track"),
     ({"base": {"policy": "las"}, "grid": {"policy": ["fifo"]}}, "[grid] policy"),
     ({"seeds": [1, 1]}, "seeds"),
@@ -212,7 +212,7 @@ def test_ids_seeds_and_repeats():
     r = load_config({"base": {"workload": "gavel", "num_jobs": 50}, "repeats": 3})
     assert [p.params["seed"] for p in r.points] == [0, 1, 2]
     s = load_config({"base": {"workload": "gavel", "num_jobs": 50}, "grid": {"policy": ["fifo", "las"]}, "seeds": [7, 9]})
-    assert sorted((p.params["scheduler"], p.params["seed"]) for p in s.points) == [("fifo", 7), ("fifo", 9), ("las", 7), ("las", 9)]
+    assert sorted((p.params["policy"], p.params["seed"]) for p in s.points) == [("fifo", 7), ("fifo", 9), ("las", 7), ("las", 9)]
     # a grid value equal to the default collapses onto one point
     d = load_config({"grid": {"placement": ["first-fit", "first-fit"]}, "base": {"num_jobs": 10}})
     assert len(d.points) == 1
@@ -220,7 +220,7 @@ def test_ids_seeds_and_repeats():
 
 def test_example_configs_and_toml_copy(tmp_path, capsys):
     fig6 = load_config(ROOT / "datasets" / "sweeps" / "blox_fig6.toml")
-    assert len(fig6) == 27 and {p.params["scheduler"] for p in fig6.points} == {"fifo", "las", "srtf"}
+    assert len(fig6) == 27 and {p.params["policy"] for p in fig6.points} == {"fifo", "las", "srtf"}
     assert all(p.params["blox_compat"] and p.params["track"] == "3000:4000" for p in fig6.points)
     peer = ROOT / "datasets" / "sweeps" / "peer_2000.toml"
     if (ROOT.parent / "shared" / "peer-traces" / "gavel_n2000_lam400_s0.neutral.csv").exists():
@@ -257,7 +257,7 @@ def test_gavel_load_and_cases(tmp_path):
     cfg = {"base": {"workload": "blox", "num_jobs": 200},
            "grid": {"policy": ["fifo", "srtf"], "cases": [{"cluster": "8x4", "load": 2}, {"cluster": "32x4", "load": 8}]}}
     cc = load_config(cfg)
-    assert sorted((p.params["scheduler"], p.params["cluster"], p.params["load"]) for p in cc.points) == [
+    assert sorted((p.params["policy"], p.params["cluster"], p.params["load"]) for p in cc.points) == [
         ("fifo", "32x4", 8.0), ("fifo", "8x4", 2.0), ("srtf", "32x4", 8.0), ("srtf", "8x4", 2.0)]
     res = run_sweep(cfg, tmp_path, executor="serial", progress=False)
     assert res.ok and res.summary.height == 4
@@ -274,19 +274,20 @@ def test_sweep_takes_realism_options_and_policy_parameters(tmp_path):
                  "multi_node_factor": [1.0, 0.7]},
     })
     assert len(cfg) == 4
-    p = {pt.params["scheduler"]: pt for pt in cfg.points if pt.params["multi_node_factor"] == 0.7}
-    assert p["tiresias"].run_kwargs["policy_opts"] == {"promote": "2", "thresholds": "3250;7200"}
+    p = {pt.params["policy"]: pt for pt in cfg.points if pt.params["multi_node_factor"] == 0.7}
+    assert dict(p["tiresias"].spec.policy_opts) == {"promote": "2", "thresholds": "3250;7200"}
     assert p["gavel"].params["time_model"] == "rounds" and p["gavel"].params["round_s"] == 360.0
     summ = run_sweep(cfg, tmp_path / "out", executor="serial", progress=False).summary
 
     w = fastblox.gavel_like_workload(60, seed=0)
-    direct = fastblox.simulate(w, cluster="v100:2x4,k80:2x4", scheduler="tiresias", checkpoint_s=100,
+    direct = fastblox.simulate(w, cluster="v100:2x4,k80:2x4", policy="tiresias", checkpoint_s=100,
                                multi_node_factor=0.7, policy_opts={"promote": 2, "thresholds": "3250;7200"})
-    row = summ.filter((summ["scheduler"] == "tiresias") & (summ["multi_node_factor"] == 0.7)).row(0, named=True)
+    row = summ.filter((summ["policy"] == "tiresias") & (summ["multi_node_factor"] == 0.7)).row(0, named=True)
     assert row["avg_jct_s"] == direct.summary["avg_jct_s"]
-    # old configs keep their ids: unset realism keys are left out of the id
-    old = load_config({"base": {"workload": "gavel", "num_jobs": 10}, "grid": {"policy": ["fifo"]}})
-    assert all(old.points[0].params[k] is None for k in ("checkpoint_s", "policy_opts", "throughput"))
+    # every option has its resolved default in a point's parameters (None only where None is the default)
+    plain = load_config({"base": {"workload": "gavel", "num_jobs": 10}, "grid": {"policy": ["fifo"]}}).points[0].params
+    assert plain["checkpoint_s"] == 0.0 and plain["multi_node_factor"] == 1.0 and plain["placement_effects"] is True
+    assert all(plain[k] is None for k in ("policy_opts", "throughput", "failures"))
 
 
 @pytest.mark.parametrize("grid,msg", [

@@ -128,7 +128,7 @@ def test_workers_never_open_the_drivers_trace(tmp_path, ray_cluster, trace_cfg):
     assert ref.ok
     got = pl.read_parquet(tmp_path / "out" / "summary.parquet").drop("sim_wall_s", "trace", "point_id")
     want = pl.read_parquet(tmp_path / "ref" / "summary.parquet").drop("sim_wall_s", "trace", "point_id")
-    assert got.sort("scheduler", "restart_s").equals(want.sort("scheduler", "restart_s"))
+    assert got.sort("policy", "restart_s").equals(want.sort("policy", "restart_s"))
 
 
 def _cli(args, timeout=240):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError, FastbloxError
+from ..runner import build_workload
 from .config import PARAM_TYPES, Point, SweepConfig, load_config
 
 EXECUTORS = ("local", "threads", "serial", "ray")
@@ -63,30 +64,6 @@ _CACHE: dict = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def _build_workload(spec: dict):
-    kind = spec["kind"]
-    if kind == "trace":
-        from ..traces import read_trace
-
-        return read_trace(spec["path"], format=spec["format"], on_bad_rows=spec["on_bad_rows"], max_gpus=spec.get("max_gpus"))
-    if kind == "blox":
-        from ..generators import blox_paper_workload
-
-        return blox_paper_workload(spec["load"], spec["num_jobs"], spec["seed"])
-    if kind == "gavel":
-        from ..generators import gavel_like_workload
-
-        if spec.get("load") is not None:  # jobs per hour
-            return gavel_like_workload(spec["num_jobs"], mean_interarrival_s=3600.0 / spec["load"], seed=spec["seed"])
-        return gavel_like_workload(spec["num_jobs"], seed=spec["seed"])
-    if kind == "sample":
-        from ..datasets import load_sample
-
-        w = load_sample()
-        return w.head(spec["num_jobs"]) if spec["num_jobs"] else w
-    raise ConfigError(f"unknown workload kind {kind!r}")
-
-
 def get_workload(spec: dict):
     """The workload of ``spec``, built once per process and cached (keyed by the spec's JSON)."""
     key = json.dumps(spec, sort_keys=True)
@@ -95,7 +72,7 @@ def get_workload(spec: dict):
         with _CACHE_LOCK:
             w = _CACHE.get(key)
             if w is None:
-                w = _CACHE[key] = _build_workload(spec)
+                w = _CACHE[key] = build_workload(spec)
     return w
 
 
@@ -115,35 +92,20 @@ def preload_workloads(refs: dict) -> None:
 
 def _simulate_point(point: Point):
     """Run one point; returns a fastblox Result (a DynamicResult for ``policy = "dynamic"``)."""
-    from ..engine import simulate
+    from ..runner import run_spec
 
-    spec = point.workload_spec
-    kw = point.run_kwargs
     dyn = point.dynamic_kwargs
-    if dyn is not None:
-        from ..dynamic import simulate_dynamic
+    if dyn is None:
+        return run_spec(point.spec, get_workload=get_workload)
+    from ..dynamic import simulate_dynamic
 
-        kw = {k: v for k, v in kw.items() if k not in ("scheduler", "blox_compat")}
+    def run(w, r):
+        kw = {k: v for k, v in r.api_kwargs().items() if k not in ("policy", "blox_compat", "policy_opts")}
+        return simulate_dynamic(w, **dyn, **kw)
 
-        def run(w):
-            return simulate_dynamic(w, **dyn, **kw)
-    else:
-        def run(w):
-            return simulate(w, **kw)
-    if spec["kind"] == "blox" and spec["num_jobs"] is None:
-        # Blox's endless stream, as simulate_blox_workload emulates it, with cached generations;
-        # a look-ahead that sees arrivals needs the stream to reach past the end by its horizon
-        margin = dyn["horizon_s"] if dyn is not None and dyn["lookahead"] == "trace" else 0.0
-        track = kw["track"]
-        n = max(2 * (track[1] + 1), 2000)
-        while True:
-            w = get_workload({**spec, "num_jobs": n})
-            res = run(w)
-            if w.submit_s[-1] > res.summary["end_s"] + margin:
-                res.summary["num_generated_jobs"] = n
-                return res
-            n *= 2
-    return run(get_workload(spec))
+    # a look-ahead that sees arrivals needs Blox's stream to reach past the end by its horizon
+    margin = dyn["horizon_s"] if dyn["lookahead"] == "trace" else 0.0
+    return run_spec(point.spec, get_workload=get_workload, runner=run, margin_s=margin)
 
 
 def _tmp(path: Path) -> Path:

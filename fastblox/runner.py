@@ -1,0 +1,85 @@
+"""A whole run from a :class:`fastblox.RunSpec`: build its workload, run it, return the result.
+
+``fastblox run`` and every sweep point go through :func:`run_spec`, so a spec means the same
+run wherever it is given (the same jobs dropped, the same generator arguments, the same track).
+"""
+
+from __future__ import annotations
+
+from .errors import ConfigError
+from .spec import RunSpec
+
+
+def workload_key(r: RunSpec) -> dict:
+    """What building the workload of a resolved spec depends on (JSON-able; a cache key), with
+    ``num_jobs`` None for Blox's endless stream."""
+    kind = r.workload
+    if kind == "trace":
+        key = {"kind": "trace", "path": r.trace, "format": r.format, "on_bad_rows": r.on_bad_rows}
+        if r.on_bad_rows == "drop":
+            key["max_gpus"] = drop_limit(r.cluster)
+        return key
+    key = {"kind": kind, "num_jobs": r.num_jobs, "seed": r.seed}
+    if kind in ("blox", "gavel") and r.load is not None:
+        key["load"] = r.load
+    return key
+
+
+def drop_limit(cluster) -> int:
+    """With ``on_bad_rows = "drop"``: the largest job kept, the most GPUs one job can hold on
+    ``cluster`` (all the GPUs of its largest type: a gang never mixes types)."""
+    from .cluster import Cluster
+
+    return Cluster.parse(cluster).largest_gang()
+
+
+def build_workload(key: dict):
+    """The workload of :func:`workload_key`'s ``key`` (Blox's stream: ``num_jobs`` must be set)."""
+    kind = key["kind"]
+    if kind == "trace":
+        from .traces import read_trace
+
+        return read_trace(key["path"], format=key["format"], on_bad_rows=key["on_bad_rows"],
+                          max_gpus=key.get("max_gpus"))
+    if kind == "blox":
+        from .generators import blox_paper_workload
+
+        return blox_paper_workload(key["load"], key["num_jobs"], key["seed"])
+    if kind == "gavel":
+        from .generators import gavel_like_workload
+
+        if key.get("load") is not None:
+            return gavel_like_workload(key["num_jobs"], mean_interarrival_s=3600.0 / key["load"], seed=key["seed"])
+        return gavel_like_workload(key["num_jobs"], seed=key["seed"])
+    if kind == "sample":
+        from .datasets import load_sample
+
+        w = load_sample()
+        return w.head(key["num_jobs"]) if key["num_jobs"] else w
+    raise ConfigError(f"unknown workload kind {kind!r}")
+
+
+def run_spec(spec: RunSpec, get_workload=build_workload, runner=None, margin_s: float = 0.0):
+    """Build the workload of ``spec`` and run it (``runner(workload, spec)``, default
+    :func:`fastblox.simulate`); ``get_workload`` may cache workloads by key.
+
+    Blox's endless stream (``workload = "blox"`` without ``num_jobs``) is emulated: jobs are
+    generated up front and the stream doubled until the last arrival falls after the end of the
+    run (plus ``margin_s``, for look-ahead that sees arrivals), so the result equals an endless
+    stream's; ``summary["num_generated_jobs"]`` says how many it took."""
+    from .engine import simulate
+
+    r = spec.resolved()
+    run = runner or simulate
+    key = workload_key(r)
+    if not (key["kind"] == "blox" and key["num_jobs"] is None):
+        return run(get_workload(key), r)
+    n = max(2 * (r.track[1] + 1), 2000)
+    while True:
+        w = get_workload({**key, "num_jobs": n})
+        res = run(w, r)
+        if w.submit_s[-1] > res.summary["end_s"] + margin_s:
+            res.summary["num_generated_jobs"] = n
+            return res
+        n *= 2
+
