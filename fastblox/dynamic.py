@@ -181,8 +181,8 @@ def lookahead_score(st: engine.NativeState, policy: parts.Policy, t: float, hori
         # the jobs that arrive after t do not exist for the look-ahead
         n_known = int(np.searchsorted(la.w.submit_s, t, side="right"))
         la.jobs.submit[n_known:] = np.inf  # the copy's own records (the layout stays: no second kernel)
-    la.si[kengine.I_TRACKED_LEFT] = len(la.w) + 1  # never stop early on the tracked jobs
-    la.ci[kengine.C_SERIES] = 0
+    la.never_stop_on_tracked()
+    la.stop_recording()
     _switch(la, policy, preempt)
     code = la.drive(end)
     if code not in (kengine.PAUSED, kengine.DEADLOCK):  # DEADLOCK: nothing left that can happen
@@ -193,7 +193,7 @@ def lookahead_score(st: engine.NativeState, policy: parts.Policy, t: float, hori
     submit = la.w.submit_s[idx]
     running = r.status[idx] == enums.RUNNING
     el = np.where(running, end - r.launch_t[idx], 0.0)
-    restart = la.cf[kengine.CF_RESTART_S]
+    restart = la.restart_s
     left = r.work_left[idx] - np.maximum(0.0, el - restart) * r.rate[idx] * running
     remaining = np.maximum(left, 0.0) / la.jobs.ref_rate[idx]
     est = np.where(done, fin - submit, (end - submit) + remaining)
@@ -272,7 +272,7 @@ def simulate_dynamic(workload: Workload, candidates=DEFAULT_CANDIDATES, period_s
 
     res = run.result(sim_s, compile_s)
     names = [p.name for p in pols]
-    end_t = float(st.sf[kengine.F_T])
+    end_t = st.now
     cols = {"period": [r[0] for r in rows], "start_s": [r[1] for r in rows],
             "end_s": [min(r[2], end_t) if i == len(rows) - 1 else r[2] for i, r in enumerate(rows)],
             "policy": [r[3] for r in rows], "switched": [r[4] for r in rows],

@@ -172,6 +172,12 @@ def not_switchable(policy: parts.Policy) -> str | None:
     return None
 
 
+#: the kernel's counters a Python caller may read (``NativeState.counter``), by name
+COUNTERS = {"steps": kengine.I_N_STEPS, "failures": kengine.I_N_FAIL, "migrations": kengine.I_N_MIGRATE,
+            "series_rows": kengine.I_N_SERIES, "tracked_left": kengine.I_TRACKED_LEFT,
+            "preemptions": kengine.I_N_PREEMPT}
+
+
 class NativeState:
     """All arrays of a native run. Owning them here lets a run pause (user policies, planners,
     a stop time), resume, and be copied to simulate ahead (:meth:`copy`)."""
@@ -304,6 +310,31 @@ class NativeState:
     @property
     def now(self) -> float:
         return float(self.sf[kengine.F_T])
+
+    def counter(self, name: str) -> int:
+        """A count kept by the kernel, by name (``COUNTERS``)."""
+        return int(self.si[COUNTERS[name]])
+
+    @property
+    def lost_gpu_s(self) -> float:
+        """GPU-seconds of progress lost to kills and preemptions (since the last checkpoint)."""
+        return float(self.sf[kengine.F_LOST_GPU_S])
+
+    def stop_recording(self) -> None:
+        """Record no more time series rows (look-ahead copies)."""
+        self.ci[kengine.C_SERIES] = 0
+
+    @property
+    def restart_s(self) -> float:
+        return float(self.cf[kengine.CF_RESTART_S])
+
+    @property
+    def round_s(self) -> float:
+        return float(self.cf[kengine.CF_ROUND_S])
+
+    def never_stop_on_tracked(self) -> None:
+        """Run until every job is done or the stop time (look-ahead copies: tracked jobs don't end it)."""
+        self.si[kengine.I_TRACKED_LEFT] = self.run.status.shape[0] + 1
 
     def active_idx(self) -> np.ndarray:
         return self.s.active[: self.si[kengine.I_N_ACTIVE]]

@@ -7,7 +7,6 @@ listing the valid names.
 
 from __future__ import annotations
 
-import argparse
 
 from ._argtypes import positive_int
 

@@ -16,7 +16,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .kernels import engine as kengine
 from .kernels import enums
 
 ANY_TYPE = enums.ANY_TYPE
@@ -72,7 +71,7 @@ class PlanContext:
         t = st.now
         running = r.status[idx] == enums.RUNNING
         el = np.where(running, t - r.launch_t[idx], 0.0)
-        restart = st.cf[kengine.CF_RESTART_S]
+        restart = st.restart_s
         left = r.work_left[idx] - np.maximum(0.0, el - restart) * r.rate[idx] * running
         return PlanView(
             idx=idx, job_id=st.w.job_id[idx], submit_s=jb.submit[idx], num_gpus=jb.gpus[idx],

@@ -195,10 +195,9 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
     if compat_out is not None:
         return _build_compat(w, cluster, cfg, tracked, compat_out, sim_s, compile_s, blox_policy, blox_admission)
     st = native_state
-    from .kernels import engine as kengine
 
     r = st.run
-    t_end = float(st.sf[kengine.F_T])
+    t_end = st.now
     # most per-job fields are strided views into the run's records: one compiled pass copies them out
     launch_t, attained, attained_gpu, held, finish, first, alone, ref_rate, n_pre, held_type = gather_records(
         st.rec, [("run", "launch_t"), ("run", "attained"), ("run", "attained_gpu"), ("run", "held"), ("run", "finish"),
@@ -227,16 +226,16 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
 
     summ = _summary(w, cluster, tracked, finish, first, n_pre, attained_gpu, float(w.submit_s.min()), t_end,
                     sim_s, compile_s, alone)
-    summ["num_steps"] = int(st.si[kengine.I_N_STEPS])
-    summ["num_failures"] = int(st.si[kengine.I_N_FAIL])
-    summ["lost_gpu_s"] = float(st.sf[kengine.F_LOST_GPU_S])
-    if int(st.si[kengine.I_N_MIGRATE]):
-        summ["num_migrations"] = int(st.si[kengine.I_N_MIGRATE])
+    summ["num_steps"] = st.counter("steps")
+    summ["num_failures"] = st.counter("failures")
+    summ["lost_gpu_s"] = st.lost_gpu_s
+    if st.counter("migrations"):
+        summ["num_migrations"] = st.counter("migrations")
     if cfg.time_model == "rounds":
         summ["num_rounds"] = int(round(t_end / cfg.round_s))
     series = None
     if cfg.record_series:
-        n = int(st.si[kengine.I_N_SERIES])
+        n = st.counter("series_rows")
         series = pl.DataFrame({c: st.series[:n, i] for i, c in enumerate(SERIES_COLUMNS)})
     return Result(jobs, summ, cfg.as_dict(), series)
 

@@ -12,8 +12,17 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
+def need_shared(path: Path = SHARED) -> Path:
+    """``path`` (under ../shared); missing, the test is skipped on a developer's machine and
+    fails under CI (``CI`` set), where ../shared is always laid beside the repository."""
+    if not path.exists():
+        msg = f"{path} is not there (../shared beside the repository)"
+        if os.environ.get("CI"):
+            pytest.fail(msg + ": CI must have it")
+        pytest.skip(msg)
+    return path
+
+
 @pytest.fixture
 def shared():
-    if not SHARED.exists():
-        pytest.skip("../shared is not beside the repository")
-    return SHARED
+    return need_shared(SHARED)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import need_shared
 
 import fastblox
 from fastblox.traces import read_trace
@@ -27,10 +28,7 @@ def gavel_trace(shared):
 
 @pytest.fixture(scope="module")
 def shared():
-    p = ROOT.parent / "shared"
-    if not p.exists():
-        pytest.skip("../shared is not beside the repository")
-    return p
+    return need_shared(ROOT.parent / "shared")
 
 
 @pytest.mark.parametrize("cl,gpus", [("n12g4", "1x48"), ("n9g4", "1x36")])

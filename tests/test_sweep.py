@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from conftest import need_shared
 
 import fastblox
 from fastblox.errors import ConfigError
@@ -102,14 +103,15 @@ def test_resume_runs_only_missing_points(tmp_path):
 
 KILL_SCRIPT = textwrap.dedent("""
     import sys, time
-    import fastblox.sweep.run as r
+    import fastblox.sweep.points as r
+    from fastblox.sweep.run import run_sweep
     real = r._simulate_point
     def slow(point):
         res = real(point)
         time.sleep(0.25)
         return res
     r._simulate_point = slow
-    r.run_sweep({cfg!r}, sys.argv[1], executor="serial", progress=False)
+    run_sweep({cfg!r}, sys.argv[1], executor="serial", progress=False)
 """)
 
 
@@ -223,8 +225,8 @@ def test_example_configs_and_toml_copy(tmp_path, capsys):
     assert len(fig6) == 27 and {p.params["policy"] for p in fig6.points} == {"fifo", "las", "srtf"}
     assert all(p.params["blox_compat"] and p.params["track"] == "3000:4000" for p in fig6.points)
     peer = ROOT / "datasets" / "sweeps" / "peer_2000.toml"
-    if (ROOT.parent / "shared" / "peer-traces" / "gavel_n2000_lam400_s0.neutral.csv").exists():
-        assert len(load_config(peer)) == 40
+    need_shared(ROOT.parent / "shared" / "peer-traces" / "gavel_n2000_lam400_s0.neutral.csv")
+    assert len(load_config(peer)) == 40
     toml = tmp_path / "s.toml"
     trace_dir = tmp_path / "traces"
     trace_dir.mkdir()
@@ -247,10 +249,10 @@ def test_example_configs_and_toml_copy(tmp_path, capsys):
 
 def test_gavel_load_and_cases(tmp_path):
     """``load`` of the Gavel generator is jobs per hour; ``[grid] cases`` set several keys together."""
-    import fastblox.sweep.run
+    import fastblox.sweep.points
 
     c = load_config({"base": {"workload": "gavel", "num_jobs": 100, "seed": 4}, "grid": {"load": [3, 6]}})
-    w = {p.params["load"]: fastblox.sweep.run.get_workload(p.workload_spec) for p in c.points}
+    w = {p.params["load"]: fastblox.sweep.points.get_workload(p.workload_spec) for p in c.points}
     ref = fastblox.gavel_like_workload(100, mean_interarrival_s=600.0, seed=4)
     assert np.array_equal(w[6.0].submit_s, ref.submit_s) and np.array_equal(w[6.0].num_gpus, ref.num_gpus)
     assert w[3.0].submit_s[-1] == pytest.approx(2 * w[6.0].submit_s[-1])

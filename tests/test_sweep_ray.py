@@ -24,7 +24,7 @@ import pytest
 
 from fastblox.errors import ConfigError
 from fastblox.sweep import load_config, run_sweep
-from fastblox.sweep.run import get_workload
+from fastblox.sweep.points import get_workload
 
 from test_sweep import BLOX, GAVEL, _files, _same
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import need_shared
 
 from fastblox.cli import main
 from fastblox.datasets import load_sample, sample_path
@@ -125,8 +126,7 @@ def test_cli_end_to_end(tmp_path, capsys):
 
 
 def test_rfold_200k():
-    if not RFOLD.exists():
-        pytest.skip("../shared/traces/philly-rfold is not beside the repository")
+    need_shared(RFOLD)
     src = read_trace(RFOLD, on_bad_rows="drop")
     w, rep = scale_trace(src, 200_000, seed=0, total_gpus=2490)
     assert len(w) == 200_000 and rep["streams"] == 2

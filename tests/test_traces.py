@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import need_shared
 
 from fastblox.errors import ConfigError, FastbloxError, TraceError
 from fastblox.traces import (
@@ -26,16 +27,12 @@ DATA = REPO / "datasets"
 
 @pytest.fixture
 def traces():
-    if not (SHARED / "traces").exists():
-        pytest.skip("../shared/traces is not beside the repository")
-    return SHARED / "traces"
+    return need_shared(SHARED / "traces")
 
 
 @pytest.fixture
 def peer():
-    if not (SHARED / "peer-traces").exists():
-        pytest.skip("../shared/peer-traces is not beside the repository")
-    return SHARED / "peer-traces"
+    return need_shared(SHARED / "peer-traces")
 
 
 def write(tmp_path, name, text):

@@ -39,10 +39,9 @@ import numpy as np
 
 from .. import parts
 from ..errors import ConfigError
-from ..kernels import engine as kengine
 from ..kernels import enums
 from ..kernels import planners as kplanners
-from ..planning import NO_RUN, PlanContext
+from ..planning import PlanContext
 from ._opts import nonneg
 
 
@@ -206,7 +205,7 @@ class GavelPlanner:
         self.objective = opts["_objective"]
         self.aware = opts["_aware"]
         self.recompute_s = float(opts["recompute_s"])
-        self.round_s = float(state.cf[kengine.CF_ROUND_S])
+        self.round_s = state.round_s
         n = len(state.w)
         T = self.ctx.n_types
         self.x = np.zeros((n, T))

@@ -7,7 +7,6 @@ exit code (0: every point finished, 1: some points failed, see DIR/errors.json).
 
 from __future__ import annotations
 
-import argparse
 
 from .._argtypes import positive_int
 from ..errors import ConfigError

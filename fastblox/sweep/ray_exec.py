@@ -24,7 +24,7 @@ import pickle
 import socket
 
 from ..errors import ConfigError
-from .run import compute_point, get_workload, preload_workloads, write_point_files
+from .points import compute_point, get_workload, preload_workloads, write_point_files
 
 PROBE_TIMEOUT_S = 5.0
 INSTALL_HINT = "the ray executor needs Ray: pip install 'fastblox[ray]'"

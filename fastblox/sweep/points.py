@@ -1,0 +1,157 @@
+"""The worker side of a sweep: build (and cache) a point's workload, run the point, render and
+write its files. Every executor (local processes, threads, serial, Ray) runs points through
+these functions; ``run`` (the driver) and ``ray_exec`` both import them, and neither imports
+the other at import time."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import threading
+from pathlib import Path
+
+from ..errors import FastbloxError
+from ..runner import build_workload
+from .config import PARAM_TYPES, Point
+
+#: summary keys left out of a point's JSON (they differ between runs of the same point)
+DROPPED_SUMMARY_KEYS = ("compile_s",)
+
+_CACHE: dict = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def get_workload(spec: dict):
+    """The workload of ``spec``, built once per process and cached (keyed by the spec's JSON)."""
+    key = json.dumps(spec, sort_keys=True)
+    w = _CACHE.get(key)
+    if w is None:
+        with _CACHE_LOCK:
+            w = _CACHE.get(key)
+            if w is None:
+                w = _CACHE[key] = build_workload(spec)
+    return w
+
+
+def preload_workloads(refs: dict) -> None:
+    """Fill the workload cache from Ray object references (``{spec JSON: ref}``) of pickled
+    workloads the driver built; a worker then never reads the driver's trace files itself."""
+    missing = {k: r for k, r in refs.items() if k not in _CACHE}
+    if missing:
+        import ray
+
+        got = ray.get(list(missing.values()))
+        with _CACHE_LOCK:
+            for k, blob in zip(missing, got):
+                if k not in _CACHE:
+                    _CACHE[k] = pickle.loads(blob)
+
+
+def _simulate_point(point: Point):
+    """Run one point; returns a fastblox Result (a DynamicResult for ``policy = "dynamic"``)."""
+    from ..runner import run_spec
+
+    dyn = point.dynamic_kwargs
+    if dyn is None:
+        return run_spec(point.spec, get_workload=get_workload)
+    from ..dynamic import simulate_dynamic
+
+    def run(w, r):
+        kw = {k: v for k, v in r.api_kwargs().items() if k not in ("policy", "blox_compat", "policy_opts")}
+        return simulate_dynamic(w, **dyn, **kw)
+
+    # a look-ahead that sees arrivals needs Blox's stream to reach past the end by its horizon
+    margin = dyn["horizon_s"] if dyn["lookahead"] == "trace" else 0.0
+    return run_spec(point.spec, get_workload=get_workload, runner=run, margin_s=margin)
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+def _atomic_bytes(path: Path, write) -> None:
+    tmp = _tmp(path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    _atomic_bytes(path, lambda t: t.write_text(text))
+
+
+def _param_columns(params: dict, height: int):
+    import polars as pl
+
+    types = {"str": pl.Utf8, "int": pl.Int64, "float": pl.Float64, "bool": pl.Boolean}
+    return [pl.Series(k, [params[k]] * height, dtype=types[PARAM_TYPES[k]]) for k in PARAM_TYPES]
+
+
+def point_paths(out_dir: Path, pid: str) -> tuple[Path, Path]:
+    d = Path(out_dir) / "points"
+    return d / f"{pid}.parquet", d / f"{pid}.json"
+
+
+def is_done(out_dir: Path, pid: str) -> bool:
+    a, b = point_paths(out_dir, pid)
+    return a.exists() and b.exists()
+
+
+def _parquet_bytes(df) -> bytes:
+    buf = io.BytesIO()
+    df.write_parquet(buf)
+    return buf.getvalue()
+
+
+def compute_point(point: Point) -> tuple[str, list | None, str | None, str | None]:
+    """Run one point and render its files in memory: ``(id, [(file name, bytes), ...], None, None)``
+    with the point's JSON last, or ``(id, None, error message, error type)``; never raises for a
+    problem of the point itself. Every executor writes these bytes as they are (the Ray executor
+    in the driver), so the files do not depend on where a point ran."""
+    try:
+        res = _simulate_point(point)
+        jobs = res.jobs.with_columns(_param_columns(point.params, res.jobs.height))
+        files = []
+        if res.series is not None:
+            files.append((f"{point.id}.series.parquet", _parquet_bytes(res.series)))
+        for suffix, table in getattr(res, "extra_tables", {}).items():
+            files.append((f"{point.id}.{suffix}.parquet", _parquet_bytes(table)))
+        files.append((f"{point.id}.parquet", _parquet_bytes(jobs)))
+        summary = {k: v for k, v in res.summary.items() if k not in DROPPED_SUMMARY_KEYS}
+        doc = {"point_id": point.id, "params": point.params, "summary": summary, "config": res.config}
+        files.append((f"{point.id}.json", (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()))
+        return point.id, files, None, None
+    except FastbloxError as e:
+        return point.id, None, str(e), type(e).__name__
+    except Exception as e:  # a bug, or something the engine did not foresee: still never stop the others
+        return point.id, None, f"{type(e).__name__}: {e}", type(e).__name__
+
+
+def write_point_files(out_dir, files: list) -> None:
+    """Write a point's rendered files into ``out_dir/points`` atomically, in order (JSON last)."""
+    d = Path(out_dir) / "points"
+    for name, data in files:
+        _atomic_bytes(d / name, lambda t, data=data: t.write_bytes(data))
+
+
+def run_point(point: Point, out_dir: str) -> tuple[str, str | None, str | None]:
+    """Run one point and write its files. Returns ``(id, error message or None, error type)``;
+    never raises for a problem of the point itself."""
+    pid, files, msg, typ = compute_point(point)
+    if files is not None:
+        try:
+            write_point_files(out_dir, files)
+        except OSError as e:
+            return pid, f"cannot write the point's files: {e}", type(e).__name__
+    return pid, msg, typ
+
+
+def _run_points(points: list, out_dir: str) -> list:
+    return [run_point(p, out_dir) for p in points]
+
+
