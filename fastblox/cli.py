@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from . import parts
 from .errors import ConfigError, FastbloxError
+from .outputs import json_text, prepare_dir
 from .spec import add_cli_options, cli_spec
 
 def _add_run(sub) -> None:
@@ -46,13 +46,15 @@ def cmd_run(a) -> int:
     if a.blox_json and not a.blox_compat:
         raise ConfigError("--blox-json needs --blox-compat (Blox's files describe Blox's rounds)")
     r = cli_spec(a).resolved()  # every check between options, before any work
+    if a.out:
+        prepare_dir(a.out)
     prewarm("compat" if r.blox_compat else "native")  # overlaps loading the kernel with reading the trace
     res = run_spec(r)
     if a.out:
         res.write(a.out, blox_json=a.blox_json, blox_prefix=a.blox_prefix,
                   blox_load=r.load if r.workload == "blox" else None)
     if a.json:
-        print(json.dumps(res.summary, indent=2, sort_keys=True))
+        print(json_text(res.summary, indent=2, sort_keys=True))
     else:
         print(format_summary(res, _label(r)))
         if a.out:

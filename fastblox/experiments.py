@@ -23,12 +23,12 @@ tracked jobs run) and the backlog drains after the last arrival.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from .errors import ConfigError
+from .outputs import json_text, prepare_dir
 
 FIG6_LOADS = [1, 2, 3, 4, 5, 6, 7, 8, 9]
 FIG6_QUICK_LOADS = [2, 5, 8]
@@ -119,8 +119,7 @@ def run_experiment(name: str, out_dir, quick: bool = False, executor: str = "thr
     from .sweep import run_sweep
 
     recipe = get_experiment(name)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_dir(out_dir)
     cfg = recipe.config(quick)
     res = run_sweep(cfg, out, executor=executor, workers=workers, progress=progress)
     if res.errors:
@@ -145,7 +144,7 @@ def run_experiment(name: str, out_dir, quick: bool = False, executor: str = "thr
             files[f"{stem}_png"], files[f"{stem}_pdf"] = paths
     meta = {"experiment": name, "quick": quick, "description": recipe.description,
             "files": {k: str(Path(v).relative_to(out)) for k, v in files.items()}}
-    (out / "experiment.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    (out / "experiment.json").write_text(json_text(meta, indent=1, sort_keys=True) + "\n")
     files["experiment"] = out / "experiment.json"
     return files
 

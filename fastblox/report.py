@@ -95,7 +95,7 @@ def write_report(results_dir, out=None, title: str | None = None) -> Path:
         raise ConfigError(f"report: {str(root)!r} is not a folder")
     meta = {}
     if (root / "experiment.json").exists():
-        meta = json.loads((root / "experiment.json").read_text())
+        meta = _read(root / "experiment.json", lambda p: json.loads(p.read_text()))
     title = title or (f"fastblox experiment {meta['experiment']}" if meta else f"fastblox results: {root.name}")
     parts = [f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>"]
@@ -107,7 +107,7 @@ def write_report(results_dir, out=None, title: str | None = None) -> Path:
     if not sums:
         parts.append("<p>No summary*.parquet found.</p>")
     for p in sums:
-        df = pl.read_parquet(p)
+        df = _read(p, pl.read_parquet)
         sort = [c for c in ("cluster", "policy", "admission", "load") if c in df.columns]
         if sort:
             df = df.sort(sort)
@@ -129,3 +129,13 @@ def write_report(results_dir, out=None, title: str | None = None) -> Path:
     tmp.write_text("\n".join(parts), encoding="utf-8")
     tmp.replace(dest)
     return dest
+
+
+def _read(path: Path, read):
+    """``read(path)``, or a :class:`ConfigError` naming the file when it is damaged or unreadable."""
+    from .errors import ConfigError
+
+    try:
+        return read(path)
+    except Exception as e:  # noqa: BLE001 - polars, pyarrow, json and OS errors alike: one line
+        raise ConfigError(f"report: cannot read {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None

@@ -3,13 +3,14 @@ their writers (Parquet, JSON, and Blox's five JSON files)."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+
+from .outputs import json_text
 
 from .kernels import enums
 from .kernels.state import gather_records
@@ -64,7 +65,7 @@ class Result:
         out.mkdir(parents=True, exist_ok=True)
         written = [out / "jobs.parquet", out / "summary.json"]
         self.jobs.write_parquet(written[0])
-        _write_text(written[1], json.dumps({"summary": self.summary, "config": self.config}, indent=2, sort_keys=True) + "\n")
+        _write_text(written[1], json_text({"summary": self.summary, "config": self.config}, indent=2, sort_keys=True) + "\n")
         if self.series is not None:
             written.append(out / "series.parquet")
             self.series.write_parquet(written[-1])
@@ -90,7 +91,7 @@ class Result:
         paths = []
         for suffix, obj in files.items():
             p = out / (stem + suffix)
-            _write_text(p, json.dumps(obj))
+            _write_text(p, json_text(obj))
             paths.append(p)
         return paths
 

@@ -285,9 +285,11 @@ def load_config(src, base_dir=None) -> SweepConfig:
     else:
         path = Path(src)
         try:
-            text = path.read_text()
+            text = path.read_bytes().decode("utf-8")
         except OSError as e:
             raise ConfigError(f"sweep config: cannot read {path}: {e.strerror or e}") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"sweep config: {path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
         try:
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 from ..errors import FastbloxError
+from ..outputs import json_text
 from ..runner import build_workload
 from .config import PARAM_TYPES, Point
 
@@ -124,7 +125,7 @@ def compute_point(point: Point) -> tuple[str, list | None, str | None, str | Non
         files.append((f"{point.id}.parquet", _parquet_bytes(jobs)))
         summary = {k: v for k, v in res.summary.items() if k not in DROPPED_SUMMARY_KEYS}
         doc = {"point_id": point.id, "params": point.params, "summary": summary, "config": res.config}
-        files.append((f"{point.id}.json", (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()))
+        files.append((f"{point.id}.json", (json_text(doc, indent=1, sort_keys=True) + "\n").encode()))
         return point.id, files, None, None
     except FastbloxError as e:
         return point.id, None, str(e), type(e).__name__

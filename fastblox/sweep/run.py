@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..outputs import json_text, prepare_dir
 from .config import PARAM_TYPES, SweepConfig, load_config
 from .points import _atomic_bytes, _atomic_text, _run_points, is_done, point_paths, run_point
 
@@ -211,7 +212,7 @@ def run_sweep(config, out_dir, executor: str = "local", workers: int | None = No
         raise ConfigError(f"--workers must be a positive integer, got {workers!r}")
     if ray_address is not None and executor != "ray":
         raise ConfigError("--ray-address needs --executor ray")
-    out = Path(out_dir)
+    out = prepare_dir(out_dir)
     todo, skipped = [], []
     for p in cfg.points:
         (skipped if is_done(out, p.id) else todo).append(p)
@@ -234,7 +235,7 @@ def run_sweep(config, out_dir, executor: str = "local", workers: int | None = No
         if msg is not None:
             errors[pid] = {"error": msg, "type": typ, "params": by_id[pid].params}
     ran = sorted(r[0] for r in results if r[1] is None)
-    _atomic_text(out / "errors.json", json.dumps(errors, indent=1, sort_keys=True) + "\n")
+    _atomic_text(out / "errors.json", json_text(errors, indent=1, sort_keys=True) + "\n")
     table = _summary_table(cfg, out)
     _atomic_bytes(out / "summary.parquet", table.write_parquet)
     return SweepResult(out, len(cfg.points), ran, sorted(p.id for p in skipped), errors,
