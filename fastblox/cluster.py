@@ -24,6 +24,9 @@ from .errors import ConfigError
 
 _GROUP = re.compile(r"^(?:(?P<type>[A-Za-z][\w.-]*):)?(?P<nodes>\d+)x(?P<gpus>\d+)$")
 MAX_GPUS_PER_NODE = 64  # per-node free masks are one uint64
+#: the largest cluster a spec may describe (per-GPU state is a few words: 4M GPUs ~ 100 MB)
+MAX_NODES = 1 << 20
+MAX_GPUS = 1 << 22
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +65,8 @@ class Cluster:
                 raise ConfigError(f"--cluster: {part!r} needs at least one node and one GPU per node")
             if gpus > MAX_GPUS_PER_NODE:
                 raise ConfigError(f"--cluster: {part!r} has {gpus} GPUs per node; at most {MAX_GPUS_PER_NODE} are supported")
+            if len(node_gpus) + nodes > MAX_NODES or (sum(node_gpus) + nodes * gpus) > MAX_GPUS:
+                raise ConfigError(f"--cluster: {spec!r} is too large: at most {MAX_NODES:,} nodes and {MAX_GPUS:,} GPUs are supported")
             t = (m["type"] or "gpu").lower()
             if t not in types:
                 types.append(t)

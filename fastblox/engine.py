@@ -29,7 +29,7 @@ from .kernels.state import (Jobs, PolicyParams, Queues, Run, Scratch, copy_nodes
                             new_records, record_fields)
 from .results import Result, build_result
 from .spec import BLOX_DEFAULT_TRACK, RunSpec, api_fields, canonical_keys
-from .speed import SpeedModel, build_speed_model, check_runnable
+from .speed import SpeedModel, build_speed_model, check_runnable, check_sizes
 from .workload import Workload
 
 
@@ -38,10 +38,12 @@ def _tracked_mask(workload: Workload, track) -> np.ndarray:
         return np.ones(len(workload), dtype=np.bool_)
     lo, hi = track
     mask = (workload.job_id >= lo) & (workload.job_id <= hi)
+    first, last = int(workload.job_id.min()), int(workload.job_id.max())
     if not mask.any():
-        raise ConfigError(
-            f"--track {lo}:{hi}: no job has an id in that range (ids run from {workload.job_id.min()} to {workload.job_id.max()})"
-        )
+        raise ConfigError(f"--track {lo}:{hi}: no job has an id in that range (ids run from {first} to {last})")
+    if lo < first or hi > last:  # never clipped silently: the averages would cover fewer jobs than asked
+        raise ConfigError(f"--track {lo}:{hi}: the workload's job ids run from {first} to {last}; "
+                          f"give a range within them, e.g. --track {max(lo, first)}:{min(hi, last)}")
     return mask
 
 
@@ -176,6 +178,27 @@ def not_switchable(policy: parts.Policy) -> str | None:
 COUNTERS = {"steps": kengine.I_N_STEPS, "failures": kengine.I_N_FAIL, "migrations": kengine.I_N_MIGRATE,
             "series_rows": kengine.I_N_SERIES, "tracked_left": kengine.I_TRACKED_LEFT,
             "preemptions": kengine.I_N_PREEMPT}
+
+
+def user_keys(policy: parts.Policy, view: parts.JobView, now: float) -> np.ndarray:
+    """A user policy's priorities for the active jobs, checked: one finite real number per job.
+    Whatever the policy does wrong (raises, returns the wrong length, NaN, complex or text) stops
+    the run with one line naming the policy."""
+    n = len(view.job_id)
+    try:
+        out = policy.fn(view, now)
+    except Exception as e:  # noqa: BLE001 - the user's code: any error is reported as theirs
+        raise ConfigError(f"policy {policy.name!r} raised {type(e).__name__} at t = {now:g} s: {e}") from e
+    raw = np.asarray(out)
+    if raw.dtype.kind not in "biuf":
+        raise ConfigError(f"policy {policy.name!r} must return real numbers, got {raw.dtype} values")
+    keys = raw.astype(np.float64)
+    if keys.shape != (n,) or not np.isfinite(keys).all():
+        raise ConfigError(
+            f"policy {policy.name!r} must return one finite priority per active job "
+            f"(expected shape ({n},), got {keys.shape}" + (")" if keys.shape != (n,) else ", with NaN or infinity)")
+        )
+    return keys
 
 
 class NativeState:
@@ -357,13 +380,7 @@ class NativeState:
 
     def _answer_keys(self) -> None:
         view = self.job_view()
-        policy = self.policy
-        keys = np.asarray(policy.fn(view, self.now), dtype=np.float64)
-        if keys.shape != (len(view.job_id),) or not np.isfinite(keys).all():
-            raise ConfigError(
-                f"policy {policy.name!r} must return one finite priority per active job "
-                f"(expected shape ({len(view.job_id)},), got {keys.shape})"
-            )
+        keys = user_keys(self.policy, view, self.now)
         self.s.keys[: len(keys)] = keys
 
     def _answer_plan(self) -> None:
@@ -528,6 +545,7 @@ def prepare_native(workload: Workload, spec: "RunSpec | None" = None, defaults: 
     c, adm, tracked = _check_args(workload, r)
     pol = parts.resolve_policy(r.policy)
     opts = pol.resolve_options(dict(r.policy_opts))
+    check_sizes(workload, c)
     max_gpus = None
     if pol.kind == enums.KIND_PLAN and opts.get("max_gpus_per_job"):
         max_gpus = np.minimum(np.maximum(workload.num_gpus, int(opts["max_gpus_per_job"])), c.largest_gang())

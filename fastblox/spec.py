@@ -39,6 +39,12 @@ WORKLOAD_KINDS = ("blox", "gavel", "sample", "trace")
 DEFAULT_SEED = {"blox": 1, "gavel": 0, "sample": 0, "trace": 0}
 DEFAULT_LOAD = {"blox": 6.0}
 DEFAULT_NUM_JOBS = {"gavel": 2000}
+#: the most jobs a generated workload may have (a million jobs take ~200 MB of run state)
+MAX_JOBS = 50_000_000
+#: the shortest round: shorter ones never end on a real trace
+MIN_ROUND_S = 1e-3
+#: the lowest arrival rate of a generator (one job in ~114 years): below it times lose their precision
+MIN_LOAD = 1e-6
 #: the policy name of dynamic selection (sweeps; the API has fastblox.simulate_dynamic)
 DYNAMIC = "dynamic"
 NATIVE = frozenset({"native"})
@@ -94,6 +100,25 @@ def positive_int(v, name):
     if v <= 0:
         raise OptionError(name, f"expected a positive integer, got {v!r}")
     return int(v)
+
+
+def at_least(lo: float, what: str):
+    """A positive number no smaller than ``lo`` (below it a run never ends or loses its precision)."""
+
+    def check(v, name):
+        v = positive(v, name)
+        if v < lo:
+            raise OptionError(name, f"{v!r} is below the smallest supported value, {lo:g} {what}")
+        return v
+
+    return check
+
+
+def job_count(v, name):
+    v = positive_int(v, name)
+    if v > MAX_JOBS:
+        raise OptionError(name, f"{v:,} jobs is more than the {MAX_JOBS:,} a run supports")
+    return v
 
 
 def seed_int(v, name):
@@ -267,9 +292,9 @@ class RunSpec:
     on_bad_rows: str = option("error", choice("error", "drop"), "unusable trace rows: stop with an error (error, the "
                               "default) or drop and count them (drop; jobs larger than the cluster's largest GPU type "
                               "included)", api=False, group="workload")
-    load: float | None = option(None, positive, "arrival rate in jobs per hour of a generated workload (blox: 6; "
+    load: float | None = option(None, at_least(MIN_LOAD, "jobs per hour"), "arrival rate in jobs per hour of a generated workload (blox: 6; "
                                 "gavel: 9, one job per 400 s)", api=False, group="workload", column="float")
-    num_jobs: int | None = option(None, positive_int, "number of jobs of a generated workload (blox: an endless "
+    num_jobs: int | None = option(None, job_count, "number of jobs of a generated workload (blox: an endless "
                                   "stream ended by --track; gavel: 2000; sample: all)", api=False, group="workload",
                                   column="int")
     seed: int | None = option(None, seed_int, "seed of the generator and of --failures (blox: 1 as in Blox; others: 0)",
@@ -283,7 +308,7 @@ class RunSpec:
     admission: str = option("accept-all", admission, "accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)")
     time_model: str | None = option(None, time_model, "events (every arrival, completion and event) or rounds of "
                                     "--round-s (default: the policy's, else events; rounds with --blox-compat)")
-    round_s: float | None = option(None, positive, "round length in seconds (default 300; Gavel's policies 360)",
+    round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360)",
                                    column="float")
     restart_s: float = option(0.0, nonneg, "seconds lost at every (re)launch", engines=NATIVE, column="float")
     preempt: bool | None = option(None, boolean, "let waiting jobs suspend lower-priority running ones (default: the "

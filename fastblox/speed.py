@@ -116,6 +116,26 @@ def build_speed_model(w: Workload, c: Cluster, throughput=None, max_gpus: int | 
     return SpeedModel(cls, work, rr, rates, ref, getattr(table, "name", None) or "table", int(known.sum()))
 
 
+def check_sizes(w: Workload, c: Cluster) -> None:
+    """Every job fits the cluster's largest GPU type: checked before anything is sized by the
+    largest job (a trace with a job of 1e9 GPUs must not allocate for it)."""
+    big = w.num_gpus > c.largest_gang()
+    if big.any():
+        i = int(np.flatnonzero(big)[0])
+        _too_big(w, c, i, int(big.sum()))
+
+
+def _too_big(w: Workload, c: Cluster, i: int, n: int) -> None:
+    largest = c.largest_gang()
+    if len(c.gpu_types) == 1:
+        what = f"asks for {int(w.num_gpus[i])} GPUs but the cluster {c.spec!r} has {largest}"
+    else:
+        what = (f"asks for {int(w.num_gpus[i])} GPUs but the largest GPU type of {c.spec!r} has {largest} "
+                "(a gang runs on one type)")
+    raise WorkloadError(f"job {int(w.job_id[i])} {what} ({n} job(s) cannot run; "
+                        "drop them with on_bad_rows='drop' when reading the trace)")
+
+
 def check_runnable(w: Workload, c: Cluster, sm: SpeedModel) -> None:
     """Every job must fit on one GPU type it can run on (a gang never mixes types)."""
     per_type = c.gpus_of_type()

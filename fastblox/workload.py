@@ -88,6 +88,7 @@ class Workload:
         for col, bad, what in checks:
             if bad.any():
                 raise WorkloadError(f"column {col!r} {what} in {_first_rows(bad)}")
+        _check_precision(submit, dur)
         # ids in increasing order (every trace reader's output) cannot repeat: skip the sort
         if n > 1 and not (ids[1:] > ids[:-1]).all():
             uniq, counts = np.unique(ids, return_counts=True)
@@ -156,3 +157,23 @@ class Workload:
             return float("nan")
         span = float(self.submit_s[-1] - self.submit_s[0])
         return float((self.duration_s * self.num_gpus).sum() / (total_gpus * span)) if span > 0 else float("inf")
+
+
+#: the coarsest time resolution accepted, as a fraction of the shortest job
+PRECISION = 1e-3
+
+
+def _check_precision(submit: np.ndarray, dur: np.ndarray) -> None:
+    """Refuse times so large that a float64 cannot tell a job's start from its end: the run's
+    clock must resolve a thousandth of the shortest job up to the last submit plus a few times the
+    longest job (two submits at 1e300 s gave JCTs of 0)."""
+    if submit.shape[0] == 0:
+        return
+    horizon = float(submit.max()) + 4.0 * float(dur.max())
+    shortest = float(dur.min())
+    step = float(np.spacing(horizon)) if np.isfinite(horizon) else np.inf
+    if step > PRECISION * shortest:
+        raise WorkloadError(
+            f"times up to {horizon:.3g} s are kept to {step:.3g} s, coarser than {PRECISION:g} of the shortest job "
+            f"({shortest:.3g} s): shift the submit times to start near 0 (subtract the first submit time)"
+        )

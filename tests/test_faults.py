@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import fastblox
@@ -27,7 +28,11 @@ def _bad_files(tmp: Path) -> dict:
         "csv_bad": tmp / "bad.csv",
         "rep_bad": tmp / "rep",
         "gavel": tmp / "g.trace",
+        "huge": tmp / "huge.csv",
+        "far": tmp / "far.csv",
     }
+    f["huge"].write_text("job_id,submit_time_s,duration_s,num_gpus\n0,0,100,1\n1,10,50,1000000000\n")
+    f["far"].write_text("job_id,submit_time_s,duration_s,num_gpus\n0,1e300,100,1\n1,1e300,50,1\n")
     f["file"].write_text("x")
     f["toml_bad"].write_text("[base\n")
     f["toml_utf"].write_bytes(b'name = "caf\xe9"\n')
@@ -61,6 +66,13 @@ ERROR_PATHS = [
     (["run", "--trace", "{csv_bad}"], "bad.csv"),
     (["run", "--trace", "{gavel}"], "neutral"),
     (["run", "--trace", "/no/such/file.csv"], "/no/such/file.csv"),
+    # sizes and floats that would exhaust memory or time, or lose the answer
+    (["run", "--trace", "{huge}"], "asks for 1000000000 GPUs"),
+    (["run", "--trace", "{far}"], "shift the submit times to start near 0"),
+    (["run", "--cluster", "1000000000x8"], "is too large"),
+    (["run", "--workload", "gavel", "--num-jobs", "3000000000"], "more than the 50,000,000"),
+    (["run", "--time-model", "rounds", "--round-s", "1e-14"], "below the smallest supported value"),
+    (["run", "--load", "1e-308"], "below the smallest supported value"),
     (["run", "--workload", "sample", "--out", "{file}"], "exists and is not a folder"),
     (["run", "--workload", "sample", "--out", "{file}/sub"], "a file is in the way"),
     (["run", "--workload", "sample", "--out", "/dev/full"], "exists and is not a folder"),
@@ -142,3 +154,24 @@ def test_summary_json_has_no_nan(tmp_path):
     res.write(tmp_path)
     doc = json.loads((tmp_path / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(f"JSON has {c}"))
     assert doc["summary"]["jain_index"] is None
+
+
+@pytest.mark.parametrize("fn,needle", [
+    (lambda jobs, now: 1 / 0, "raised ZeroDivisionError"),
+    (lambda jobs, now: jobs.submit_s + 1j, "must return real numbers, got complex128"),
+    (lambda jobs, now: ["a"] * len(jobs.job_id), "must return real numbers"),
+    (lambda jobs, now: jobs.submit_s[:1], "one finite priority per active job"),
+    (lambda jobs, now: jobs.submit_s * np.nan, "with NaN or infinity"),
+])
+def test_a_bad_user_policy_is_named(fn, needle):
+    w = fastblox.gavel_like_workload(30, seed=0)
+    with pytest.raises(fastblox.ConfigError, match="policy '<lambda>'") as e:
+        fastblox.simulate(w, policy=fn, cluster="2x4")
+    assert needle in str(e.value)
+
+
+def test_track_is_never_clipped_silently():
+    w = fastblox.gavel_like_workload(50, seed=0)
+    with pytest.raises(fastblox.ConfigError, match="job ids run from 0 to 49; give a range within them"):
+        fastblox.simulate(w, track=(40, 200))
+    assert fastblox.simulate(w, track=(40, 49)).summary["num_tracked"] == 10
