@@ -10,6 +10,7 @@ from pathlib import Path
 from . import parts
 from ._argtypes import nonneg_float, positive_float
 from .errors import ConfigError, FastbloxError
+from .slices import RunInterrupted
 
 BLOX_DEFAULT_TRACK = (3000, 4000)
 
@@ -101,7 +102,44 @@ def _add_run(sub) -> None:
     out.add_argument("--blox-prefix", default="blox", help="file name prefix of Blox's JSON files (Blox's --exp-prefix)")
     out.add_argument("--series", action="store_true", help="record a time series (free GPUs, queue, demand) into DIR/series.parquet")
     out.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_run_limits(p)
     p.set_defaults(func=cmd_run)
+
+
+# ---- run limits and progress (fastblox.slices; checked by check_limits): one block, to move into
+# the run specification
+EXIT_INCOMPLETE = 3  # a limit ended the run: results written and printed, marked "complete": false
+EXIT_INTERRUPTED = 130  # Ctrl-C: nothing written
+
+
+def _add_run_limits(p) -> None:
+    lim = p.add_argument_group(
+        "run limits", f"a run a limit ends early is marked incomplete (summary \"complete\": false, \"stopped_by\", "
+        f"\"stop_reason\"; exit code {EXIT_INCOMPLETE}); Ctrl-C stops a run within a second (exit code "
+        f"{EXIT_INTERRUPTED}, nothing written)")
+    lim.add_argument("--max-sim-time", metavar="SECONDS", default=None,
+                     help="stop after this much simulated time (no step after it is taken)")
+    lim.add_argument("--max-jobs", metavar="N", default=None,
+                     help="stop at the N-th arrival; Blox's endless stream (--workload blox without --num-jobs): "
+                          "generate at most N jobs (default: 16 x the last tracked id)")
+    lim.add_argument("--max-wall", metavar="SECONDS", default=None, help="stop after this much wall-clock time")
+    lim.add_argument("--progress", action="store_true",
+                     help="print progress lines on stderr even when it is not a terminal (on a terminal: one "
+                          "updating line once a run has lasted 2 s)")
+
+
+def _limits(a) -> dict:
+    from .slices import check_limits
+
+    return check_limits(a.max_sim_time, a.max_jobs, a.max_wall).as_dict()
+
+
+def _progress_line(a):
+    from . import slices
+
+    if a.progress or sys.stderr.isatty():
+        slices.PROGRESS = slices.ProgressLine(sys.stderr)
+    return slices.PROGRESS
 
 
 def _load_workload(a):
@@ -138,12 +176,13 @@ def cmd_run(a) -> int:
         raise ConfigError(f"--num-jobs must be positive, got {a.num_jobs}")
     if a.cluster_events and a.failures:
         raise ConfigError("give either --cluster-events or --failures, not both")
+    limits = _limits(a)
     kw = dict(cluster=a.cluster, scheduler=a.policy, placement=a.placement, admission=a.admission,
               time_model=a.time_model, round_s=a.round_s, restart_s=a.restart_s, preempt=a.preempt,
               blox_compat=a.blox_compat, record_series=a.series, checkpoint_s=a.checkpoint_s,
               throughput=a.throughput, multi_node_factor=a.multi_node_factor, rack_factor=a.rack_factor,
               cluster_events=a.cluster_events, policy_opts=dict(a.policy_opt) or None, reference_gpu=a.reference_gpu,
-              placement_effects=a.placement_effects)
+              placement_effects=a.placement_effects, **limits)
     prewarm("compat" if a.blox_compat else "native")  # overlaps loading the kernel with reading the trace
     workload, endless = _load_workload(a)
     if a.failures:
@@ -156,13 +195,19 @@ def cmd_run(a) -> int:
         span = float(workload.submit_s.max() + workload.duration_s.sum() / max(c.total_gpus, 1) * 4 + 86400)
         kw["cluster_events"] = ClusterEvents.random_failures(c, a.failures[0], a.failures[1], span,
                                                              seed=0 if a.seed is None else a.seed)
-    if endless:
-        track = a.track if a.track else (None if a.num_jobs else BLOX_DEFAULT_TRACK)
-        res = simulate_blox_workload(a.load, seed=1 if a.seed is None else a.seed, track=track, num_jobs=a.num_jobs, **kw)
-        label = f"blox paper workload, load {a.load:g} jobs/h"
-    else:
-        res = simulate(workload, track=a.track, **kw)
-        label = workload.name
+    progress = _progress_line(a)
+    try:
+        if endless:
+            track = a.track if a.track else (None if a.num_jobs else BLOX_DEFAULT_TRACK)
+            res = simulate_blox_workload(a.load, seed=1 if a.seed is None else a.seed, track=track, num_jobs=a.num_jobs,
+                                         **kw)
+            label = f"blox paper workload, load {a.load:g} jobs/h"
+        else:
+            res = simulate(workload, track=a.track, **kw)
+            label = workload.name
+    finally:
+        if progress is not None:
+            progress.close()
     if a.out:
         res.write(a.out, blox_json=a.blox_json, blox_prefix=a.blox_prefix, blox_load=a.load if endless else None)
     if a.json:
@@ -171,6 +216,9 @@ def cmd_run(a) -> int:
         print(format_summary(res, label))
         if a.out:
             print(f"wrote {Path(a.out) / 'jobs.parquet'} and summary.json")
+    if not res.summary.get("complete", True):
+        print(f"fastblox: warning: incomplete run: {res.summary['stop_reason']}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
 
 
@@ -203,6 +251,8 @@ def format_summary(res, label: str) -> str:
         lines.append(f"  dropped    {s['num_dropped_rows']} trace rows: " + ", ".join(f"{k}={v}" for k, v in s["dropped_rows"].items()))
     if s.get("num_resorted_rows"):
         lines.append(f"  resorted   {s['num_resorted_rows']} trace rows were out of submit order (kept, sorted)")
+    if not s.get("complete", True):
+        lines.append(f"  INCOMPLETE {s['stop_reason']}")
     lines.append(f"  simulated in {s['sim_wall_s'] * 1e3:.1f} ms" + (f" (+{s['compile_s']:.2f} s compile/cache load)" if s["compile_s"] > 0.01 else ""))
     return "\n".join(lines)
 
@@ -256,6 +306,12 @@ def main(argv=None) -> int:
     except FastbloxError as e:
         print(f"fastblox: error: {e}", file=sys.stderr)
         return 2
+    except RunInterrupted as e:
+        print(f"fastblox: {e}; nothing written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print("fastblox: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
 

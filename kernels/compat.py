@@ -36,6 +36,17 @@ OK = 0
 DEADLOCK = 1  # nothing runs, nothing arrives, and the head job can never be placed
 ROUND_LIMIT = 2
 
+# slots of ``ctl``, the int64 array shared with the caller while the kernel runs in its own thread:
+# the caller may lower CTL_MAX_ROUNDS at any time (the run stops at the next round, ROUND_LIMIT);
+# the kernel writes its progress into the others once a round
+CTL_MAX_ROUNDS = 0
+CTL_ROUND = 1
+CTL_ADMITTED = 2  # jobs admitted so far
+CTL_ARRIVED = 3
+CTL_WAITING = 4
+CTL_RUNNING = 5
+CTL_SIZE = 6
+
 HEADROOM = 256  # free slots kept before the waiting queue's head
 
 
@@ -147,12 +158,13 @@ def run_blox(
     placement,
     theta,
     round_s,
-    max_rounds,
+    ctl,
 ):
     """Replay jobs ``0..N-1`` (sorted by submit time) with Blox's semantics.
 
     ``tracked`` (bool) marks the jobs whose completion ends the run; ``theta <= 0`` means
-    accept-all, else load-based admission at ``theta × total GPUs``.
+    accept-all, else load-based admission at ``theta × total GPUs``. ``ctl`` (``CTL_*`` slots):
+    the round limit, read every round, and the progress the kernel writes every round.
 
     Returns ``(code, n_rounds, end_t, finish, first_credit, first_launch, num_preempt, attained,
     executed, job_priority, round_series)``: times are seconds (``NO_TIME`` when never reached),
@@ -259,7 +271,12 @@ def run_blox(
         if tracked_left == 0:
             series[rnd, 1] = -1
             break
-        if rnd >= max_rounds:
+        ctl[CTL_ROUND] = rnd
+        ctl[CTL_ADMITTED] = ov_head
+        ctl[CTL_ARRIVED] = next_arr
+        ctl[CTL_WAITING] = nw
+        ctl[CTL_RUNNING] = nr
+        if rnd >= ctl[CTL_MAX_ROUNDS]:
             series[rnd, 1] = -1
             code = ROUND_LIMIT
             break
@@ -444,8 +461,8 @@ def run_blox(
                 if mj < m:
                     m = mj
             skip = m - 1
-            if skip > max_rounds - rnd - 1:
-                skip = max_rounds - rnd - 1
+            if skip > ctl[CTL_MAX_ROUNDS] - rnd - 1:
+                skip = ctl[CTL_MAX_ROUNDS] - rnd - 1
             if exact and skip > 0 and (nr > 0 or next_arr < n_jobs):
                 if rnd + skip + 2 >= series.shape[0]:
                     series = grow_rows(series, rnd + skip + 2)

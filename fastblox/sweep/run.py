@@ -125,24 +125,20 @@ def _simulate_point(point: Point):
 
         kw = {k: v for k, v in kw.items() if k not in ("scheduler", "blox_compat")}
 
-        def run(w):
+        def run(w, **limits):  # a dynamic run takes no limits (endless_stream: can_stop=False)
             return simulate_dynamic(w, **dyn, **kw)
     else:
-        def run(w):
-            return simulate(w, **kw)
+        def run(w, **limits):
+            return simulate(w, **kw, **limits)
     if spec["kind"] == "blox" and spec["num_jobs"] is None:
-        # Blox's endless stream, as simulate_blox_workload emulates it, with cached generations;
-        # a look-ahead that sees arrivals needs the stream to reach past the end by its horizon
+        # Blox's endless stream, as simulate_blox_workload emulates it (with its default bound),
+        # with cached generations; a look-ahead that sees arrivals needs the stream to reach past
+        # the end by its horizon
+        from ..engine import endless_stream
+
         margin = dyn["horizon_s"] if dyn is not None and dyn["lookahead"] == "trace" else 0.0
-        track = kw["track"]
-        n = max(2 * (track[1] + 1), 2000)
-        while True:
-            w = get_workload({**spec, "num_jobs": n})
-            res = run(w)
-            if w.submit_s[-1] > res.summary["end_s"] + margin:
-                res.summary["num_generated_jobs"] = n
-                return res
-            n *= 2
+        return endless_stream(lambda n: get_workload({**spec, "num_jobs": n}), run, kw["track"], margin=margin,
+                              can_stop=dyn is None, what=f"load {spec['load']:g} jobs/h")
     return run(get_workload(spec))
 
 
