@@ -151,7 +151,7 @@ def interrupted() -> bool:
 
 
 # ------------------------------------------------------------------ progress
-#: a callable ``(t_s, finished, active, waiting, jobs_per_s, wall_s)`` the slicer calls between
+#: a callable ``(t_s, finished, running, waiting, jobs_per_s, wall_s)`` the slicer calls between
 #: slices (None: no progress). The CLI sets a :class:`ProgressLine`; the library stays quiet.
 PROGRESS = None
 PROGRESS_AFTER_S = 2.0
@@ -167,11 +167,11 @@ class ProgressLine:
         self.shown = False
         self.last = 0.0
 
-    def __call__(self, t_s, finished, active, waiting, jobs_per_s, wall_s) -> None:
+    def __call__(self, t_s, finished, running, waiting, jobs_per_s, wall_s) -> None:
         if wall_s < PROGRESS_AFTER_S or (not self.tty and wall_s - self.last < 1.0):
             return
         self.last = wall_s
-        line = (f"fastblox: simulated {t_s / 3600:,.1f} h | {finished:,} jobs finished, {active:,} active, "
+        line = (f"fastblox: simulated {t_s / 3600:,.1f} h | {finished:,} jobs finished, {running:,} running, "
                 f"{waiting:,} waiting | {jobs_per_s:,.0f} jobs/s | {wall_s:,.0f} s")
         self.stream.write(("\r\033[K" + line) if self.tty else line + "\n")
         self.stream.flush()
@@ -194,12 +194,12 @@ MAX_BUDGET = 1 << 40
 class Slicer:
     """Between slices of one run: sizes the next slice, raises :class:`RunInterrupted` on Ctrl-C,
     says when the wall limit is reached and updates the progress line. ``progress(state)`` gives
-    ``(t_s, finished, active, waiting, total)`` of the run."""
+    ``(t_s, finished, running, waiting, total)`` of the run."""
 
-    def __init__(self, max_wall: float | None = None, slice_s: float = SLICE_S):
+    def __init__(self, max_wall: float | None = None, slice_s: float = SLICE_S, budget: int = FIRST_BUDGET):
         self.max_wall = max_wall
         self.slice_s = slice_s
-        self.budget = FIRST_BUDGET
+        self.budget = budget
         self.start = self.mark = time.perf_counter()
         self.stopped_by = None
         self.n_slices = 0
@@ -221,8 +221,8 @@ class Slicer:
             raise RunInterrupted(t_s, finished, total)
         wall = now - self.start
         if PROGRESS is not None:
-            t_s, finished, active, waiting, _ = progress()
-            PROGRESS(t_s, finished, active, waiting, finished / wall if wall > 0 else 0.0, wall)
+            t_s, finished, running, waiting, _ = progress()
+            PROGRESS(t_s, finished, running, waiting, finished / wall if wall > 0 else 0.0, wall)
         self.mark = time.perf_counter()
         if self.max_wall is not None and wall >= self.max_wall:
             self.stopped_by = "max_wall"
