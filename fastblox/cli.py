@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -134,12 +136,18 @@ def _limits(a) -> dict:
     return check_limits(a.max_sim_time, a.max_jobs, a.max_wall).as_dict()
 
 
+@contextlib.contextmanager
 def _progress_line(a):
+    """The progress line on stderr while inside (a terminal, or --progress)."""
     from . import slices
 
-    if a.progress or sys.stderr.isatty():
-        slices.PROGRESS = slices.ProgressLine(sys.stderr)
-    return slices.PROGRESS
+    slices.PROGRESS = slices.ProgressLine(sys.stderr) if a.progress or sys.stderr.isatty() else None
+    try:
+        yield
+    finally:
+        if slices.PROGRESS is not None:
+            slices.PROGRESS.close()
+        slices.PROGRESS = None
 
 
 def _load_workload(a):
@@ -195,8 +203,7 @@ def cmd_run(a) -> int:
         span = float(workload.submit_s.max() + workload.duration_s.sum() / max(c.total_gpus, 1) * 4 + 86400)
         kw["cluster_events"] = ClusterEvents.random_failures(c, a.failures[0], a.failures[1], span,
                                                              seed=0 if a.seed is None else a.seed)
-    progress = _progress_line(a)
-    try:
+    with _progress_line(a):
         if endless:
             track = a.track if a.track else (None if a.num_jobs else BLOX_DEFAULT_TRACK)
             res = simulate_blox_workload(a.load, seed=1 if a.seed is None else a.seed, track=track, num_jobs=a.num_jobs,
@@ -205,9 +212,6 @@ def cmd_run(a) -> int:
         else:
             res = simulate(workload, track=a.track, **kw)
             label = workload.name
-    finally:
-        if progress is not None:
-            progress.close()
     if a.out:
         res.write(a.out, blox_json=a.blox_json, blox_prefix=a.blox_prefix, blox_load=a.load if endless else None)
     if a.json:
@@ -308,12 +312,22 @@ def main(argv=None) -> int:
         return 2
     except RunInterrupted as e:
         print(f"fastblox: {e}; nothing written", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted(argv)
     except KeyboardInterrupt:
         print("fastblox: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted(argv)
     except BrokenPipeError:
         return 0
+
+
+def _interrupted(argv) -> int:
+    """Exit code 130 after Ctrl-C. As the command itself (``argv`` None) exit at once: nothing is
+    left to write, and the interpreter's teardown (numba, polars' threads) can take a second."""
+    if argv is None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+    return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

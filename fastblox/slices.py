@@ -187,7 +187,10 @@ class ProgressLine:
 
 # ------------------------------------------------------------------ slicing
 SLICE_S = 0.15  # wall seconds a slice aims at
-FIRST_BUDGET = 2048  # kernel passes of the first slice
+FIRST_BUDGET = 256  # kernel passes of the first slice
+GROWTH = 2.0  # a slice has at most this many times the passes of the one before: a pass costs more
+# as the queues grow (a LAS step sorts every active job), so a budget sized on cheap passes must
+# not jump far ahead of them
 MAX_BUDGET = 1 << 40
 
 
@@ -213,8 +216,8 @@ class Slicer:
         now = time.perf_counter()
         took = now - self.mark
         self.n_slices += 1
-        # the next slice: scaled to take slice_s, growing at most 8x a slice
-        scale = 8.0 if took <= 0 else min(8.0, self.slice_s / took)
+        # the next slice: scaled to take slice_s, growing at most GROWTH times a slice
+        scale = GROWTH if took <= 0 else min(GROWTH, self.slice_s / took)
         self.budget = int(min(MAX_BUDGET, max(1, self.budget * scale)))
         if interrupted():
             t_s, finished, _, _, total = progress()
