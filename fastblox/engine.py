@@ -827,8 +827,8 @@ def _stream_cut(res: Result, track: tuple, cap: int, by_user: bool, what: str) -
     why = (f"{what} is more than the {res.config['scheduler']} policy can serve on {res.config['cluster']}: after "
            f"{cap} generated jobs and {hours:,.0f} simulated hours, {left} of the {num_tracked} tracked jobs "
            f"(ids {track[0]}-{track[1]}) have not finished (overload, or "
-           "starvation of long jobs); lower --load, use a policy that does not starve them (e.g. fifo or srtf; "
-           "--blox-compat has Blox's starvation guard), or raise the bound with --max-jobs")
+           "starvation of long jobs); lower --load, use a policy that does not starve them (e.g. fifo, which serves "
+           "them in arrival order; --blox-compat has Blox's starvation guard), or raise the bound with --max-jobs")
     return _remark(res, "endless_stream", why)
 
 
