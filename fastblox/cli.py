@@ -123,7 +123,7 @@ def _add_run_limits(p) -> None:
                      help="stop after this much simulated time (no step after it is taken)")
     lim.add_argument("--max-jobs", metavar="N", default=None,
                      help="stop at the N-th arrival; Blox's endless stream (--workload blox without --num-jobs): "
-                          "generate at most N jobs (default: 16 x the last tracked id)")
+                          "generate at most N jobs (default: 16 x (the last tracked id + 1), 64,016 for 3000:4000)")
     lim.add_argument("--max-wall", metavar="SECONDS", default=None, help="stop after this much wall-clock time")
     lim.add_argument("--progress", action="store_true",
                      help="print progress lines on stderr even when it is not a terminal (on a terminal: one "
