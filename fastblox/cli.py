@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
 
 from . import parts
 from .errors import ConfigError, FastbloxError
 from .outputs import json_text, prepare_dir
+from .slices import RunInterrupted
 from .spec import add_cli_options, cli_spec
 
 def _add_run(sub) -> None:
@@ -25,7 +28,28 @@ def _add_run(sub) -> None:
     out.add_argument("--blox-json", action="store_true", help="also write Blox's five JSON files into DIR")
     out.add_argument("--blox-prefix", default="blox", help="file name prefix of Blox's JSON files (Blox's --exp-prefix)")
     out.add_argument("--json", action="store_true", help="print the summary as JSON")
+    out.add_argument("--progress", action="store_true",
+                     help="print progress lines on stderr even when it is not a terminal (on a terminal: one "
+                          "updating line once a run has lasted 2 s)")
     p.set_defaults(func=cmd_run)
+
+
+EXIT_INCOMPLETE = 3  # a limit ended the run: results written and printed, marked "complete": false
+EXIT_INTERRUPTED = 130  # Ctrl-C: nothing written
+
+
+@contextlib.contextmanager
+def _progress_line(a):
+    """The progress line on stderr while inside (a terminal, or --progress)."""
+    from . import slices
+
+    slices.PROGRESS = slices.ProgressLine(sys.stderr) if a.progress or sys.stderr.isatty() else None
+    try:
+        yield
+    finally:
+        if slices.PROGRESS is not None:
+            slices.PROGRESS.close()
+        slices.PROGRESS = None
 
 
 def _label(r) -> str:
@@ -49,7 +73,8 @@ def cmd_run(a) -> int:
     if a.out:
         prepare_dir(a.out)
     prewarm("compat" if r.blox_compat else "native")  # overlaps loading the kernel with reading the trace
-    res = run_spec(r)
+    with _progress_line(a):
+        res = run_spec(r)
     if a.out:
         res.write(a.out, blox_json=a.blox_json, blox_prefix=a.blox_prefix,
                   blox_load=r.load if r.workload == "blox" else None)
@@ -59,6 +84,9 @@ def cmd_run(a) -> int:
         print(format_summary(res, _label(r)))
         if a.out:
             print(f"wrote {Path(a.out) / 'jobs.parquet'} and summary.json")
+    if not res.summary.get("complete", True):
+        print(f"fastblox: warning: incomplete run: {res.summary['stop_reason']}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
 
 
@@ -91,6 +119,8 @@ def format_summary(res, label: str) -> str:
         lines.append(f"  dropped    {s['num_dropped_rows']} trace rows: " + ", ".join(f"{k}={v}" for k, v in s["dropped_rows"].items()))
     if s.get("num_resorted_rows"):
         lines.append(f"  resorted   {s['num_resorted_rows']} trace rows were out of submit order (kept, sorted)")
+    if not s.get("complete", True):
+        lines.append(f"  INCOMPLETE {s['stop_reason']}")
     lines.append(f"  simulated in {s['sim_wall_s'] * 1e3:.1f} ms" + (f" (+{s['compile_s']:.2f} s compile/cache load)" if s["compile_s"] > 0.01 else ""))
     return "\n".join(lines)
 
@@ -156,8 +186,24 @@ def main(argv=None) -> int:
     except FastbloxError as e:
         print(f"fastblox: error: {e}", file=sys.stderr)
         return 2
+    except RunInterrupted as e:
+        print(f"fastblox: {e}; nothing written", file=sys.stderr)
+        return _interrupted(argv)
+    except KeyboardInterrupt:
+        print("fastblox: interrupted", file=sys.stderr)
+        return _interrupted(argv)
     except BrokenPipeError:
         return 0
+
+
+def _interrupted(argv) -> int:
+    """Exit code 130 after Ctrl-C. As the command itself (``argv`` None) exit at once: nothing is
+    left to write, and the interpreter's teardown (numba, polars' threads) can take a second."""
+    if argv is None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+    return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from .kernels.state import ClusterEvents as KEvents
 from .kernels.state import (Jobs, PolicyParams, Queues, Run, Scratch, copy_nodes, copy_records, fill_records, make_nodes,
                             new_records, record_fields)
 from .results import Result, build_result
+from .slices import (NO_LIMITS, RunLimits, Slicer, mark, sigint_deferred, stop_message, stop_time,
+                     stream_bound)
 from .spec import BLOX_DEFAULT_TRACK, RunSpec, api_fields, canonical_keys
 from .speed import SpeedModel, build_speed_model, check_runnable, check_sizes
 from .workload import Workload
@@ -132,10 +134,55 @@ def _warm_now(kind: str) -> float:
     return time.perf_counter() - t0
 
 
-def _compat_args(w: Workload, c: Cluster, pol: int, pl: int, theta: float, round_s: float, tracked, max_rounds=50_000_000):
-    """The compat kernel's arguments (prepared outside the timed simulation)."""
+COMPAT_MAX_ROUNDS = 50_000_000
+
+
+def _compat_args(w: Workload, c: Cluster, pol: int, pl: int, theta: float, round_s: float, tracked,
+                 max_rounds=COMPAT_MAX_ROUNDS):
+    """The compat kernel's arguments (prepared outside the timed simulation); the last is its
+    ``ctl`` array (``kernels.compat.CTL_*``)."""
+    ctl = np.zeros(kcompat.CTL_SIZE, dtype=np.int64)
+    ctl[kcompat.CTL_MAX_ROUNDS] = max_rounds
     return (w.submit_s, w.num_gpus, w.blox_iter_time, w.total_iters, tracked, _alloc_offsets(w.num_gpus),
-            c.node_gpus, c.node_base, c.gpu_node, pol, pl, float(theta), float(round_s), int(max_rounds))
+            c.node_gpus, c.node_base, c.gpu_node, pol, pl, float(theta), float(round_s), ctl)
+
+
+def _drive_compat(args: tuple, limits: RunLimits, n_jobs: int) -> tuple:
+    """Run the compat kernel (``args`` from :func:`_compat_args`) in a thread of its own while
+    this one watches it once a slice: Ctrl-C (:class:`~fastblox.slices.RunInterrupted`) and
+    ``max_wall`` lower its round limit, so it stops at its next round. Returns the kernel's output
+    and whether the wall limit stopped it. (The kernel keeps its state in locals, so it cannot
+    pause and resume as the native one does; its round limit, read every round, is the hook.)"""
+    ctl = args[-1]
+    box = {}
+
+    def work():
+        try:
+            box["out"] = kcompat.run_blox(*args)
+        except BaseException as e:  # noqa: BLE001 - raised again in the calling thread
+            box["err"] = e
+
+    def progress():
+        r, adm, arr, nw, nr = (int(ctl[k]) for k in (kcompat.CTL_ROUND, kcompat.CTL_ADMITTED, kcompat.CTL_ARRIVED,
+                                                     kcompat.CTL_WAITING, kcompat.CTL_RUNNING))
+        return r * float(args[12]), adm - nw - nr, nr, nw + arr - adm, n_jobs
+
+    slicer = Slicer(limits.max_wall)
+    th = threading.Thread(target=work, name="fastblox-compat", daemon=True)
+    with sigint_deferred():
+        th.start()
+        try:
+            while th.is_alive():
+                th.join(slicer.slice_s)
+                if th.is_alive() and slicer.stopped_by is None and slicer.between(progress):
+                    ctl[kcompat.CTL_MAX_ROUNDS] = 0
+        except BaseException:
+            ctl[kcompat.CTL_MAX_ROUNDS] = 0
+            th.join()
+            raise
+    if "err" in box:
+        raise box["err"]
+    return box["out"], slicer.stopped_by is not None
 
 
 def _run_compat(*args, **kw):
@@ -318,17 +365,37 @@ class NativeState:
                                             self.pp, self.series, self.si, self.sf, self.ci, self.cf)
         return int(code)
 
-    def drive(self, stop_t: float = np.inf) -> int:
-        """Advance to the end (or to ``stop_t``: ``PAUSED``), answering the policy's requests."""
+    def drive(self, stop_t: float = np.inf, slicer: Slicer | None = None) -> int:
+        """Advance to the end (or to ``stop_t``: ``PAUSED``), answering the policy's requests.
+        With a ``slicer`` the kernel runs in slices of ``slicer.budget`` passes, and between
+        them ``slicer.between`` may raise :class:`~fastblox.slices.RunInterrupted` or stop the
+        run (``PAUSED`` before ``stop_t``)."""
         self.cf[kengine.CF_STOP_T] = stop_t
+        self.ci[kengine.C_BUDGET] = 0 if slicer is None else slicer.budget
         while True:
             code = self.advance()
+            if code == kengine.SLICE_END:
+                if slicer.between(self.progress):
+                    return kengine.PAUSED
+                self.ci[kengine.C_BUDGET] = slicer.budget
+                continue
             if code == kengine.NEED_KEYS:
                 self._answer_keys()
             elif code == kengine.NEED_PLAN:
                 self._answer_plan()
             else:
                 return code
+            # Python policies return every step: the slicer looks in once a slice's time
+            if slicer is not None and slicer.due() and slicer.between(self.progress):
+                return kengine.PAUSED
+
+    def progress(self) -> tuple:
+        """``(simulated time, jobs finished, running, waiting, jobs)`` of the run (waiting: in
+        the queue or held back by admission)."""
+        si = self.si
+        admitted, arrived = int(si[kengine.I_OV_HEAD]), int(si[kengine.I_NEXT_ARR])
+        nw, nr = int(si[kengine.I_NW]), int(si[kengine.I_N_RUNNING])
+        return self.now, admitted - nw - nr, nr, nw + arrived - admitted, len(self.w)
 
     @property
     def now(self) -> float:
@@ -423,6 +490,9 @@ def _parse_events(cluster_events, c: Cluster):
     return ClusterEvents.read(cluster_events, c)
 
 
+RUNSPEC_FIELDS = {f.name: f for f in dataclasses.fields(RunSpec)}
+
+
 def _api_spec(spec: "RunSpec | None", options: dict, where: str) -> RunSpec:
     """The spec of an API call: ``spec`` (default: all defaults) with ``options`` over it."""
     if spec is not None and not isinstance(spec, RunSpec):
@@ -451,10 +521,10 @@ def simulate(workload: Workload, spec: "RunSpec | None" = None, **options) -> Re
     run = prepare_native(workload, s)
     compile_s = _warm("native")
     t0 = time.perf_counter()
-    code = run.state.drive()
+    code, stopped_by = run.drive()
     sim_s = time.perf_counter() - t0
     run.raise_if_stuck(code)
-    return run.result(sim_s, compile_s)
+    return run.result(sim_s, compile_s, stopped_by)
 
 
 def _simulate_compat(workload: Workload, s: RunSpec) -> Result:
@@ -464,9 +534,13 @@ def _simulate_compat(workload: Workload, s: RunSpec) -> Result:
     _check_fits(workload, c)
     blox_name, pol_code = parts.BLOX_POLICIES[r.policy]
     compile_s = _warm("compat")
-    args = _compat_args(workload, c, pol_code, pl, adm.theta, r.round_s, tracked)
+    limits = r.limits()
+    # the limits in rounds: every round at a time <= the stop time runs, the next one only credits
+    stop_t, by = stop_time(limits, workload.submit_s)
+    max_rounds = COMPAT_MAX_ROUNDS if by is None else min(COMPAT_MAX_ROUNDS, int(stop_t // r.round_s) + 1)
+    args = _compat_args(workload, c, pol_code, pl, adm.theta, r.round_s, tracked, max_rounds)
     t0 = time.perf_counter()
-    out = kcompat.run_blox(*args)
+    out, by_wall = _drive_compat(args, limits, len(workload))
     sim_s = time.perf_counter() - t0
     code = int(out[0])
     if code == kcompat.DEADLOCK:
@@ -474,10 +548,16 @@ def _simulate_compat(workload: Workload, s: RunSpec) -> Result:
             "Blox's placement can never place the waiting jobs on this cluster (its exact-sum scattered fit); "
             "use --placement first-fit or a cluster whose node size divides the job sizes"
         )
+    stopped_by = None
     if code == kcompat.ROUND_LIMIT:
-        raise SimulationError("the replay hit the round limit without finishing the tracked jobs")
-    return build_result(workload, c, r, tracked, compat_out=out, sim_s=sim_s, compile_s=compile_s,
-                        blox_policy=blox_name, blox_admission=adm.blox_name)
+        if not by_wall and by is None:
+            raise SimulationError("the replay hit the round limit without finishing the tracked jobs")
+        stopped_by = "max_wall" if by_wall else by
+    res = build_result(workload, c, r, tracked, compat_out=out, sim_s=sim_s, compile_s=compile_s,
+                       blox_policy=blox_name, blox_admission=adm.blox_name)
+    left = int((tracked & (out[3] < 0)).sum())
+    mark(res.summary, stopped_by, stop_message(stopped_by, limits, float(out[2]), left, int(tracked.sum())))
+    return res
 
 
 def _check_args(workload, r: RunSpec):
@@ -503,6 +583,24 @@ class NativeRun:
     speed: SpeedModel
     events: object
     config: RunSpec
+    limits: RunLimits = NO_LIMITS
+
+    def stop_time(self) -> tuple[float, str | None]:
+        """The simulated time the limits end the run at (steps after it are not taken) and the
+        limit that sets it (``inf, None``: no limit)."""
+        return stop_time(self.limits, self.workload.submit_s)
+
+    def drive(self) -> tuple[int, str | None]:
+        """Drive the run in slices to its end or its first limit; Ctrl-C raises
+        :class:`~fastblox.slices.RunInterrupted`. Returns the kernel's code and the limit that
+        stopped the run (None: it ran to its end)."""
+        stop_t, by = self.stop_time()
+        slicer = Slicer(self.limits.max_wall)
+        with sigint_deferred():
+            code = self.state.drive(stop_t, slicer)
+        if slicer.stopped_by is not None:
+            return code, slicer.stopped_by
+        return code, by if code == kengine.PAUSED else None
 
     def raise_if_stuck(self, code: int) -> None:
         """Raise :class:`SimulationError` naming the jobs that can never be placed if ``code`` says
@@ -518,11 +616,14 @@ class NativeRun:
             + (" or check the cluster events (nodes left out of service)" if self.events is not None else "")
         )
 
-    def result(self, sim_s: float, compile_s: float = 0.0) -> Result:
-        """The :class:`Result` of the run as it stands (normally after ``state.drive()`` finished)."""
+    def result(self, sim_s: float, compile_s: float = 0.0, stopped_by: str | None = None) -> Result:
+        """The :class:`Result` of the run as it stands (normally after ``state.drive()`` finished;
+        ``stopped_by``: the limit that ended it early, marked in the summary)."""
         st = self.state
         res = build_result(self.workload, self.cluster, self.config, self.tracked, native_state=st, sim_s=sim_s,
                            compile_s=compile_s)
+        mark(res.summary, stopped_by, stop_message(stopped_by, self.limits, st.now, st.counter("tracked_left"),
+                                                   int(self.tracked.sum())))
         res.summary.update(self.speed.describe())
         if st.planner is not None and hasattr(st.planner, "stats"):
             res.summary["planner"] = st.planner.stats()
@@ -562,7 +663,7 @@ def prepare_native(workload: Workload, spec: "RunSpec | None" = None, defaults: 
                      parts.TIME_MODELS.get(r.time_model), r.round_s, r.restart_s, r.preempt, r.record_series,
                      speed=sm, checkpoint_s=r.checkpoint_s, rack_factor=r.rack_factor, events=events,
                      max_gpus=max_gpus)
-    return NativeRun(workload, st, c, tracked, sm, events, cfg)
+    return NativeRun(workload, st, c, tracked, sm, events, cfg, r.limits())
 
 
 def _events(r: RunSpec, workload: Workload, c: Cluster):
@@ -588,9 +689,8 @@ def simulate_blox_workload(load: float, seed: int = 1, track: tuple | None = BLO
     """Blox's paper workload at ``load`` jobs/hour (``fastblox.run_spec`` with ``workload="blox"``).
 
     With ``num_jobs`` the workload is exactly that many jobs. Without it, Blox's endless stream is
-    emulated: jobs are generated up front and the stream doubled until the last generated
-    arrival falls after the end of the run, so the result equals an endless stream's (this needs
-    a ``track`` range to end the run)."""
+    emulated (:func:`endless_stream`; this needs a ``track`` range to end the run), cut at
+    ``max_jobs`` jobs (default: ``fastblox.slices.stream_bound``)."""
     from .runner import run_spec
 
     if num_jobs is None and track is None:
@@ -598,7 +698,75 @@ def simulate_blox_workload(load: float, seed: int = 1, track: tuple | None = BLO
     return run_spec(RunSpec(workload="blox", load=load, seed=seed, num_jobs=num_jobs, track=track).replace(**options))
 
 
-RUNSPEC_FIELDS = {f.name: f for f in dataclasses.fields(RunSpec)}
+def endless_stream(make, run, track: tuple, limits: RunLimits = NO_LIMITS, margin: float = 0.0,
+                   can_stop: bool = True, what: str = "the load") -> Result:
+    """Blox's endless arrival stream, emulated by its prefixes: ``make(n)`` is the stream's first
+    ``n`` jobs, ``run(w, **limits)`` one run (``can_stop`` False: ``run(w)``, which takes no limits).
+
+    A prefix is the stream up to its last arrival ``S``: a run whose tracked jobs finish before
+    ``S - margin`` is the stream's run (``num_generated_jobs`` = the prefix's length); otherwise
+    the prefix doubles, each run stopped at ``S - margin`` (``can_stop``). The stream is cut at
+    ``limits.max_jobs`` jobs, by default at ``stream_bound(track[1])``: when the tracked jobs have
+    not finished by then (overload, or a policy that starves them) the result is marked
+    incomplete (``stopped_by`` ``max_jobs`` or ``endless_stream``) and says what to change."""
+    t0 = time.perf_counter()
+    cap = limits.max_jobs if limits.max_jobs is not None else stream_bound(track[1])
+    n = max(2 * (track[1] + 1), 2000)
+    while True:
+        n = min(n, cap)
+        final = n == cap
+        w = make(n)
+        last = float(w.submit_s[-1])
+        horizon = last if final else float(np.nextafter(last - margin, -np.inf))
+        lim = {}
+        if can_stop:
+            user_t = limits.max_sim_time
+            wall = None if limits.max_wall is None else max(limits.max_wall - (time.perf_counter() - t0), 1e-9)
+            lim = dict(max_sim_time=horizon if user_t is None else min(horizon, user_t), max_wall=wall)
+        res = run(w, **lim)
+        s = res.summary
+        s["num_generated_jobs"] = n
+        by = s.get("stopped_by")
+        if by == "max_wall" or (by == "max_sim_time" and limits.max_sim_time is not None
+                                and limits.max_sim_time <= horizon):
+            # the caller's own limit (the message with the caller's values)
+            left, num_tracked = _tracked_left(res)
+            return _remark(res, by, stop_message(by, limits, s["end_s"], left, num_tracked))
+        if s["complete"] and (last > s["end_s"] + margin or (final and can_stop)):
+            return res
+        if final:
+            return _stream_cut(res, track, cap, limits.max_jobs is not None, what)
+        n *= 2
+
+
+def _stream_cut(res: Result, track: tuple, cap: int, by_user: bool, what: str) -> Result:
+    """Mark the run of an endless stream cut at ``cap`` jobs incomplete, saying what happened."""
+    left, num_tracked = _tracked_left(res)
+    hours = res.summary["end_s"] / 3600
+    if by_user:
+        why = (f"the endless arrival stream was cut at --max-jobs {cap} jobs ({hours:,.0f} simulated hours) with {left} "
+               f"of the {num_tracked} tracked jobs unfinished; the statistics cover the jobs that finished")
+        return _remark(res, "max_jobs", why)
+    why = (f"{what} is more than the {res.config['policy']} policy can serve on {res.config['cluster']}: after "
+           f"{cap} generated jobs and {hours:,.0f} simulated hours, {left} of the {num_tracked} tracked jobs "
+           f"(ids {track[0]}-{track[1]}) have not finished (overload, or "
+           "starvation of long jobs); lower --load, use a policy that does not starve them (e.g. fifo, which serves "
+           "them in arrival order; --blox-compat has Blox's starvation guard), or raise the bound with --max-jobs")
+    return _remark(res, "endless_stream", why)
+
+
+def _tracked_left(res: Result) -> tuple[int, int]:
+    """(unfinished tracked jobs, tracked jobs) of a result."""
+    j = res.jobs
+    tr = j["tracked"].to_numpy()
+    return int((tr & np.isnan(j["finish_s"].to_numpy())).sum()), int(tr.sum())
+
+
+def _remark(res: Result, stopped_by: str, why: str) -> Result:
+    for k in ("stopped_by", "stop_reason"):
+        res.summary.pop(k, None)
+    mark(res.summary, stopped_by, why)
+    return res
 
 
 def _spec_signature(fn, *lead: inspect.Parameter) -> None:

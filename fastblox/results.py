@@ -60,27 +60,27 @@ class Result:
     def write(self, out_dir: str | os.PathLike, blox_json: bool = False, blox_prefix: str = "blox",
               blox_load: float | None = None) -> list[Path]:
         """Write ``jobs.parquet``, ``summary.json`` (and ``series.parquet`` when recorded, and
-        Blox's five files with ``blox_json``) into ``out_dir``; returns the paths written."""
+        Blox's five files with ``blox_json``) into ``out_dir``; returns the paths written. All or
+        nothing: every file is written under a temporary name first and renamed once all are
+        written (an interrupted write leaves no file of it behind)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        written = [out / "jobs.parquet", out / "summary.json"]
-        self.jobs.write_parquet(written[0])
-        _write_text(written[1], json_text({"summary": self.summary, "config": self.config}, indent=2, sort_keys=True) + "\n")
+        files = [(out / "jobs.parquet", self.jobs.write_parquet),
+                 (out / "summary.json", lambda p: p.write_text(
+                     json_text({"summary": self.summary, "config": self.config}, indent=2, sort_keys=True) + "\n"))]
         if self.series is not None:
-            written.append(out / "series.parquet")
-            self.series.write_parquet(written[-1])
+            files.append((out / "series.parquet", self.series.write_parquet))
         if blox_json:
-            written += self.write_blox_json(out, prefix=blox_prefix, load=blox_load)
-        return written
+            files += self.blox_json_files(out, prefix=blox_prefix, load=blox_load)
+        return _write_all(files)
 
-    def write_blox_json(self, out_dir, prefix: str = "blox", load: float | None = None) -> list[Path]:
-        """Blox's five output files, named and laid out as Blox writes them (compat runs only)."""
+    def blox_json_files(self, out_dir, prefix: str = "blox", load: float | None = None) -> list:
+        """Blox's five output files, named and laid out as Blox writes them (compat runs only), as
+        ``(path, writer)`` pairs."""
         b = self.blox_files()
         lo, hi = b["track"]
         load_s = str(float(load)) if load is not None else "trace"
         stem = f"{prefix}_{lo}_{hi}_{b['policy']}_{b['admission']}_load_{load_s}_"
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
         files = {
             "job_stats.json": b["job_stats"],
             "cluster_stats.json": b["cluster_stats"],
@@ -88,12 +88,13 @@ class Result:
             "responsivness.json": b["responsiveness"],
             "custom_metrics.json": b["custom_metrics"],
         }
-        paths = []
-        for suffix, obj in files.items():
-            p = out / (stem + suffix)
-            _write_text(p, json_text(obj))
-            paths.append(p)
-        return paths
+        return [(Path(out_dir) / (stem + suffix), lambda p, obj=obj: p.write_text(json_text(obj)))
+                for suffix, obj in files.items()]
+
+    def write_blox_json(self, out_dir, prefix: str = "blox", load: float | None = None) -> list[Path]:
+        """Write Blox's five output files (compat runs only; all or nothing); returns their paths."""
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        return _write_all(self.blox_json_files(out_dir, prefix=prefix, load=load))
 
 
 def _get_jobs(self) -> pl.DataFrame:
@@ -112,11 +113,20 @@ def _set_jobs(self, value) -> None:
 Result.jobs = property(_get_jobs, _set_jobs, doc="One row per job (a polars DataFrame), built on first use.")
 
 
-def _write_text(path: Path, text: str) -> None:
-    """Write atomically: a killed run never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def _write_all(files: list) -> list[Path]:
+    """Write each ``(path, writer)`` (``writer(path)``) under a temporary name, then rename them
+    all: an interrupted or failed write leaves none of them (and no temporary file) behind."""
+    tmps = [(p, p.with_name(f".{p.name}.{os.getpid()}.tmp")) for p, _ in files]
+    try:
+        for (_, write), (_, tmp) in zip(files, tmps):
+            write(tmp)
+        for p, tmp in tmps:
+            os.replace(tmp, p)
+    finally:
+        for _, tmp in tmps:
+            if tmp.exists():
+                tmp.unlink()
+    return [p for p, _ in files]
 
 
 def _blox_num(x: float):

@@ -63,23 +63,23 @@ def run_spec(spec: RunSpec, get_workload=build_workload, runner=None, margin_s: 
     """Build the workload of ``spec`` and run it (``runner(workload, spec)``, default
     :func:`fastblox.simulate`); ``get_workload`` may cache workloads by key.
 
-    Blox's endless stream (``workload = "blox"`` without ``num_jobs``) is emulated: jobs are
-    generated up front and the stream doubled until the last arrival falls after the end of the
-    run (plus ``margin_s``, for look-ahead that sees arrivals), so the result equals an endless
-    stream's; ``summary["num_generated_jobs"]`` says how many it took."""
-    from .engine import simulate
+    Blox's endless stream (``workload = "blox"`` without ``num_jobs``) is emulated by
+    :func:`fastblox.engine.endless_stream` (``margin_s``: how far past the end the stream must
+    reach, for look-ahead that sees arrivals); a ``runner`` of its own runs each prefix whole
+    (it takes no limits)."""
+    from .engine import endless_stream, simulate
 
     r = spec.resolved()
-    run = runner or simulate
     key = workload_key(r)
     if not (key["kind"] == "blox" and key["num_jobs"] is None):
-        return run(get_workload(key), r)
-    n = max(2 * (r.track[1] + 1), 2000)
-    while True:
-        w = get_workload({**key, "num_jobs": n})
-        res = run(w, r)
-        if w.submit_s[-1] > res.summary["end_s"] + margin_s:
-            res.summary["num_generated_jobs"] = n
-            return res
-        n *= 2
+        return (runner or simulate)(get_workload(key), r)
 
+    def run(w, **lim):
+        if runner is not None:
+            return runner(w, r)
+        res = simulate(w, r.replace(max_jobs=None, **lim))  # max_jobs: the jobs generated, not arrivals
+        res.config.update(max_sim_time=r.max_sim_time, max_jobs=r.max_jobs, max_wall=r.max_wall)
+        return res
+
+    return endless_stream(lambda n: get_workload({**key, "num_jobs": n}), run, r.track, r.limits(), margin=margin_s,
+                          can_stop=runner is None, what=f"load {r.load:g} jobs/h")

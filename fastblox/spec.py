@@ -346,6 +346,16 @@ class RunSpec:
                                     "per node, hours to repair (seeded by --seed)", engines=NATIVE, group="realism",
                                     metavar="MTBF_H:REPAIR_H")
 
+    # ---- run limits: a run a limit ends early is marked incomplete (summary "complete": false,
+    # "stopped_by", "stop_reason"; `fastblox run` exits 3)
+    max_sim_time: float | None = option(None, positive, "stop after this much simulated time, in seconds (no step "
+                                        "after it is taken)", group="limits", metavar="SECONDS", column="float")
+    max_jobs: int | None = option(None, positive_int, "stop at the N-th arrival; Blox's endless stream (--workload blox "
+                                  "without --num-jobs): generate at most N jobs (default: 16 x (the last tracked id + "
+                                  "1), 64,016 for 3000:4000)", group="limits", metavar="N", column="int")
+    max_wall: float | None = option(None, positive, "stop after this much wall-clock time, in seconds (the result "
+                                    "then depends on the machine)", group="limits", metavar="SECONDS", column="float")
+
     def __post_init__(self):
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
@@ -373,6 +383,12 @@ class RunSpec:
         default time model and round apply instead of this spec's policy's (dynamic selection).
         ``source=False`` (the API, given a workload) leaves the workload source alone."""
         return _resolve(self, defaults, source)
+
+    def limits(self):
+        """The run limits (``fastblox.slices.RunLimits``)."""
+        from .slices import RunLimits
+
+        return RunLimits(self.max_sim_time, self.max_jobs, self.max_wall)
 
     def as_dict(self) -> dict:
         """JSON-able values (the run's configuration in ``summary.json`` and sweep parameters)."""
@@ -526,7 +542,8 @@ def _resolve_native(s: RunSpec, c, defaults) -> dict:
 
 # ----------------------------------------------------------------------------- the command line
 GROUP_TITLES = {"workload": "workload", "scheduler": "scheduler", "realism": "cluster realism (native engine)",
-                "output": "output"}
+                "output": "output", "limits": "run limits (Ctrl-C stops any run within a second: exit code 130, "
+                "nothing written)"}
 
 
 def _cli_type(f) -> Callable:

@@ -36,6 +36,18 @@ OK = 0
 DEADLOCK = 1  # nothing runs, nothing arrives, and the head job can never be placed
 ROUND_LIMIT = 2
 
+# slots of ``ctl``, the int64 array shared with the caller while the kernel runs in its own thread:
+# the caller may lower CTL_MAX_ROUNDS at any time (the run stops within CTL_POLL rounds, ROUND_LIMIT);
+# the kernel writes its progress into the others as often
+CTL_MAX_ROUNDS = 0
+CTL_ROUND = 1
+CTL_ADMITTED = 2  # jobs admitted so far
+CTL_ARRIVED = 3
+CTL_WAITING = 4
+CTL_RUNNING = 5
+CTL_SIZE = 6
+CTL_POLL = 64  # rounds between two looks at ``ctl`` (stores to it every round cost ~10 % of a run)
+
 HEADROOM = 256  # free slots kept before the waiting queue's head
 
 
@@ -147,12 +159,13 @@ def run_blox(
     placement,
     theta,
     round_s,
-    max_rounds,
+    ctl,
 ):
     """Replay jobs ``0..N-1`` (sorted by submit time) with Blox's semantics.
 
     ``tracked`` (bool) marks the jobs whose completion ends the run; ``theta <= 0`` means
-    accept-all, else load-based admission at ``theta × total GPUs``.
+    accept-all, else load-based admission at ``theta × total GPUs``. ``ctl`` (``CTL_*`` slots):
+    the round limit, read every ``CTL_POLL`` rounds, and the progress the kernel writes as often.
 
     Returns ``(code, n_rounds, end_t, finish, first_credit, first_launch, num_preempt, attained,
     executed, job_priority, round_series)``: times are seconds (``NO_TIME`` when never reached),
@@ -221,6 +234,8 @@ def run_blox(
     t = 0.0
     rnd = 0
     idle_rounds = 0
+    max_rounds = ctl[CTL_MAX_ROUNDS]
+    poll = 1
     code = OK
     while True:
         # 1. progress of the jobs running since an earlier round; completions at t
@@ -259,6 +274,15 @@ def run_blox(
         if tracked_left == 0:
             series[rnd, 1] = -1
             break
+        poll -= 1
+        if poll == 0:  # the caller's round limit in, the progress out, once every CTL_POLL rounds
+            poll = CTL_POLL
+            max_rounds = ctl[CTL_MAX_ROUNDS]
+            ctl[CTL_ROUND] = rnd
+            ctl[CTL_ADMITTED] = ov_head
+            ctl[CTL_ARRIVED] = next_arr
+            ctl[CTL_WAITING] = nw
+            ctl[CTL_RUNNING] = nr
         if rnd >= max_rounds:
             series[rnd, 1] = -1
             code = ROUND_LIMIT

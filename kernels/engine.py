@@ -67,6 +67,7 @@ NEED_KEYS = 1
 DEADLOCK = 2
 PAUSED = 3
 NEED_PLAN = 4
+SLICE_END = 5  # the call made its budget of ci[C_BUDGET] passes (a slice of the run): call again
 
 # slots of the int scalar state ``si``
 I_N_ACTIVE = 0
@@ -109,6 +110,7 @@ C_SERIES = 5  # record one row per step
 C_KIND = 6  # KIND_STATIC / KIND_FULL / KIND_PLAN
 C_PY = 7  # keys or plans come from Python
 C_N_TYPES = 8  # GPU types in the cluster
+C_BUDGET = 9  # passes (one per scheduling time) per call before SLICE_END; 0: no limit
 C_SIZE = 12
 
 # config floats ``cf``
@@ -632,7 +634,8 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     """Run until every tracked job has finished (``FINISHED``), Python must supply keys
     (``NEED_KEYS``: into ``s.keys[:n]`` for ``s.active[:n]``, ``n = si[I_N_ACTIVE]``) or a plan
     (``NEED_PLAN``: keys as above plus ``run.want``/``run.want_type`` of those jobs), the next
-    step would pass ``cf[CF_STOP_T]`` (``PAUSED``), or no progress is possible (``DEADLOCK``).
+    step would pass ``cf[CF_STOP_T]`` (``PAUSED``), it made ``ci[C_BUDGET]`` passes (scheduling
+    times) in this call (``SLICE_END``), or no progress is possible (``DEADLOCK``).
     Call again to resume. Returns ``(code, series)``: ``series`` may be a new, larger array
     (rows ``[t, preemptions, free GPUs, queued, running, GPU demand, GPUs up]``)."""
     n_jobs = jobs.submit.shape[0]
@@ -652,6 +655,8 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     ckpt_s = cf[CF_CKPT_S]
     rack_factor = cf[CF_RACK_FACTOR]
     stop_t = cf[CF_STOP_T]
+    budget = ci[C_BUDGET] if ci[C_BUDGET] > 0 else -1  # slices (SLICE_END); -1: no limit
+    passes = 0
     promote = cf[CF_PROMOTE]
     wakes = policy == POL_TIRESIAS or policy == POL_GITTINS  # policies with wake-ups
     total_gpus, free = _free_up(nodes)
@@ -746,9 +751,10 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                 if t_new == INF:
                     code = DEADLOCK
                     break
-            if t_new > stop_t:
-                code = PAUSED
+            if t_new > stop_t or passes == budget:
+                code = PAUSED if t_new > stop_t else SLICE_END
                 break
+            passes += 1
             started = 1
             t = t_new
             # ---- completions up to t (exact finish times)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import fastblox
 from fastblox.cli import main
 from fastblox.generators import blox_arrivals, blox_durations
-from fastblox.reference.blox import avg, simulate_blox_reference
+from fastblox.reference.blox import simulate_blox_reference
 from strategies import small_case
 
 

@@ -163,8 +163,8 @@ class KernelLoops(AssertionError):
     pass
 
 
-def _bounded_drive(self, stop_t=np.inf):
-    code = _drive(self, min(stop_t, HORIZON_S))
+def _bounded_drive(self, stop_t=np.inf, slicer=None):
+    code = _drive(self, min(stop_t, HORIZON_S), slicer)
     if code == kengine.PAUSED and stop_t > HORIZON_S:
         raise KernelLoops(f"the kernel is still stepping at t = {self.now:g} s: it would never stop")
     return code

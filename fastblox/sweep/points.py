@@ -60,7 +60,9 @@ def _simulate_point(point: Point):
     from ..dynamic import simulate_dynamic
 
     def run(w, r):
-        kw = {k: v for k, v in r.api_kwargs().items() if k not in ("policy", "blox_compat", "policy_opts")}
+        # the candidates are the policies; a dynamic run takes no limits (its endless stream is still cut)
+        skip = ("policy", "blox_compat", "policy_opts", "max_sim_time", "max_jobs", "max_wall")
+        kw = {k: v for k, v in r.api_kwargs().items() if k not in skip}
         return simulate_dynamic(w, **dyn, **kw)
 
     # a look-ahead that sees arrivals needs Blox's stream to reach past the end by its horizon
