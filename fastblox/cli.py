@@ -156,6 +156,9 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt as e:  # Ctrl-C: one line (a sweep's says what it wrote), no traceback
+        print(f"fastblox: interrupted{f': {e}' if str(e) else ''}", file=sys.stderr, flush=True)
+        return 130
 
 
 if __name__ == "__main__":
