@@ -152,11 +152,11 @@ class _Pool:
             return
         self.deaths[pid] = self.deaths.get(pid, 0) + 1
         if self.deaths[pid] < MAX_DEATHS:
-            self.notice(f"point {pid}: its worker process died ({how}); running it again")
+            self.notice(f"point {pid}: its worker process died, {how}; running it again")
             self.queue.appendleft(self.by_id[pid])
             return
-        self._record(pid, f"the worker process running this point died {self.deaths[pid]} times (the last {how}: "
-                          "out of memory, a crash in native code, or killed); not retried", "WorkerDied")
+        self._record(pid, f"the worker process running this point died {self.deaths[pid]} times, the last one {how} "
+                          "(out of memory, a crash in native code, or killed); not retried", "WorkerDied")
 
     def _time_out(self, now: float) -> None:
         for w in list(self.workers):
