@@ -104,7 +104,10 @@ class _Pool:
             while len(w.assigned) < DEPTH and self.queue:
                 p = self.queue.popleft()
                 w.assigned.append(p)
-                w.conn.send([p])
+                try:
+                    w.conn.send([p])
+                except OSError:  # it has just died: its sentinel says so, and p goes back to the queue
+                    break
 
     def _remove(self, w: _Worker) -> None:
         """Stop ``w`` and hand back the points it had not started."""
@@ -160,6 +163,7 @@ class _Pool:
 
     def _time_out(self, now: float) -> None:
         for w in list(self.workers):
+            self._drain(w)  # a point that has just finished is not timed out
             if w.running is not None and now - w.started > self.timeout:
                 pid = w.running
                 self._remove(w)

@@ -64,8 +64,8 @@ class SweepResult:
 
     @property
     def num_done(self) -> int:
-        """Points of the config whose files are in the folder now."""
-        return len(self.ran) + len(self.skipped)
+        """Points of the config whose files are in the folder now (the rows of ``summary``)."""
+        return self.summary.height if self.summary is not None else len(self.ran) + len(self.skipped)
 
     def __repr__(self) -> str:
         return (f"SweepResult({self.num_points} points: {len(self.ran)} run, {len(self.skipped)} skipped, "
@@ -107,6 +107,13 @@ class _Progress:
         if self.done == self.total:
             sys.stderr.write("\n")
         sys.stderr.flush()
+
+
+    def end_line(self) -> None:
+        """End a progress line cut short (Ctrl-C), so that the next line starts on its own."""
+        if self.enabled and self.done < self.total:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
 
 
 def _fmt_s(s: float) -> str:
@@ -274,24 +281,27 @@ def run_sweep(config, out_dir, executor: str = "local", workers: int | None = No
     t0 = time.perf_counter()
     cfg = load_config(config)
     _check_args(executor, workers, ray_address, point_timeout)
+    if executor == "ray":
+        from . import ray_exec
+
+        ray = ray_exec.import_ray()  # the install hint, even when nothing is left to run
+        if ray_address and not ray.is_initialized():
+            ray_exec.check_address(ray_address)  # a bad address fails before anything is written
     out = Path(out_dir)
     with sweep_lock(out):
         todo, skipped, damaged = _sort_points(cfg, out, notice)
-        if executor == "ray":
-            from . import ray_exec
-
-            ray_exec.import_ray()  # the install hint, even when nothing is left to run
         pdir = out / "points"
         pdir.mkdir(parents=True, exist_ok=True)
         _clean_tmp(pdir)
         _atomic_text(out / "sweep.toml", cfg.to_toml())
         results: list = []
+        prog = _Progress(len(todo), progress)
         interrupted = False
         try:
-            _run_on(executor, todo, out, workers, ray_address, _Progress(len(todo), progress), results,
-                    point_timeout, notice)
+            _run_on(executor, todo, out, workers, ray_address, prog, results, point_timeout, notice)
         except KeyboardInterrupt:
             interrupted = True
+            prog.end_line()
         old = _ignore_sigint()  # a second Ctrl-C must not cut the summary short
         try:
             res = _finish(cfg, out, results, skipped, damaged, executor, t0)
