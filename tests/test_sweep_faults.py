@@ -47,7 +47,7 @@ SCRIPT = textwrap.dedent("""
         if MODE == "hang" and las:
             time.sleep(120)
         if MODE == "slow":
-            time.sleep(1.0)
+            time.sleep(float(os.environ.get("FB_TEST_SLEEP", "1")))
         return real(point)
 
     points._simulate_point = patched
@@ -206,6 +206,53 @@ def test_point_that_always_kills_its_worker_is_recorded(tmp_path):
     assert err["params"]["policy"] == "las" and err["type"] == "WorkerDied"
     assert "died 2 times" in err["error"] and "SIGKILL" in err["error"]
     assert pl.read_parquet(out / "summary.parquet").height == 3 and pid not in _done(out)
+
+
+def _children(pid: int) -> list:
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; workers die with the driver on Linux")
+def test_kill_9_of_a_local_sweep_takes_its_workers_and_resumes(tmp_path):
+    cfg, out = _config(tmp_path, POLICIES, "restart_s = [0, 30, 60]\n"), tmp_path / "out"
+    env = {**os.environ, "FB_TEST_MODE": "slow", "FB_TEST_SLEEP": "4"}  # a dead driver's workers would finish theirs
+    proc = subprocess.Popen(_sweep_cmd(_script(tmp_path), cfg, out, "--executor", "local", "--workers", "2"),
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None and not _done(out):
+            time.sleep(0.05)
+        workers = _children(proc.pid)
+        assert workers and proc.poll() is None
+        proc.kill()
+    finally:
+        proc.wait()
+    t0 = time.monotonic()
+    while any(_alive(w) for w in workers) and time.monotonic() - t0 < 2:
+        time.sleep(0.05)
+    assert not any(_alive(w) for w in workers), "the workers outlived their driver"
+    done = _done(out)
+    assert 0 < len(done) < 12
+    again = run_sweep(str(cfg), out, executor="local", workers=2, progress=False)
+    assert sorted(again.skipped) == sorted(done) and len(again.ran) == 12 - len(done) and again.ok
+    run_sweep(str(cfg), tmp_path / "clean", executor="serial", progress=False)
+    _same(_files(out), _files(tmp_path / "clean"))
 
 
 # ----------------------------------------------------------------------------- Ctrl-C

@@ -38,23 +38,33 @@ MAX_DEATHS = 2
 MAX_START_DEATHS = 2
 
 
+def _die_with_parent() -> None:
+    """Linux: have the kernel kill this process when the driver dies (``kill -9`` of a sweep
+    leaves no worker writing into the folder); elsewhere a worker ends at its next message."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _worker_main(conn, out_dir: str) -> None:
-    """A worker: warm the kernels, then run the points it is sent until it is sent None."""
+    """A worker: warm the kernels, then run the points it is sent until it is sent None (or
+    the driver is gone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's business
+    _die_with_parent()
     from .. import engine
 
     engine._warm("native")
-    conn.send(("ready", None))
-    while True:
-        try:
-            points = conn.recv()
-        except (EOFError, OSError):  # the driver is gone
-            return
-        if points is None:
-            return
-        for p in points:
-            conn.send(("start", (p.id, time.monotonic())))
-            conn.send(("done", run_point(p, out_dir)))
+    try:
+        conn.send(("ready", None))
+        while (points := conn.recv()) is not None:
+            for p in points:
+                conn.send(("start", (p.id, time.monotonic())))
+                conn.send(("done", run_point(p, out_dir)))
+    except (EOFError, OSError):  # the driver is gone
+        return
 
 
 @dataclass
