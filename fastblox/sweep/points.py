@@ -16,7 +16,7 @@ from ..errors import FastbloxError
 from ..runner import build_workload
 from .config import PARAM_TYPES, RESULTS_FORMAT, Point
 
-_MAGIC = b"PAR1"
+_MAGIC = b"PAR1"  # the first and last 4 bytes of every Parquet file
 #: summary keys left out of a point's JSON (they differ between runs of the same point)
 DROPPED_SUMMARY_KEYS = ("compile_s",)
 
@@ -108,7 +108,7 @@ def point_paths(out_dir: Path, pid: str) -> tuple[Path, Path]:
     return d / f"{pid}.parquet", d / f"{pid}.json"
 
 
-def point_state(out_dir: Path, pid: str) -> str | None:
+def point_state(out_dir: Path, pid: str) -> str:
     """``"done"``, ``"missing"`` (no JSON yet: never run, or stopped before its JSON was written)
     or, for a point whose JSON exists but whose files cannot be read, why: the JSON does not parse
     or names another point, or a Parquet file it lists is missing or not whole
