@@ -256,7 +256,7 @@ def test_kill_9_of_a_local_sweep_takes_its_workers_and_resumes(tmp_path):
 
 
 # ----------------------------------------------------------------------------- Ctrl-C
-@pytest.mark.parametrize("executor", ["local", "serial"])
+@pytest.mark.parametrize("executor", ["local", "serial", pytest.param("threads", marks=pytest.mark.slow)])
 def test_ctrl_c_stops_promptly_writes_what_finished_and_resumes(tmp_path, executor):
     cfg = _config(tmp_path, POLICIES, "restart_s = [0, 30, 60]\n")  # 12 points of >= 1 s each
     out = tmp_path / "out"
@@ -278,7 +278,8 @@ def test_ctrl_c_stops_promptly_writes_what_finished_and_resumes(tmp_path, execut
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert proc.returncode == 130, stderr
-    assert took < 3.0, f"took {took:.1f} s to stop"
+    # threads: the points running (1 s each here) end first, as a thread cannot be stopped
+    assert took < (5.0 if executor == "threads" else 3.0), f"took {took:.1f} s to stop"
     done = _done(out)
     assert 0 < len(done) < 12
     assert stdout == "" and stderr == (f"fastblox: interrupted: {len(done)} of 12 points done (written to {out}); "
