@@ -230,6 +230,9 @@ def sweep_lock(out: Path):
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             raise SweepBusyError(f"--out {out}: another sweep is running into this folder (pid {holder}); "
                                  "wait for it to end, or give another --out") from None
+        except OSError as e:  # a file system without locks (some network mounts)
+            raise ConfigError(f"--out {out}: cannot lock {path}: {e.strerror or e}; give a folder on a local "
+                              "file system") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
