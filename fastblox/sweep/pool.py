@@ -204,7 +204,7 @@ class _Pool:
             self._stop_all()
 
     def _stop_all(self) -> None:
-        old = _ignore_sigint()
+        old = ignore_sigint()
         try:
             for w in self.workers:
                 if not w.assigned:
@@ -223,10 +223,12 @@ class _Pool:
                 w.conn.close()
             self.workers.clear()
         finally:
-            _restore_sigint(old)
+            restore_sigint(old)
 
 
-def _ignore_sigint():
+def ignore_sigint():
+    """Ignore Ctrl-C (main thread only) while something must not be cut short; returns what
+    :func:`restore_sigint` puts back (None: nothing changed)."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
@@ -234,7 +236,7 @@ def _ignore_sigint():
     return signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _restore_sigint(old) -> None:
+def restore_sigint(old) -> None:
     if old is not None:
         signal.signal(signal.SIGINT, old)
 

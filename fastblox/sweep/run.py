@@ -8,7 +8,6 @@ Output layout (``out_dir``)::
     points/<id>.series.parquet   only with record_series = true
     summary.parquet         one row per finished point: parameters + summary figures, sorted by point_id
     errors.json             {point_id: {"error", "type", "params"}} of the points that failed in this run
-
     .lock                   held (``flock``) by the sweep running in the folder; a second one is refused
 
 Every file is written to a temporary name and moved into place with ``os.replace``, so a killed
@@ -34,7 +33,7 @@ from pathlib import Path
 from ..errors import ConfigError, SweepBusyError
 from .config import PARAM_TYPES, SweepConfig, load_config
 from .points import _atomic_bytes, _atomic_text, point_paths, point_state, run_point
-from .pool import _ignore_sigint, _restore_sigint, run_pool
+from .pool import ignore_sigint, restore_sigint, run_pool
 
 EXECUTORS = ("local", "threads", "serial", "ray")
 #: Executors that can stop a point over ``point_timeout`` (serial then runs each point in one
@@ -305,11 +304,11 @@ def run_sweep(config, out_dir, executor: str = "local", workers: int | None = No
         except KeyboardInterrupt:
             interrupted = True
             prog.end_line()
-        old = _ignore_sigint()  # a second Ctrl-C must not cut the summary short
+        old = ignore_sigint()  # a second Ctrl-C must not cut the summary short
         try:
             res = _finish(cfg, out, results, skipped, damaged, executor, t0)
         finally:
-            _restore_sigint(old)
+            restore_sigint(old)
     if interrupted:
         raise SweepInterrupted(res)
     return res
