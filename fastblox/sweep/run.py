@@ -4,7 +4,7 @@ Output layout (``out_dir``)::
 
     sweep.toml              the config (a verbatim copy of the file, or a rendering of the dict)
     points/<id>.parquet     one point's per-job table, with the point's parameters as extra columns
-    points/<id>.json        {"point_id", "params", "summary", "config"}; written last: it marks the point done
+    points/<id>.json        {"point_id", "params", "summary", "config", "inputs", "format", "files"}; written last
     points/<id>.series.parquet   only with record_series = true
     summary.parquet         one row per finished point: parameters + summary figures, sorted by point_id
     errors.json             {point_id: {"error", "type", "params"}} of the points that failed in this run
