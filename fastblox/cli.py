@@ -189,8 +189,8 @@ def main(argv=None) -> int:
     except RunInterrupted as e:
         print(f"fastblox: {e}; nothing written", file=sys.stderr)
         return _interrupted(argv)
-    except KeyboardInterrupt:
-        print("fastblox: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:  # Ctrl-C: one line (a sweep's says what it wrote), no traceback
+        print(f"fastblox: interrupted{f': {e}' if str(e) else ''}", file=sys.stderr, flush=True)
         return _interrupted(argv)
     except BrokenPipeError:
         return 0

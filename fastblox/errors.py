@@ -30,3 +30,7 @@ class WorkloadError(FastbloxError, ValueError):
 
 class SimulationError(FastbloxError, RuntimeError):
     """The replay cannot finish (e.g. a job that can never be placed)."""
+
+
+class SweepBusyError(FastbloxError):
+    """Another sweep is running into the same output folder (it holds the folder's lock)."""

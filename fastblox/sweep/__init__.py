@@ -4,7 +4,9 @@
 runs it and returns a :class:`SweepResult`. See ``docs/sweeps.md``.
 """
 
+from ..errors import SweepBusyError
 from .config import Point, SweepConfig, load_config
-from .run import SweepResult, run_sweep
+from .run import SweepInterrupted, SweepResult, run_sweep
 
-__all__ = ["run_sweep", "load_config", "SweepResult", "SweepConfig", "Point"]
+__all__ = ["run_sweep", "load_config", "SweepResult", "SweepInterrupted", "SweepBusyError", "SweepConfig",
+           "Point"]

@@ -1,14 +1,17 @@
 """``fastblox sweep CONFIG.toml --out DIR``: the command-line face of :func:`run_sweep`.
 
 Hook it into a parser with ``add_sweep_commands(subparsers)``; the command's ``func`` returns an
-exit code (0: every point finished, 1: some points failed, see DIR/errors.json). Bad input raises
-:class:`fastblox.errors.FastbloxError` subclasses, which ``fastblox.cli.main`` prints as one line.
+exit code (0: every point finished, 1: some points failed, see DIR/errors.json). Bad input, and a
+folder another sweep is running into, raise :class:`fastblox.errors.FastbloxError` subclasses,
+which ``fastblox.cli.main`` prints as one line (exit 2); Ctrl-C raises
+:class:`~fastblox.sweep.run.SweepInterrupted`, printed as one line with exit 130.
 """
 
 from __future__ import annotations
 
+import sys
 
-from .._argtypes import positive_int
+from .._argtypes import positive_float, positive_int
 from ..errors import ConfigError
 
 
@@ -27,6 +30,9 @@ def add_sweep_commands(sub) -> None:
                         "ray: a Ray cluster (pip install 'fastblox[ray]')")
     p.add_argument("--workers", type=positive_int, default=None, help="processes or threads (default: CPU count)")
     p.add_argument("--ray-address", default=None, metavar="ADDR", help="address of a running Ray cluster (ray executor)")
+    p.add_argument("--point-timeout", type=positive_float, default=None, metavar="SECONDS",
+                   help="stop a point that runs longer than this (wall time; local and serial executors) and "
+                        "record it in errors.json (default: no limit)")
     p.add_argument("--quiet", action="store_true", help="no progress line even on a terminal")
     p.set_defaults(func=cmd_sweep)
 
@@ -37,11 +43,16 @@ def cmd_sweep(a) -> int:
     if a.ray_address and a.executor != "ray":
         raise ConfigError("--ray-address needs --executor ray")
     res = run_sweep(a.config, a.out, executor=a.executor, workers=a.workers, progress=not a.quiet,
-                    ray_address=a.ray_address)
+                    ray_address=a.ray_address, point_timeout=a.point_timeout, notice=_notice)
+    damaged = f", {len(res.damaged)} damaged and run again" if res.damaged else ""
     print(f"fastblox sweep: {res.num_points} points: {len(res.ran)} run, {len(res.skipped)} already done, "
-          f"{len(res.errors)} failed in {res.wall_s:.2f} s -> {res.out_dir / 'summary.parquet'}")
+          f"{len(res.errors)} failed{damaged} in {res.wall_s:.2f} s -> {res.out_dir / 'summary.parquet'}")
     if res.errors:
         first = next(iter(res.errors.items()))
         print(f"  failed points are listed in {res.out_dir / 'errors.json'}; e.g. {first[0]}: {first[1]['error']}")
         return 1
     return 0
+
+
+def _notice(line: str) -> None:
+    print(f"fastblox sweep: {line}", file=sys.stderr, flush=True)

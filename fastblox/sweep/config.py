@@ -16,8 +16,11 @@ A config is read from TOML (:func:`load_config` with a path) or given as a dict 
 Everything is validated up front by building fastblox's own parts (policy and placement
 registries, ``Admission.parse``, ``Cluster.parse``); a bad value raises
 :class:`fastblox.errors.ConfigError` naming the key. Each point gets a fixed set of parameters
-(defaults filled in), an explicit ``seed``, and a stable id: the first 12 hex digits of the SHA-1
-of the parameters' canonical JSON.
+(defaults filled in), an explicit ``seed``, the SHA-256 of every input file it reads (``inputs``:
+trace, throughput table, cluster events, cluster CSV) and a stable id: the first 12 hex digits of
+the SHA-1 of the canonical JSON of its parameters, its inputs' digests and
+:data:`RESULTS_FORMAT`. So a file whose bytes change, or a new format of the results, is a new
+point that runs again.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +52,13 @@ PATH_KEYS = {"trace": (), "throughput": ("gavel", "none", "builtin"), "cluster_e
 #: Options kept as text in a point's parameters (``track = "3000:4000"``, ``policy_opts = "f=0.5"``).
 TEXT_KEYS = ("track", "policy_opts", "failures")
 
+#: The version of what a point's files hold. Bump it whenever the same point would now write
+#: different bytes (a new column or summary figure, a changed meaning): every id changes, so every
+#: point of an older folder runs again instead of being mixed with the new ones.
+RESULTS_FORMAT = 2
+#: Options naming files a point reads: their contents are part of its id.
+INPUT_KEYS = ("trace", "throughput", "cluster_events", "cluster")
+
 #: Polars dtype names of the parameter columns (fixed, so every point's table has one schema).
 PARAM_TYPES = {"point_id": "str",
                **{f.name: ("str" if f.name in TEXT_KEYS else f.metadata["column"]) for f in dataclasses.fields(RunSpec)},
@@ -56,10 +67,13 @@ PARAM_TYPES = {"point_id": "str",
 
 @dataclass(frozen=True)
 class Point:
-    """One configuration of a sweep: ``params`` (flat, JSON-able, defaults filled in)."""
+    """One configuration of a sweep: ``params`` (flat, JSON-able, defaults filled in) and
+    ``inputs``, ``{option: SHA-256 of the file's bytes}`` of the files it reads (not a parameter:
+    the point's JSON records it; the id covers it)."""
 
     id: str
     params: dict
+    inputs: dict = field(default_factory=dict)
 
     @property
     def spec(self) -> RunSpec:
@@ -71,10 +85,14 @@ class Point:
 
     @property
     def workload_spec(self) -> dict:
-        """What a worker needs to build (and cache) the workload; no arrays."""
+        """What a worker needs to build (and cache) the workload; no arrays. A trace's carries
+        the SHA-256 of its bytes (``build_workload`` ignores it; caches are keyed by it)."""
         from ..runner import workload_key
 
-        return workload_key(self.spec)
+        key = workload_key(self.spec)
+        if key["kind"] == "trace":
+            key["sha256"] = self.inputs["trace"]
+        return key
 
     @property
     def dynamic_kwargs(self) -> dict | None:
@@ -262,12 +280,49 @@ def _resolve_dynamic(p: dict, name) -> None:
     p["period_s"], p["horizon_s"], p["lookahead"] = period, horizon, lookahead
 
 
-def point_id(params: dict) -> str:
-    """The first 12 hex digits of the SHA-1 of the parameters' canonical JSON (None values left
-    out, so a new option at its default keeps every older id)."""
-    canon = json.dumps({k: params[k] for k in PARAM_KEYS if params[k] is not None}, sort_keys=True,
-                       separators=(",", ":"))
+def point_id(params: dict, inputs: dict | None = None) -> str:
+    """The first 12 hex digits of the SHA-1 of the canonical JSON of the parameters (None values
+    left out, so a new option at its default keeps every older id), the digests of the input
+    files (:func:`input_digests`) and :data:`RESULTS_FORMAT`."""
+    doc = {k: params[k] for k in PARAM_KEYS if params[k] is not None}
+    doc = {"params": doc, "inputs": dict(inputs or {}), "format": RESULTS_FORMAT}
+    canon = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha1(canon.encode()).hexdigest()[:12]
+
+
+_DIGESTS: dict = {}
+
+
+def file_digest(path) -> str:
+    """SHA-256 of a file's bytes, computed once per process for each (path, size, mtime_ns)."""
+    path = os.path.abspath(path)
+    try:
+        st = os.stat(path)
+        key = (path, st.st_size, st.st_mtime_ns)
+        got = _DIGESTS.get(key)
+        if got is None:
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            got = _DIGESTS[key] = h.hexdigest()
+    except OSError as e:
+        raise ConfigError(f"sweep config: cannot read {path}: {e.strerror or e}") from None
+    return got
+
+
+def input_digests(params: dict) -> dict:
+    """``{option: SHA-256}`` of every file a point's run reads (a trace, a throughput table file,
+    a cluster events file, a cluster CSV); keywords (``gavel``, ``32x4``) are not files."""
+    out = {}
+    for k in INPUT_KEYS:
+        v = params.get(k)
+        if v is None or (k == "throughput" and v in PATH_KEYS["throughput"]):
+            continue
+        if k == "cluster" and not v.strip().lower().endswith(".csv"):
+            continue
+        out[k] = file_digest(v)
+    return out
 
 
 # ----------------------------------------------------------------------------- loading
@@ -365,11 +420,12 @@ def _build(raw: dict, base_dir: Path, path, text) -> SweepConfig:
             if s is not None:
                 p1["seed"] = s
             params = _resolve(p1, base_dir, where if s is None else {**where, "seed": "seeds" if seeds is not None else "repeats"})
-            pid = point_id(params)
+            inputs = input_digests(params)
+            pid = point_id(params, inputs)
             if pid in seen:
                 continue  # two grid combinations that resolve to one configuration: run it once
             seen[pid] = True
-            points.append(Point(pid, {"point_id": pid, **params}))
+            points.append(Point(pid, {"point_id": pid, **params}, inputs))
     return SweepConfig(base, grid, seeds, points, path, text, name, raw)
 
 

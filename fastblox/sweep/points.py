@@ -15,8 +15,9 @@ from pathlib import Path
 from ..errors import FastbloxError
 from ..outputs import json_text
 from ..runner import build_workload
-from .config import PARAM_TYPES, Point
+from .config import PARAM_TYPES, RESULTS_FORMAT, Point
 
+_MAGIC = b"PAR1"  # the first and last 4 bytes of every Parquet file
 #: summary keys left out of a point's JSON (they differ between runs of the same point)
 DROPPED_SUMMARY_KEYS = ("compile_s",)
 
@@ -50,13 +51,23 @@ def preload_workloads(refs: dict) -> None:
                     _CACHE[k] = pickle.loads(blob)
 
 
+def _workloads(point: Point):
+    """``get_workload`` for the point's run: a trace's cache key carries the SHA-256 of the bytes
+    the point's id was made from (as :attr:`Point.workload_spec` does), so a process never reuses
+    the jobs of a file that has changed since."""
+    digest = point.inputs.get("trace")
+    if digest is None:
+        return get_workload
+    return lambda key: get_workload({**key, "sha256": digest} if key["kind"] == "trace" else key)
+
+
 def _simulate_point(point: Point):
     """Run one point; returns a fastblox Result (a DynamicResult for ``policy = "dynamic"``)."""
     from ..runner import run_spec
 
     dyn = point.dynamic_kwargs
     if dyn is None:
-        return run_spec(point.spec, get_workload=get_workload)
+        return run_spec(point.spec, get_workload=_workloads(point))
     from ..dynamic import simulate_dynamic
 
     def run(w, r):
@@ -67,7 +78,7 @@ def _simulate_point(point: Point):
 
     # a look-ahead that sees arrivals needs Blox's stream to reach past the end by its horizon
     margin = dyn["horizon_s"] if dyn["lookahead"] == "trace" else 0.0
-    return run_spec(point.spec, get_workload=get_workload, runner=run, margin_s=margin)
+    return run_spec(point.spec, get_workload=_workloads(point), runner=run, margin_s=margin)
 
 
 def _tmp(path: Path) -> Path:
@@ -100,9 +111,51 @@ def point_paths(out_dir: Path, pid: str) -> tuple[Path, Path]:
     return d / f"{pid}.parquet", d / f"{pid}.json"
 
 
-def is_done(out_dir: Path, pid: str) -> bool:
-    a, b = point_paths(out_dir, pid)
-    return a.exists() and b.exists()
+def point_state(out_dir: Path, pid: str) -> str:
+    """``"done"``, ``"missing"`` (no JSON yet: never run, or stopped before its JSON was written)
+    or, for a point whose JSON exists but whose files cannot be read, why: the JSON does not parse
+    or names another point, or a Parquet file it lists is missing or not whole
+    (:func:`_parquet_problem`)."""
+    pq, js = point_paths(out_dir, pid)
+    if not js.exists():
+        return "missing"
+    try:
+        doc = json.loads(js.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return f"{js.name}: not valid JSON ({type(e).__name__})"
+    if not isinstance(doc, dict) or doc.get("point_id") != pid or not isinstance(doc.get("summary"), dict):
+        return f"{js.name}: not this point's document"
+    names = doc.get("files", [pq.name])
+    if not isinstance(names, list) or pq.name not in names:
+        return f"{js.name}: no list of the point's files"
+    for name in names:
+        bad = _parquet_problem(js.with_name(str(name)))
+        if bad:
+            return f"{name}: {bad}"
+    return "done"
+
+
+def _parquet_problem(path: Path) -> str | None:
+    """Why ``path`` is not a whole Parquet file, or None. Checks the file's framing: ``PAR1`` at
+    both ends and a footer length that fits in the file (what a truncated or partly written file
+    lacks). Parsing the footer too (``pyarrow.parquet.read_metadata``) would cost ~10x more per
+    point on every rerun and catches nothing more of a file cut short."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+            size = f.seek(0, os.SEEK_END)
+            if size < 12:
+                return f"not a whole Parquet file ({size} bytes)"
+            f.seek(size - 8)
+            tail = f.read(8)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    footer = int.from_bytes(tail[:4], "little")
+    if head != _MAGIC or tail[4:] != _MAGIC or footer + 12 > size:
+        return "not a whole Parquet file (truncated?)"
+    return None
 
 
 def _parquet_bytes(df) -> bytes:
@@ -126,7 +179,8 @@ def compute_point(point: Point) -> tuple[str, list | None, str | None, str | Non
             files.append((f"{point.id}.{suffix}.parquet", _parquet_bytes(table)))
         files.append((f"{point.id}.parquet", _parquet_bytes(jobs)))
         summary = {k: v for k, v in res.summary.items() if k not in DROPPED_SUMMARY_KEYS}
-        doc = {"point_id": point.id, "params": point.params, "summary": summary, "config": res.config}
+        doc = {"point_id": point.id, "params": point.params, "summary": summary, "config": res.config,
+               "inputs": point.inputs, "format": RESULTS_FORMAT, "files": [name for name, _ in files]}
         files.append((f"{point.id}.json", (json_text(doc, indent=1, sort_keys=True) + "\n").encode()))
         return point.id, files, None, None
     except FastbloxError as e:
@@ -152,9 +206,4 @@ def run_point(point: Point, out_dir: str) -> tuple[str, str | None, str | None]:
         except OSError as e:
             return pid, f"cannot write the point's files: {e}", type(e).__name__
     return pid, msg, typ
-
-
-def _run_points(points: list, out_dir: str) -> list:
-    return [run_point(p, out_dir) for p in points]
-
 

@@ -119,9 +119,10 @@ def _compute_chunk(points: list, workloads: dict) -> list:
     return [compute_point(p) for p in points]
 
 
-def run(todo: list, out_dir: str, prog) -> list:
-    """Run ``todo`` as Ray tasks on the connected cluster; the driver writes every file. Returns
-    ``[(id, error or None, error type or None), ...]``."""
+def run(todo: list, out_dir: str, prog, results: list) -> None:
+    """Run ``todo`` as Ray tasks on the connected cluster; the driver writes every file and
+    appends ``(id, error or None, error type or None)`` to ``results``. On Ctrl-C the tasks not
+    finished are cancelled."""
     ray = import_ray()
     # traces: read once here, shipped through the object store
     shipped = {}
@@ -145,22 +146,31 @@ def run(todo: list, out_dir: str, prog) -> list:
     for c in chunks:
         keys = {json.dumps(p.workload_spec, sort_keys=True) for p in c}
         pending[remote.remote(c, {k: v for k, v in shipped.items() if k in keys})] = c
-    results = []
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        ref = done[0]
-        c = pending.pop(ref)
-        try:
-            out = ray.get(ref)
-        except ray.exceptions.RayError as e:
-            msg = " ".join(str(e).split())[:500]
-            out = [(p.id, None, f"the Ray task running this point failed: {msg}", type(e).__name__) for p in c]
-        for pid, files, msg, typ in out:
-            if files is not None:
-                try:
-                    write_point_files(out_dir, files)
-                except OSError as e:
-                    msg, typ = f"cannot write the point's files: {e}", type(e).__name__
-            results.append((pid, msg, typ))
-            prog.step(msg is not None)
-    return results
+    try:
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            ref = done[0]
+            _collect(ray, ref, pending.pop(ref), out_dir, prog, results)
+    except KeyboardInterrupt:
+        for ref in pending:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - a task that ended meanwhile; stopping anyway
+                pass
+        raise
+
+
+def _collect(ray, ref, chunk: list, out_dir: str, prog, results: list) -> None:
+    try:
+        out = ray.get(ref)
+    except ray.exceptions.RayError as e:
+        msg = " ".join(str(e).split())[:500]
+        out = [(p.id, None, f"the Ray task running this point failed: {msg}", type(e).__name__) for p in chunk]
+    for pid, files, msg, typ in out:
+        if files is not None:
+            try:
+                write_point_files(out_dir, files)
+            except OSError as e:
+                msg, typ = f"cannot write the point's files: {e}", type(e).__name__
+        results.append((pid, msg, typ))
+        prog.step(msg is not None)
