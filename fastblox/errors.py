@@ -30,3 +30,8 @@ class WorkloadError(FastbloxError, ValueError):
 
 class SimulationError(FastbloxError, RuntimeError):
     """The replay cannot finish (e.g. a job that can never be placed)."""
+
+
+class NoProgressError(SimulationError):
+    """The event loop stopped moving time (a bug of fastblox's, not of the input): raised instead
+    of hanging, after more passes at one instant than any correct run makes."""
