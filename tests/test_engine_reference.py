@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import fastblox
 from fastblox.reference.native import simulate_native_reference
-from strategies import small_case
+from strategies import per_item, small_case
 
 POLICIES = ["fifo", "las", "las-gpu", "srtf", "sjf"]
 PLACEMENTS = ["first-fit", "consolidated", "blox"]
@@ -64,10 +64,14 @@ def _assert_invariants(res, restart, gpus_total):
     assert res.summary["utilisation"] <= 1 + 1e-9
 
 
-@given(case=small_case(), policy=st.sampled_from(POLICIES), placement=st.sampled_from(PLACEMENTS),
-       theta=st.sampled_from([0.0, 1.0, 1.5]), tm=st.sampled_from(["events", "rounds"]),
+@pytest.mark.parametrize("tm", ["events", "rounds"])
+@pytest.mark.parametrize("policy", POLICIES)
+@per_item()
+@given(case=small_case(), placement=st.sampled_from(PLACEMENTS), theta=st.sampled_from([0.0, 1.0, 1.5]),
        restart=st.sampled_from([0.0, 30.0]), preempt=st.booleans())
 def test_kernel_matches_reference(case, policy, placement, theta, tm, restart, preempt):
+    """Every policy × time model is an item of its own (each draws the placements, ~10 examples
+    per policy × placement × time model at the ``ci`` profile)."""
     res, ref = _run_both(case, policy, placement, theta, tm, restart, preempt)
     if res is None:
         return
