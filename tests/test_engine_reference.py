@@ -142,6 +142,16 @@ def test_deterministic_bytes(tmp_path):
     assert outs[0] == outs[1]
 
 
+def test_makespan_and_utilisation_span_the_run_not_time_zero():
+    """A trace whose first job arrives late: the makespan and the utilisation count from the first
+    submission (1,000 s), not from t = 0 (the bundled workloads start at 0 and cannot tell)."""
+    w = fastblox.Workload.from_arrays(submit_s=np.array([1000.0, 1500.0]), num_gpus=np.array([1, 1]),
+                                      duration_s=np.array([100.0, 200.0]))
+    s = fastblox.simulate(w, cluster="1x2").summary
+    assert (s["makespan_s"], s["end_s"], s["avg_jct_s"]) == (700.0, 1700.0, 150.0)
+    assert s["utilisation"] == 300.0 / (2 * 700.0)
+
+
 def test_preemption_happens_and_costs():
     """A short job arriving on a full cluster preempts under LAS, and the restart cost shows."""
     w = fastblox.Workload.from_arrays(submit_s=[0, 10], num_gpus=[4, 4], duration_s=[1000, 100])
