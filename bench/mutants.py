@@ -96,8 +96,9 @@ MUTANTS = (
            "consolidated placement's best fit skips a node with exactly n free GPUs"),
     Mutant("next-node-past-end", "kernels/placement.py",
            "        wi += 1\n        if wi >= nw:\n            return -1",
-           "        wi += 1\n        if wi > nw:\n            return -1", (MAIN,),
-           "the free-node bit scan reads one word past the end (caught by bounds checking, else by luck)",
+           "        wi += 1\n        if wi > nw:\n            return -1", (REALISM,),
+           "the free-node bit scan reads one word past the end (caught by bounds checking, else by luck; "
+           "reached only when a GPU type or rack has too few free GPUs, which one-type clusters never have)",
            boundscheck=True),
     Mutant("rack-factor-always", "kernels/rates.py",
            "        if multi_rack:\n            r *= rack_factor", "        r *= rack_factor", (REALISM,),
