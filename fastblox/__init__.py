@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 from .cluster import Cluster
 from .dynamic import simulate_dynamic
 from .engine import prepare_native, simulate, simulate_blox_workload
-from .errors import ConfigError, FastbloxError, SimulationError, TraceError, WorkloadError
+from .errors import ConfigError, FastbloxError, NoProgressError, SimulationError, TraceError, WorkloadError
 from .generators import blox_paper_workload, gavel_like_workload
 from .parts import POLICIES, PLACEMENTS, Admission, JobView, Policy, policy
 from . import policies as _policies  # noqa: F401  (registers Tiresias, Themis, Gavel, Optimus)
@@ -21,7 +21,7 @@ from .spec import RunSpec
 from .workload import Workload
 
 __all__ = [
-    "Admission", "Cluster", "ConfigError", "FastbloxError", "JobView", "PLACEMENTS", "POLICIES", "Policy",
+    "Admission", "Cluster", "ConfigError", "FastbloxError", "JobView", "NoProgressError", "PLACEMENTS", "POLICIES", "Policy",
     "Result", "RunSpec", "SimulationError", "TraceError", "Workload", "WorkloadError", "blox_paper_workload",
     "gavel_like_workload", "policy", "prepare_native", "run_spec", "simulate", "simulate_blox_workload", "simulate_dynamic",
 ]

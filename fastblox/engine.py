@@ -20,7 +20,7 @@ import numpy as np
 
 from . import parts
 from .cluster import Cluster
-from .errors import ConfigError, SimulationError, WorkloadError
+from .errors import ConfigError, NoProgressError, SimulationError, WorkloadError
 from .kernels import compat as kcompat
 from .kernels import engine as kengine
 from .kernels import enums
@@ -383,6 +383,11 @@ class NativeState:
                 self._answer_keys()
             elif code == kengine.NEED_PLAN:
                 self._answer_plan()
+            elif code == kengine.NO_PROGRESS:
+                raise NoProgressError(
+                    f"the replay stopped making progress at t={self.now!r} s (policy {self.policy.name!r}): more than "
+                    f"{kengine.no_progress_limit(len(self.w), len(self.events.t))} passes at one instant; "
+                    "this is a bug in fastblox, please report it")
             else:
                 return code
             # Python policies return every step: the slicer looks in once a slice's time

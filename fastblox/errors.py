@@ -34,3 +34,8 @@ class SimulationError(FastbloxError, RuntimeError):
 
 class SweepBusyError(FastbloxError):
     """Another sweep is running into the same output folder (it holds the folder's lock)."""
+
+
+class NoProgressError(SimulationError):
+    """The event loop stopped moving time (a bug of fastblox's, not of the input): raised instead
+    of hanging, after more passes at one instant than any correct run makes."""

@@ -68,6 +68,7 @@ DEADLOCK = 2
 PAUSED = 3
 NEED_PLAN = 4
 SLICE_END = 5  # the call made its budget of ci[C_BUDGET] passes (a slice of the run): call again
+NO_PROGRESS = 6  # time stopped moving: a bug of the kernel's (the guard below), never a property of the input
 
 # slots of the int scalar state ``si``
 I_N_ACTIVE = 0
@@ -90,6 +91,7 @@ I_N_MIGRATE = 16  # running jobs a plan moved to another type or size
 I_IDLE = 17  # scheduling steps in a row that left the cluster empty with jobs waiting
 I_WQ_HEAD = 18  # the waiting queue is ``q.wq[head:head + n]`` (n = si[I_NW])
 I_N_RO = 19  # entries in ``q.ro`` (running jobs in key order as of the last preempting step)
+I_SAME_T = 20  # passes in a row at the current instant (the no-progress guard)
 I_SIZE = 24
 
 # slots of the float scalar state ``sf``
@@ -126,6 +128,17 @@ CF_SIZE = 12
 
 SERIES_COLS = 7
 PLAN_IDLE_LIMIT = 1000
+
+
+@jit(nrt=False)
+def no_progress_limit(n_jobs, n_ev):
+    """How many passes of the event loop at one instant (or wake-ups taken at one instant) mean
+    time has stopped: ``advance`` then returns ``NO_PROGRESS`` instead of looping forever. A legit
+    run passes at one instant at most once per completion, node event and promotion there, plus
+    one (at most ``2 n_jobs + n_ev + 1``), and takes at most ``2 n_jobs + 1`` wake-ups there (every
+    entry of the wake-up heap, of capacity ``n_jobs + 1``, and one re-arm per running job, always
+    for a later instant): the limit is twice that, never reached by a run that is right."""
+    return 4 * (n_jobs + n_ev) + 64
 
 
 @jit(nrt=False, inline=True)
@@ -635,7 +648,8 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     (``NEED_KEYS``: into ``s.keys[:n]`` for ``s.active[:n]``, ``n = si[I_N_ACTIVE]``) or a plan
     (``NEED_PLAN``: keys as above plus ``run.want``/``run.want_type`` of those jobs), the next
     step would pass ``cf[CF_STOP_T]`` (``PAUSED``), it made ``ci[C_BUDGET]`` passes (scheduling
-    times) in this call (``SLICE_END``), or no progress is possible (``DEADLOCK``).
+    times) in this call (``SLICE_END``), no progress is possible (``DEADLOCK``), or time stopped
+    moving (``NO_PROGRESS``: ``no_progress_limit`` passes or wake-ups at one instant).
     Call again to resume. Returns ``(code, series)``: ``series`` may be a new, larger array
     (rows ``[t, preemptions, free GPUs, queued, running, GPU demand, GPUs up]``)."""
     n_jobs = jobs.submit.shape[0]
@@ -695,6 +709,8 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     n_fail = si[I_N_FAIL]
     n_migrate = si[I_N_MIGRATE]
     idle = si[I_IDLE]
+    same_t = si[I_SAME_T]
+    spin_max = no_progress_limit(n_jobs, n_ev)
     t = sf[F_T]
     busy_gpu_s = sf[F_BUSY_GPU_S]
     last_b = sf[F_LAST_B]
@@ -755,6 +771,13 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                 code = PAUSED if t_new > stop_t else SLICE_END
                 break
             passes += 1
+            if t_new == t:
+                same_t += 1
+                if same_t > spin_max:
+                    code = NO_PROGRESS
+                    break
+            else:
+                same_t = 0
             started = 1
             t = t_new
             # ---- completions up to t (exact finish times)
@@ -837,7 +860,12 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             last_b = t
             dirty = INF
             # ---- wake-ups up to t: a waiting job promoted for starving moves to queue 0
+            n_woken = 0
             while wake_n > 0 and wake_t[0] <= t:
+                n_woken += 1
+                if n_woken > spin_max:
+                    code = NO_PROGRESS  # a wake-up re-armed for an instant already passed
+                    break
                 j = wake_j[0]
                 valid = version[j] == wake_v[0]
                 wake_n = heap_pop(wake_t, wake_j, wake_v, wake_n)
@@ -853,6 +881,8 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
                     tw = wake_time(policy, j, t, jobs, run, pp, promote)
                     if tw < INF:
                         wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
+            if code == NO_PROGRESS:
+                break
             # ---- arrivals and admission
             while next_arr < n_jobs and submit[next_arr] <= t:
                 status[next_arr] = OVERFLOW
@@ -1161,6 +1191,7 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     si[I_N_FAIL] = n_fail
     si[I_N_MIGRATE] = n_migrate
     si[I_IDLE] = idle
+    si[I_SAME_T] = same_t
     sf[F_T] = t
     sf[F_BUSY_GPU_S] = busy_gpu_s
     sf[F_LAST_B] = last_b

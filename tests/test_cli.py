@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -28,6 +29,13 @@ def test_out_dir_contract(tmp_path):
     assert s["num_tracked"] == 1001  # Blox's default tracked ids 3000..4000
     tracked = jobs.filter(pl.col("tracked"))
     assert abs(tracked["jct_s"].mean() - s["avg_jct_s"]) < 1e-6
+    # the percentiles are those of the tracked jobs (a p99 computed as the p95 must fail: this
+    # workload's tail tells them apart), for the JCT and for finish-time fairness
+    for col, prefix, suffix in (("jct_s", "p", "_jct_s"), ("rho", "rho_p", "")):
+        x = tracked[col].to_numpy()
+        pcts = [s[f"{prefix}{q}{suffix}"] for q in (50, 95, 99)]
+        np.testing.assert_allclose(pcts, np.percentile(x, [50, 95, 99]), rtol=1e-12)
+        assert pcts[0] < pcts[1] < pcts[2]
     series = pl.read_parquet(tmp_path / "series.parquet")
     assert {"free_gpus", "queued_jobs", "gpu_demand"} <= set(series.columns)
     assert (series["free_gpus"] >= 0).all() and (series["free_gpus"] <= 128).all()

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import fastblox
 from fastblox.reference.native import simulate_native_reference
-from strategies import small_case
+from strategies import per_item, small_case
 
 POLICIES = ["fifo", "las", "las-gpu", "srtf", "sjf"]
 PLACEMENTS = ["first-fit", "consolidated", "blox"]
@@ -64,10 +64,14 @@ def _assert_invariants(res, restart, gpus_total):
     assert res.summary["utilisation"] <= 1 + 1e-9
 
 
-@given(case=small_case(), policy=st.sampled_from(POLICIES), placement=st.sampled_from(PLACEMENTS),
-       theta=st.sampled_from([0.0, 1.0, 1.5]), tm=st.sampled_from(["events", "rounds"]),
+@pytest.mark.parametrize("tm", ["events", "rounds"])
+@pytest.mark.parametrize("policy", POLICIES)
+@per_item()
+@given(case=small_case(), placement=st.sampled_from(PLACEMENTS), theta=st.sampled_from([0.0, 1.0, 1.5]),
        restart=st.sampled_from([0.0, 30.0]), preempt=st.booleans())
 def test_kernel_matches_reference(case, policy, placement, theta, tm, restart, preempt):
+    """Every policy × time model is an item of its own (each draws the placements, ~10 examples
+    per policy × placement × time model at the ``ci`` profile)."""
     res, ref = _run_both(case, policy, placement, theta, tm, restart, preempt)
     if res is None:
         return
@@ -136,6 +140,16 @@ def test_deterministic_bytes(tmp_path):
         res.write(tmp_path / str(k))
         outs.append((tmp_path / str(k) / "jobs.parquet").read_bytes())
     assert outs[0] == outs[1]
+
+
+def test_makespan_and_utilisation_span_the_run_not_time_zero():
+    """A trace whose first job arrives late: the makespan and the utilisation count from the first
+    submission (1,000 s), not from t = 0 (the bundled workloads start at 0 and cannot tell)."""
+    w = fastblox.Workload.from_arrays(submit_s=np.array([1000.0, 1500.0]), num_gpus=np.array([1, 1]),
+                                      duration_s=np.array([100.0, 200.0]))
+    s = fastblox.simulate(w, cluster="1x2").summary
+    assert (s["makespan_s"], s["end_s"], s["avg_jct_s"]) == (700.0, 1700.0, 150.0)
+    assert s["utilisation"] == 300.0 / (2 * 700.0)
 
 
 def test_preemption_happens_and_costs():

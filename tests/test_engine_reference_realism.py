@@ -28,7 +28,7 @@ from fastblox.policies.tiresias import _prepare_gittins
 from fastblox.reference.native import ANY_TYPE, NO_RUN, simulate_native_reference
 from fastblox.speed import DEFAULT_SERIAL_FRACTION, SpeedModel, amdahl
 from fastblox.throughput import ThroughputTable
-from strategies import RealCase, node_events, real_case
+from strategies import RealCase, node_events, per_item, real_case
 
 # --------------------------------------------------------------------------- a test-only planner
 _MASK = (1 << 64) - 1
@@ -397,9 +397,13 @@ def check_case(case: RealCase, cfg: dict):
     return res, ref
 
 
-@given(case=real_case(), cfg=_cfg(BUILTIN))
-def test_builtin_policies_match_reference(case, cfg):
-    """FIFO, LAS, LAS-GPU, SRTF, SJF on heterogeneous clusters with racks, rates, failures."""
+@pytest.mark.parametrize("policy", BUILTIN)
+@per_item()
+@given(case=real_case(), cfg=_cfg([None]))
+def test_builtin_policies_match_reference(policy, case, cfg):
+    """FIFO, LAS, LAS-GPU, SRTF, SJF on heterogeneous clusters with racks, rates, failures (an
+    item per policy: each draws the placements and time models)."""
+    cfg = dict(cfg, policy=policy)
     res, _ = check_case(case, cfg)
     if res is not None:
         again = run_kernel(case, cfg)

@@ -155,6 +155,27 @@ def test_philly_log_attempts_layout():
     assert w.submit_s.min() == 0 and set(w.extra) >= {"user", "vc", "status", "queue_s", "num_machines"}
 
 
+def test_philly_log_blox_filter_pins_both_bounds_in_minutes(tmp_path):
+    """Blox keeps 10^1.5 min < duration < 10^4 min (1,897.4 s and 600,000 s), bounds excluded. The
+    DRE sample's shortest job runs 3,614 s, so only a hand-made log tells minutes from seconds:
+    40 s and 1,000 s would survive a lower bound of 10^1.5 s, 10,001 s would be dropped by an upper
+    bound of 10^4 s."""
+    durations = [40, 1000, 1897, 1898, 10001, 599999, 600000, 600001]
+    jobs = []
+    for i, d in enumerate(durations):
+        start = np.datetime64("2017-10-03T00:00:00") + np.timedelta64(i, "m")
+        stamp = lambda x: str(x).replace("T", " ")  # noqa: E731
+        jobs.append({"jobid": f"application_{i}", "user": "u", "vc": "vc", "status": "Pass",
+                     "submitted_time": stamp(start),
+                     "attempts": [{"start_time": stamp(start), "end_time": stamp(start + np.timedelta64(d, "s")),
+                                   "detail": [{"ip": "m1", "gpus": ["gpu0"]}]}]})
+    path = write(tmp_path, "log.json", json.dumps(jobs))
+    assert read_trace(path).duration_s.tolist() == durations
+    w = read_trace(path, blox_filter=True, on_bad_rows="drop")
+    assert w.duration_s.tolist() == [1898, 10001, 599999]
+    assert w.dropped["blox duration filter"] == 5
+
+
 def test_philly_log_rejects_non_lists(tmp_path):
     with pytest.raises(TraceError, match="JSON list"):
         read_trace(write(tmp_path, "x.json", '{"jobid": 1}'))

@@ -49,6 +49,11 @@ TIRESIAS, GITTINS, THEMIS = "tiresias", "tiresias-gittins", "themis"
 QUEUED = (TIRESIAS, GITTINS)  # policies with Tiresias' queues (thresholds, crossings, promotions)
 
 
+def no_progress_limit(n_jobs, n_ev) -> int:
+    """Passes at one instant after which time has stopped moving (as ``kernels.engine``)."""
+    return 4 * (n_jobs + n_ev) + 64
+
+
 def amdahl(n) -> float:
     """``S(n) = n / (1 + 0.05 (n - 1))``."""
     n = float(n)
@@ -391,7 +396,9 @@ def simulate_native_reference(
     type index) overrides both. ``dynamic`` (rounds mode: the keys move while jobs run, so no round
     with a waiting job is skipped) defaults to what the policy is. ``max_steps``: raise
     RuntimeError after that many steps (jobs stopped before they keep any progress can take turns
-    forever, e.g. rounds shorter than the checkpoint interval).
+    forever, e.g. rounds shorter than the checkpoint interval). In ``events`` mode, more than
+    ``no_progress_limit`` passes in a row at one instant raise RuntimeError too (time stopped:
+    a bug, never a property of the input).
 
     ``policy`` ``tiresias`` / ``tiresias-gittins``: ``thresholds`` the queue limits in
     GPU-seconds (ascending), ``promote`` the starvation knob P (0: off), ``gittins`` the Gittins
@@ -759,7 +766,11 @@ def simulate_native_reference(
         t = jobs[0].submit if n else 0.0
         if evs:
             t = min(t, evs[0][0])
+        same_t = 0
         while True:
+            same_t = same_t + 1 if t == st["t"] else 0
+            if same_t > no_progress_limit(n, len(evs)):
+                raise RuntimeError(f"no progress: more than {no_progress_limit(n, len(evs))} passes at t={t!r}")
             set_time(t)
             completions_to(t)
             if st["left"] == 0:
