@@ -127,6 +127,18 @@ def _load_workload(a):
     return (w.head(a.num_jobs) if a.num_jobs else w), False
 
 
+def _kernel_kind(a) -> str | None:
+    """The kernel ``fastblox run`` will load (None: the policy is unknown; the run reports it)."""
+    from .engine import kind_of
+
+    if a.blox_compat:
+        return "compat"
+    try:
+        return kind_of(a.policy, a.preempt)
+    except FastbloxError:
+        return None
+
+
 def cmd_run(a) -> int:
     from .engine import prewarm, simulate, simulate_blox_workload
 
@@ -144,7 +156,9 @@ def cmd_run(a) -> int:
               throughput=a.throughput, multi_node_factor=a.multi_node_factor, rack_factor=a.rack_factor,
               cluster_events=a.cluster_events, policy_opts=dict(a.policy_opt) or None, reference_gpu=a.reference_gpu,
               placement_effects=a.placement_effects)
-    prewarm("compat" if a.blox_compat else "native")  # overlaps loading the kernel with reading the trace
+    kind = _kernel_kind(a)
+    if kind is not None:
+        prewarm(kind)  # overlaps loading the kernel with reading the trace
     workload, endless = _load_workload(a)
     if a.failures:
         from .cluster import Cluster

@@ -97,6 +97,8 @@ _WARM: set = set()
 #: compiled: an empty numba cache, about a minute); the CLI prints it, the library stays quiet
 COMPILE_NOTICE = None
 NOTICE_AFTER_S = 3.0
+#: what the notice says a compile takes (bench/bench_compile.py measures it)
+COMPILE_EXPECT = "about a minute"
 
 
 _WARM_LOCK = threading.Lock()
@@ -114,7 +116,7 @@ def _warm(kind: str) -> float:
             return time.perf_counter() - t0
         timer = None
         if COMPILE_NOTICE is not None:
-            msg = (f"compiling the {kind} simulation kernel (first run with this numba cache: about a minute; "
+            msg = (f"compiling the {kind} simulation kernel (first run with this numba cache: {COMPILE_EXPECT}; "
                    "later runs load it in about a second)...")
             timer = threading.Timer(NOTICE_AFTER_S, COMPILE_NOTICE, args=(msg,))
             timer.daemon = True
@@ -146,7 +148,30 @@ def prewarm(kind: str = "native") -> threading.Thread:
     return th
 
 
+def native_kind(ci) -> str:
+    """The ``_warm`` kind of a native run configured by ``ci``: ``native:`` and its scheduling path
+    (``kernels.engine.path_of``; each path is a kernel of its own, compiled on first use)."""
+    return "native:" + kengine.PATH_NAMES[type(kengine.path_of(ci))]
+
+
+def state_kind(st: "NativeState") -> str:
+    """The ``_warm`` kind of a native run's state (with ``+events`` when it has node events)."""
+    return native_kind(st.ci) + ("+events" if st.events.t.shape[0] else "")
+
+
+def kind_of(scheduler, preempt: bool | None = None) -> str:
+    """The ``_warm`` kind a native run of ``scheduler`` will need (for :func:`prewarm`)."""
+    pol = parts.resolve_policy(scheduler)
+    ci = np.zeros(kengine.C_SIZE, dtype=np.int64)
+    ci[kengine.C_KIND] = pol.kind
+    ci[kengine.C_PY] = int(pol.fn is not None or pol.planner is not None)
+    ci[kengine.C_PREEMPT] = int(pol.preemptive if preempt is None else preempt)
+    return native_kind(ci)
+
+
 def _warm_now(kind: str) -> float:
+    """Load ``kind``: ``compat``, ``native`` (numba and the FIFO kernel, by a tiny run) or
+    ``native:PATH`` (that path's kernel, compiled for the argument types every run has)."""
     t0 = time.perf_counter()
     tiny = Workload.from_arrays(submit_s=[0.0, 1.0], num_gpus=[1, 2], duration_s=[10.0, 20.0])
     c = Cluster.parse("2x2")
@@ -155,7 +180,13 @@ def _warm_now(kind: str) -> float:
     else:
         st = NativeState(tiny, c, np.ones(2, dtype=np.bool_), parts.POLICIES.get("fifo"), {}, enums.PL_FIRST_FIT,
                          0.0, enums.TM_EVENTS, 300.0, 0.0, True, False)
-        st.advance()
+        if kind == "native":
+            st.advance()
+        else:
+            path, _, events = kind.split(":", 1)[1].partition("+")
+            if events:
+                st.events = KEvents(np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
+            kengine.load(kengine.PATHS[path], *st.kernel_args())
     _WARM.add(kind)
     return time.perf_counter() - t0
 
@@ -314,9 +345,15 @@ class NativeState:
             self.policy.planner(new, self.opts) if self.policy.planner is not None else None)
         return new
 
+    def kernel_args(self) -> tuple:
+        """The arguments of ``kernels.engine.advance``. A run without node events passes None for
+        them: the kernel is then compiled without their handling."""
+        ev = self.events if self.events.t.shape[0] else None
+        return (self.jobs, self.run, self.nodes, self.q, self.s, self.rates, ev, self.pp, self.series, self.si, self.sf,
+                self.ci, self.cf)
+
     def advance(self) -> int:
-        code, self.series = kengine.advance(self.jobs, self.run, self.nodes, self.q, self.s, self.rates, self.events,
-                                            self.pp, self.series, self.si, self.sf, self.ci, self.cf)
+        code, self.series = kengine.advance(*self.kernel_args())
         return int(code)
 
     def drive(self, stop_t: float = np.inf) -> int:
@@ -450,7 +487,7 @@ def simulate(
             record_series=record_series, checkpoint_s=checkpoint_s, throughput=throughput,
             multi_node_factor=multi_node_factor, rack_factor=rack_factor, cluster_events=cluster_events,
             policy_opts=policy_opts, reference_gpu=reference_gpu, placement_effects=placement_effects)
-        compile_s = _warm("native")
+        compile_s = _warm(state_kind(run.state))
         t0 = time.perf_counter()
         code = run.state.drive()
         sim_s = time.perf_counter() - t0

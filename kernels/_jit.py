@@ -6,6 +6,8 @@ import os
 
 import numba
 
+from ._calls import unliteral_calls
+
 # FASTBLOX_KERNEL_LINES=1: compile with line tables for profilers (bench/profile_kernel.py). Only
 # the tables: no bounds checks and no extended variable lifetimes, which debug=True turns on by
 # default and which would profile a different, slower kernel. Use a separate NUMBA_CACHE_DIR.
@@ -33,5 +35,5 @@ def jit(fn=None, *, nrt: bool = True, inline: bool = False, **kw):
     opts.update(_LINES)
     opts.update(kw)
     if fn is None:
-        return lambda f: numba.njit(**opts)(f)
-    return numba.njit(**opts)(fn)
+        return lambda f: unliteral_calls(numba.njit(**opts)(f))
+    return unliteral_calls(numba.njit(**opts)(fn))
