@@ -61,13 +61,14 @@ def measure(args: list[str], repeat: int, pythonpath: str | None) -> dict:
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     cmd = CLI + ["run"] + args + ["--json"]
+    cwd = tempfile.gettempdir()  # not the repository: ``python -c`` puts the working folder first on sys.path
     cold = []
     for _ in range(repeat):
         with tempfile.TemporaryDirectory(prefix="numba-cold-") as cache:
             env["NUMBA_CACHE_DIR"] = cache
-            wall, _, cpu = run_process(cmd, env)
+            wall, _, cpu = run_process(cmd, env, cwd)
             cold.append((cpu, wall))
-            warm_wall, _, warm_cpu = run_process(cmd, env)
+            warm_wall, _, warm_cpu = run_process(cmd, env, cwd)
     return {"cold_cpu_s": statistics.median(c for c, _ in cold), "cold_wall_s": statistics.median(w for _, w in cold),
             "cold_all": cold, "warm_cpu_s": warm_cpu, "warm_wall_s": warm_wall}
 
