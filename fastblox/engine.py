@@ -94,11 +94,11 @@ def _alloc_offsets(gpus: np.ndarray) -> np.ndarray:
 
 _WARM: set = set()
 #: called with a message when loading a kernel takes longer than ``NOTICE_AFTER_S`` (it is being
-#: compiled: an empty numba cache, about a minute); the CLI prints it, the library stays quiet
+#: compiled: an empty numba cache, about 30 s of CPU for a path); the CLI prints it, the library stays quiet
 COMPILE_NOTICE = None
 NOTICE_AFTER_S = 3.0
 #: what the notice says a compile takes (bench/bench_compile.py measures it)
-COMPILE_EXPECT = "about a minute"
+COMPILE_EXPECT = "about 30 s of CPU, more on a busy machine"
 
 
 _WARM_LOCK = threading.Lock()
@@ -116,8 +116,9 @@ def _warm(kind: str) -> float:
             return time.perf_counter() - t0
         timer = None
         if COMPILE_NOTICE is not None:
-            msg = (f"compiling the {kind} simulation kernel (first run with this numba cache: {COMPILE_EXPECT}; "
-                   "later runs load it in about a second)...")
+            name, _, path = kind.partition(":")
+            msg = (f"compiling the {name} simulation kernel{f' ({path} path)' if path else ''} (first run with this "
+                   f"numba cache: {COMPILE_EXPECT}; later runs load it in about a second)...")
             timer = threading.Timer(NOTICE_AFTER_S, COMPILE_NOTICE, args=(msg,))
             timer.daemon = True
             timer.start()

@@ -782,7 +782,7 @@ def _node_events(t, jobs, run, nodes, q, ev, pp, ci, cf, next_ev, busy, lost, fr
     return next_ev, busy, lost, free, total_gpus, n_fail, n_running, wq_head, n_wait, wake_n, dirty
 
 
-@helper(nrt=False)
+@helper(nrt=False, inline=True)
 def _wakeups(t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n):
     """Policy wake-ups up to ``t``: a waiting job promoted for starving moves to queue 0; a running
     job that crossed a queue threshold gets its next crossing. Returns ``(wq_head, n_wait, wake_n)``."""
@@ -866,7 +866,7 @@ def _collect_active(path, s, q, wq_head, n_wait, n_running):
     return na
 
 
-@helper(nrt=False)
+@helper(nrt=False, inline=True)
 def _last_running(policy, t, jobs, run, q, s, pp, restart_s, nr):
     """Key every running job now (``s.prio``/``s.keys`` by job); returns the last of them in the
     order, ``(rank, key, job)``."""
@@ -932,7 +932,7 @@ def _walk_queue(t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free):
     return nl, last_l, free, -1
 
 
-@helper(nrt=False)
+@helper(nrt=False, inline=True)
 def _preempting_walk(t, jobs, run, nodes, q, s, rates, ci, h, nw, nr, slow_from, n_ro, nl):
     """From the blocked job at queue position ``slow_from`` on: the rest of the queue and the
     running jobs ranked after it, merged in key order, walked with preemption (launches after
@@ -1084,7 +1084,7 @@ def _compact_queue(status, wq, h, nw, slow, last_l):
     return h + wp + 1, nw - (wp + 1)
 
 
-@helper
+@helper(inline=True)
 def _requeue_victims(t, jobs, run, q, s, pp, ci, cf, ns, h, nw, wake_n):
     """The step's victims left waiting are keyed and join the queue in one merge (and get their
     wake-ups); returns ``(h, nw, wake_n)``."""
