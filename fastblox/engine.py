@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import parts
+from . import speed as speedmod
 from .cluster import Cluster
 from .errors import ConfigError, SimulationError, WorkloadError
 from .kernels import compat as kcompat
@@ -179,8 +180,9 @@ def _warm_now(kind: str) -> float:
     if kind == "compat":
         _run_compat(tiny, c, enums.POL_LAS, enums.PL_BLOX, 0.0, 300.0, np.ones(2, dtype=np.bool_))
     else:
+        # (the speed model from its module: a run may replace this module's name, as the tests do)
         st = NativeState(tiny, c, np.ones(2, dtype=np.bool_), parts.POLICIES.get("fifo"), {}, enums.PL_FIRST_FIT,
-                         0.0, enums.TM_EVENTS, 300.0, 0.0, True, False)
+                         0.0, enums.TM_EVENTS, 300.0, 0.0, True, False, speed=speedmod.build_speed_model(tiny, c, None))
         if kind == "native":
             st.advance()
         else:
