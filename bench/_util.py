@@ -27,7 +27,7 @@ def timed(fn, repeats: int = 5):
     return statistics.median(times), times, res
 
 
-def run_process(cmd, env=None) -> tuple[float, int, float]:
+def run_process(cmd, env=None, cwd=None) -> tuple[float, int, float]:
     """Run ``cmd`` in a fresh process; returns (wall seconds, peak RSS in bytes, CPU seconds) of
     that process. CPU comes from ``os.wait4``'s rusage (this child's alone). The peak RSS is the
     child's own ``VmHWM`` when it reports one (``CLI`` does: the line ``VmHWM: N kB`` on stderr),
@@ -35,7 +35,7 @@ def run_process(cmd, env=None) -> tuple[float, int, float]:
     was forked with: a child of a large benchmark process reports that process's size."""
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, cwd=cwd)
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)

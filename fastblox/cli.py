@@ -61,6 +61,18 @@ def _label(r) -> str:
         f", {r.num_jobs} jobs" if r.num_jobs else "")
 
 
+def _kernel_kind(r) -> str | None:
+    """The kernel a resolved run spec ``r`` will load (None: not known before the run)."""
+    from .engine import kind_of
+
+    if r.blox_compat:
+        return "compat"
+    try:
+        return kind_of(r.policy, r.preempt)
+    except FastbloxError:
+        return None
+
+
 def cmd_run(a) -> int:
     from .engine import prewarm
     from .runner import run_spec
@@ -72,7 +84,9 @@ def cmd_run(a) -> int:
     r = cli_spec(a).resolved()  # every check between options, before any work
     if a.out:
         prepare_dir(a.out)
-    prewarm("compat" if r.blox_compat else "native")  # overlaps loading the kernel with reading the trace
+    kind = _kernel_kind(r)
+    if kind is not None:
+        prewarm(kind)  # overlaps loading the kernel with reading the trace
     with _progress_line(a):
         res = run_spec(r)
     if a.out:

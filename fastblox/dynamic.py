@@ -241,7 +241,7 @@ def simulate_dynamic(workload: Workload, candidates=DEFAULT_CANDIDATES, period_s
                           default_round_s=_common(pols, "default_round_s"))
     run = _prepare(workload, pols[0], _defaults=shared, **simulate_kwargs)
     st = run.state
-    compile_s = engine._warm("native")
+    compile_s = engine._warm(engine.state_kind(st))
 
     t0 = float(workload.submit_s[0])
     current = 0

@@ -24,6 +24,8 @@ import llvmlite
 import numba
 from numba.core import caching, config
 
+from ._calls import unliteral_calls
+
 # FASTBLOX_KERNEL_LINES=1: compile with line tables for profilers (bench/profile_kernel.py). Only
 # the tables: no bounds checks and no extended variable lifetimes, which debug=True turns on by
 # default and which would profile a different, slower kernel.
@@ -148,6 +150,6 @@ def jit(fn=None, *, nrt: bool = True, inline: bool = False, **kw):
 
     def compile_(f):
         COMPILED.append(f)
-        return numba.njit(**opts)(f)
+        return unliteral_calls(numba.njit(**opts)(f))
 
     return compile_ if fn is None else compile_(fn)

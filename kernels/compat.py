@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._calls import helper
 from ._jit import jit
 from .enums import DONE, NO_TIME, NOT_ARRIVED, POL_FIFO, POL_LAS, POL_LAS_GPU, POL_SJF, POL_SRTF, RUNNING, WAITING
 from .placement import assign, fit, fresh_nodes, release
@@ -51,7 +52,7 @@ CTL_POLL = 64  # rounds between two looks at ``ctl`` (stores to it every round c
 HEADROOM = 256  # free slots kept before the waiting queue's head
 
 
-@jit
+@helper
 def grow_rows(a, n):
     """A copy of the 2-D array ``a`` with room for at least ``n`` rows (capacity doubles)."""
     b = np.empty((max(2 * a.shape[0], n), a.shape[1]), dtype=a.dtype)
@@ -59,14 +60,14 @@ def grow_rows(a, n):
     return b
 
 
-@jit
+@helper
 def _grow(a, n):
     b = np.empty(max(2 * a.shape[0], n), dtype=a.dtype)
     b[: a.shape[0]] = a
     return b
 
 
-@jit
+@helper
 def _before(a, b, prio, key):
     """Job ``a`` sorts before job ``b``: by ``(prio, key, job id)`` — Blox's stable sort of jobs
     held in admission (= id) order."""
@@ -81,7 +82,7 @@ def _before(a, b, prio, key):
     return a < b
 
 
-@jit
+@helper
 def _insert(q, h, n, j, prio, key):
     """Insert ``j`` into the sorted ``q[h:h+n]``, shifting the shorter side; returns the new
     head ``h`` (the caller keeps a free slot on both sides: ``h > 0`` or room at ``q[h+n]``)."""
@@ -104,7 +105,7 @@ def _insert(q, h, n, j, prio, key):
     return h
 
 
-@jit
+@helper
 def _merge_into(q, h, n, add, m, prio, key, out, off):
     """Merge the sorted ``add[:m]`` into the sorted ``q[h:h+n]``, written to ``out[off:off+n+m]``."""
     a = h
@@ -120,7 +121,7 @@ def _merge_into(q, h, n, add, m, prio, key, out, off):
         w += 1
 
 
-@jit
+@helper
 def _key(policy, j, submit, iter_time, total_iters, attained):
     if policy == POL_FIFO:
         return submit[j]
@@ -133,7 +134,7 @@ def _key(policy, j, submit, iter_time, total_iters, attained):
     return 0.0
 
 
-@jit
+@helper
 def starvation_steps(round_s):
     """How many rounds of waiting Blox's counter (``+= R`` from 0) needs to reach the limit."""
     c = 0.0

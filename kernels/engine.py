@@ -32,8 +32,11 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
+from numba.extending import overload
 
+from ._calls import helper
 from ._jit import jit
 from ._prefetch import prefetch
 from .enums import (
@@ -141,7 +144,7 @@ def no_progress_limit(n_jobs, n_ev):
     return 4 * (n_jobs + n_ev) + 64
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def heap_push(ht, hj, hv, n, t, j, v):
     """Push (t, j, v) onto the binary min-heap ``ht/hj/hv[:n]`` ordered by (t, j); returns new size.
     The entries on its way up move down one level each; (t, j, v) is written once, where it stops."""
@@ -160,7 +163,7 @@ def heap_push(ht, hj, hv, n, t, j, v):
     return n + 1
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def heap_pop(ht, hj, hv, n):
     """Remove the minimum of the heap of size ``n``; returns the new size. Bottom-up (Floyd): the
     hole at the top goes down to a leaf along the smaller children (one comparison per level),
@@ -195,7 +198,7 @@ def heap_pop(ht, hj, hv, n):
     return n
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def heap_compact(ht, hj, hv, n, version):
     """Drop stale entries (their job has moved on to another version) and rebuild; returns the size.
     Live entries are at most one per job, so a heap of capacity N + 1 always has room."""
@@ -212,7 +215,7 @@ def heap_compact(ht, hj, hv, n, version):
     return m
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def heap_add(ht, hj, hv, n, t, j, v, version):
     """``heap_push`` that first compacts a full heap."""
     if n >= ht.shape[0]:
@@ -220,14 +223,14 @@ def heap_add(ht, hj, hv, n, t, j, v, version):
     return heap_push(ht, hj, hv, n, t, j, v)
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def rq_add(rq, rpos, nr, j):
     rq[nr] = j
     rpos[j] = nr
     return nr + 1
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def rq_remove(rq, rpos, nr, j):
     """Remove ``j`` from the unordered running list in O(1) (the last entry takes its place)."""
     p = rpos[j]
@@ -237,7 +240,7 @@ def rq_remove(rq, rpos, nr, j):
     return nr - 1
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def _level(thresholds, service):
     """Tiresias' queue of a job with ``service`` attained GPU-seconds: the number of thresholds
     at or below it (queue 0 is the highest priority)."""
@@ -247,7 +250,7 @@ def _level(thresholds, service):
     return k
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def _gittins(pp, service):
     """The Gittins index at ``service`` attained GPU-seconds (a step function, see PolicyParams)."""
     xs = pp.gittins_x
@@ -262,7 +265,7 @@ def _gittins(pp, service):
     return pp.gittins_v[lo - 1] if lo > 0 else pp.gittins_v[0]
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def run_level(pp, j, t, run):
     """Tiresias' queue of running job ``j`` at ``t``: its service (GPU-seconds since its last
     promotion) moves it down at the instant ``launch_t + (threshold - service at launch) / GPUs``
@@ -278,13 +281,13 @@ def run_level(pp, j, t, run):
     return k
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def _crossing(pp, j, run, lvl):
     """When running job ``j`` entered queue ``lvl`` (> the queue it was launched in)."""
     return run.launch_t[j] + (pp.thresholds[lvl - 1] - (run.attained_gpu[j] - run.svc0[j])) / run.held[j]
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def rank_key(policy, j, t, jobs, run, pp, restart_s):
     """``(rank, key)`` of active job ``j`` at time ``t``: lower runs first, ties in arrival order.
     For a waiting job of a ``KIND_STATIC`` policy this does not change while it waits (except at
@@ -317,7 +320,7 @@ def rank_key(policy, j, t, jobs, run, pp, restart_s):
     return 0, 0.0
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def themis_rho(j, t, jobs, run, restart_s, ahead):
     """Finish-time fairness ``rho = (T_elapsed + T_remaining) / T_alone`` of job ``j`` as it would
     stand ``ahead`` seconds from ``t`` if it does not run meanwhile; times at the reference speed
@@ -329,7 +332,7 @@ def themis_rho(j, t, jobs, run, restart_s, ahead):
     return ((t + ahead - jobs.submit[j]) + left / jobs.ref_rate[j]) / alone
 
 
-@jit
+@helper
 def themis_keys(t, jobs, run, s, na, restart_s, lease_s, f):
     """Themis' lease auction, as an order of the ``na`` active jobs (``s.keys`` by position,
     ``s.prio`` by job). The ``ceil((1 - f) · na)`` jobs with the worst ``rho`` take part in the
@@ -355,7 +358,7 @@ def themis_keys(t, jobs, run, s, na, restart_s, lease_s, f):
             s.keys[a] = -rho[a]
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def _before(ra, ka, a, rb, kb, b):
     """(rank, key, job index) order."""
     if ra != rb:
@@ -363,7 +366,7 @@ def _before(ra, ka, a, rb, kb, b):
     return ka < kb or (ka == kb and a < b)
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def _wq_pos(q, h, nw, rj, kj, j):
     """Where ``(rj, kj, j)`` goes in the waiting queue ``q.wq[h:h + nw]`` (binary search)."""
     lo = 0
@@ -378,7 +381,7 @@ def _wq_pos(q, h, nw, rj, kj, j):
     return lo
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def wq_slide(wq, h, nw):
     """Move the queue ``wq[h:h + nw]`` to the start of the array; returns the new head (0)."""
     for a in range(nw):
@@ -386,7 +389,7 @@ def wq_slide(wq, h, nw):
     return 0
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def wq_insert(q, h, nw, j):
     """Insert job ``j`` into the waiting queue ``q.wq[h:h + nw]``, sorted by (wrank, wkey, index);
     returns ``(head, length)``. O(log n) to find the place, then the shorter side moves one slot:
@@ -407,7 +410,7 @@ def wq_insert(q, h, nw, j):
     return h, nw + 1
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def wq_remove(q, h, nw, j):
     """Remove job ``j`` (keyed as it was inserted) from the waiting queue; returns ``(head,
     length)``. The shorter side closes the gap."""
@@ -423,7 +426,7 @@ def wq_remove(q, h, nw, j):
     return h, nw - 1
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def wq_merge(q, h, nw, new, m):
     """Merge the jobs ``new[:m]`` (sorted by (wrank, wkey, index), none in the queue) into the
     waiting queue ``q.wq[h:h + nw]``; returns ``(head, length)``. One pass from whichever end
@@ -466,7 +469,7 @@ def wq_merge(q, h, nw, new, m):
     return h, nw + m
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def sort_small(a, m, rank, key):
     """Sort ``a[:m]`` in place by ``(rank[j], key[j], j)``: insertion sort (for a few jobs)."""
     for x in range(1, m):
@@ -478,7 +481,7 @@ def sort_small(a, m, rank, key):
         a[y + 1] = v
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def set_key(policy, j, t, jobs, run, q, pp, restart_s):
     """Key a job that starts waiting (``q.wrank``/``q.wkey``)."""
     r, k = rank_key(policy, j, t, jobs, run, pp, restart_s)
@@ -486,7 +489,7 @@ def set_key(policy, j, t, jobs, run, q, pp, restart_s):
     q.wkey[j] = k
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def enqueue(policy, j, t, jobs, run, q, pp, h, nw, restart_s):
     """Key a job that starts waiting and insert it into the waiting queue; returns ``(head,
     length)``."""
@@ -494,7 +497,7 @@ def enqueue(policy, j, t, jobs, run, q, pp, h, nw, restart_s):
     return wq_insert(q, h, nw, j)
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def wake_time(policy, j, t, jobs, run, pp, promote):
     """When the key of job ``j`` next moves on its own (``INF``: never). Tiresias and Gittins: a
     running job crossing its next queue threshold; a waiting job of a lower queue reaching its
@@ -512,7 +515,7 @@ def wake_time(policy, j, t, jobs, run, pp, promote):
     return INF
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def promote_job(j, t, run):
     """Tiresias' starvation promotion: back to queue 0's tail, service counted afresh."""
     run.rank[j] = 0
@@ -522,7 +525,7 @@ def promote_job(j, t, run):
     run.pend0[j] = 0.0
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def stop_job(j, t, run, restart_s, ckpt_s, policy, pp):
     """Account for a running job stopped at ``t`` (suspended or killed): progress up to its last
     checkpoint is kept, service counts every second it held GPUs, Tiresias' queue is kept in
@@ -550,7 +553,7 @@ def stop_job(j, t, run, restart_s, ckpt_s, policy, pp):
     return el * run.held[j], lost
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def _stuck(q, run, wake_n, next_arr, next_ev, n_jobs, n_ev):
     """Nothing is left to arrive, no node event or policy wake-up is pending (stale wake-ups
     dropped first): with nothing running, the waiting jobs will never be placed. Returns
@@ -560,7 +563,7 @@ def _stuck(q, run, wake_n, next_arr, next_ev, n_jobs, n_ev):
     return next_arr == n_jobs and next_ev == n_ev and wake_n == 0, wake_n
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def _insertion_fix(a, m, rank, key, budget):
     """Insertion-sort ``a[:m]`` by ``(rank[j], key[j], j)`` in place, for a list already nearly in
     order. Gives up (returns False, ``a`` a permutation of what it was) after ``budget`` moves."""
@@ -578,7 +581,7 @@ def _insertion_fix(a, m, rank, key, budget):
     return True
 
 
-@jit
+@helper
 def _running_order(ro, ro_ver, n_ro, rq, nr, status, version, rank, key, new, out):
     """Bring ``ro[:n_ro]``, the running jobs in ``(rank, key, job)`` order as of the last
     preempting step, up to date with the keys just computed for the ``nr`` running jobs ``rq``;
@@ -618,11 +621,12 @@ def _running_order(ro, ro_ver, n_ro, rq, nr, status, version, rank, key, new, ou
         no += 1
     if not _insertion_fix(out, no, rank, key, 8 * no + 64):
         sort_jobs(out[:no].copy(), no, rank, key, out)
-    ro[:no] = out[:no]
+    for a in range(no):  # (a loop: a slice assignment compiles numba's shape-mismatch error message)
+        ro[a] = out[a]
     return no
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def _touch(j, version, alloc_off, status):
     """Prefetch what a completion of job ``j`` reads first: both lines of its record it uses
     (``version`` in the first, ``alloc_off`` in the second) and its status."""
@@ -631,7 +635,7 @@ def _touch(j, version, alloc_off, status):
     prefetch(status, j)
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def _free_up(nodes):
     total = 0
     free = 0
@@ -642,7 +646,653 @@ def _free_up(nodes):
     return total, free
 
 
-@jit
+# ------------------------------------------------------------------------------- event phases
+@helper(nrt=False, inline=True)
+def _next_boundary(t, last_b, round_s, dynamic, kind, n_wait, n_running, t_arr, t_end, t_wake, dirty):
+    """Rounds: the next round boundary at which something can change (``INF``: none)."""
+    if (dynamic and n_wait > 0) or (kind == KIND_PLAN and n_wait + n_running > 0):
+        t_new = last_b + round_s
+        if t_new < t:  # a node event since then (handled at its own time) came first
+            t_new = math.ceil(t / round_s) * round_s
+        return t_new
+    t_ev = min(min(t_arr, t_end), dirty)
+    if n_wait > 0:
+        t_ev = min(t_ev, t_wake)
+    if t_ev == INF:
+        return INF
+    return max(math.ceil(t_ev / round_s) * round_s, last_b + round_s)
+
+
+@helper(nrt=False, inline=True)
+def _next_time(t, started, ci, cf, last_b, dirty, n_wait, n_running, next_arr, jobs, run, q, heap_n, wake_n, t_clu):
+    """The time of the next step; returns ``(t_new, boundary, heap_n, wake_n)``. ``boundary`` is
+    False for a rounds-mode node event between boundaries (handled at its own time, without a
+    scheduling pass). Stale tops of the completion and wake-up heaps are dropped on the way."""
+    events = ci[C_TIME_MODEL] == TM_EVENTS
+    n_jobs = jobs.submit.shape[0]
+    if started == 0:
+        if not events:
+            return 0.0, True, heap_n, wake_n
+        t_new = jobs.submit[0] if n_jobs > 0 else 0.0
+        return (t_clu if t_clu < t_new else t_new), True, heap_n, wake_n
+    status, version = run.status, run.version
+    # jobs held back by admission only get in after a completion: no event of their own
+    t_arr = jobs.submit[next_arr] if next_arr < n_jobs else INF
+    while heap_n > 0:  # drop stale tops (suspended or finished jobs)
+        j0 = q.heap_j[0]
+        if status[j0] == RUNNING and version[j0] == q.heap_v[0]:
+            break
+        heap_n = heap_pop(q.heap_t, q.heap_j, q.heap_v, heap_n)
+        if heap_n > 0:
+            _touch(q.heap_j[0], version, jobs.alloc_off, status)
+    t_end = q.heap_t[0] if heap_n > 0 else INF
+    while wake_n > 0 and version[q.wake_j[0]] != q.wake_v[0]:
+        wake_n = heap_pop(q.wake_t, q.wake_j, q.wake_v, wake_n)
+    t_wake = q.wake_t[0] if wake_n > 0 else INF
+    if events:
+        return min(min(t_arr, t_end), min(t_clu, t_wake)), True, heap_n, wake_n
+    t_new = _next_boundary(t, last_b, cf[CF_ROUND_S], ci[C_DYNAMIC] != 0, ci[C_KIND], n_wait, n_running, t_arr,
+                           t_end, t_wake, dirty)
+    if t_clu < t_new:
+        return t_clu, False, heap_n, wake_n
+    return t_new, True, heap_n, wake_n
+
+
+@helper(nrt=False, inline=True)
+def _completions(t, jobs, run, nodes, q, heap_n, free, demand, n_running, tracked_left, busy):
+    """Jobs finishing up to ``t`` (exact finish times) leave; returns the updated ``(heap_n, free,
+    demand, n_running, tracked_left, busy GPU-seconds)``."""
+    status, version, held = run.status, run.version, run.held
+    heap_t, heap_j, heap_v = q.heap_t, q.heap_j, q.heap_v
+    while heap_n > 0 and heap_t[0] <= t:
+        j = heap_j[0]
+        te = heap_t[0]
+        valid = status[j] == RUNNING and version[j] == heap_v[0]
+        heap_n = heap_pop(heap_t, heap_j, heap_v, heap_n)
+        if heap_n > 0:
+            _touch(heap_j[0], version, jobs.alloc_off, status)
+        if not valid:
+            continue
+        el = te - run.launch_t[j]
+        g = held[j]
+        run.attained[j] += el
+        run.attained_gpu[j] += el * g
+        busy += el * g
+        run.work_left[j] = 0.0
+        run.finish[j] = te
+        status[j] = DONE
+        version[j] += 1
+        release(run.alloc, jobs.alloc_off[j], g, nodes)
+        free += g  # a node going down kills its jobs first: these nodes are up
+        held[j] = 0
+        demand -= jobs.gpus[j]
+        n_running = rq_remove(q.rq, q.rpos, n_running, j)
+        if jobs.tracked[j]:
+            tracked_left -= 1
+    return heap_n, free, demand, n_running, tracked_left, busy
+
+
+@helper(nrt=False)
+def _kill_node(nd, te, jobs, run, nodes, q, pp, ci, cf, busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n):
+    """Node ``nd`` goes down at ``te``: its jobs are killed (all their GPUs freed) and wait again.
+    Returns the updated ``(busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n)``."""
+    policy = ci[C_POLICY]
+    restart_s = cf[CF_RESTART_S]
+    wakes = policy == POL_TIRESIAS or policy == POL_GITTINS
+    alloc, held = run.alloc, run.held
+    for k in range(nodes.gpus[nd]):
+        j = nodes.owner[nodes.base[nd] + k]
+        if j < 0:
+            continue
+        b, lo = stop_job(j, te, run, restart_s, cf[CF_CKPT_S], policy, pp)
+        busy += b
+        lost += lo
+        o = jobs.alloc_off[j]
+        g = held[j]
+        for x in range(g):
+            if nodes.up[nodes.gpu_node[alloc[o + x]]]:
+                free += 1
+        release(alloc, o, g, nodes)
+        held[j] = 0
+        run.n_fail[j] += 1
+        n_fail += 1
+        run.status[j] = WAITING
+        run.wait_t[j] = te
+        n_running = rq_remove(q.rq, q.rpos, n_running, j)
+        wq_head, n_wait = enqueue(policy, j, te, jobs, run, q, pp, wq_head, n_wait, restart_s)
+        if wakes:
+            tw = wake_time(policy, j, te, jobs, run, pp, cf[CF_PROMOTE])
+            if tw < INF:
+                wake_n = heap_add(q.wake_t, q.wake_j, q.wake_v, wake_n, tw, j, run.version[j], run.version)
+    return busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n
+
+
+@helper(nrt=False)
+def _node_events(t, jobs, run, nodes, q, ev, pp, ci, cf, next_ev, busy, lost, free, total_gpus, n_fail, n_running,
+                 wq_head, n_wait, wake_n, dirty):
+    """Node events up to ``t``, at their own times. Returns the updated ``(next_ev, busy, lost,
+    free, total_gpus, n_fail, n_running, wq_head, n_wait, wake_n, dirty)``."""
+    while next_ev < ev.t.shape[0] and ev.t[next_ev] <= t:
+        e = next_ev
+        next_ev += 1
+        nd = ev.node[e]
+        te = ev.t[e]
+        if ev.kind[e] == EV_FAIL:
+            if not nodes.up[nd]:
+                continue
+            busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n = _kill_node(
+                nd, te, jobs, run, nodes, q, pp, ci, cf, busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n)
+            free -= nodes.free[nd]
+            total_gpus -= nodes.gpus[nd]
+            nodes.up[nd] = 0
+        else:
+            if nodes.up[nd]:
+                continue
+            nodes.up[nd] = 1
+            free += nodes.free[nd]
+            total_gpus += nodes.gpus[nd]
+        set_node_bit(nodes, nd)
+        if te < dirty:
+            dirty = te
+    return next_ev, busy, lost, free, total_gpus, n_fail, n_running, wq_head, n_wait, wake_n, dirty
+
+
+@helper(nrt=False, inline=True)
+def _wakeups(t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max):
+    """Policy wake-ups up to ``t``: a waiting job promoted for starving moves to queue 0; a running
+    job that crossed a queue threshold gets its next crossing. Returns ``(wq_head, n_wait, wake_n,
+    spun)``; ``spun``: more than ``spin_max`` wake-ups at ``t`` (one re-armed for an instant
+    already passed: the no-progress guard)."""
+    policy = ci[C_POLICY]
+    restart_s = cf[CF_RESTART_S]
+    wake_t, wake_j, wake_v, version = q.wake_t, q.wake_j, q.wake_v, run.version
+    n_woken = 0
+    while wake_n > 0 and wake_t[0] <= t:
+        n_woken += 1
+        if n_woken > spin_max:
+            return wq_head, n_wait, wake_n, True
+        j = wake_j[0]
+        valid = version[j] == wake_v[0]
+        wake_n = heap_pop(wake_t, wake_j, wake_v, wake_n)
+        if not valid:
+            continue
+        if run.status[j] == WAITING:
+            wq_head, n_wait = wq_remove(q, wq_head, n_wait, j)
+            promote_job(j, t, run)
+            wq_head, n_wait = enqueue(policy, j, t, jobs, run, q, pp, wq_head, n_wait, restart_s)
+        elif run.status[j] == RUNNING:
+            # crossed a queue threshold (running keys are computed when needed): set the next crossing
+            tw = wake_time(policy, j, t, jobs, run, pp, cf[CF_PROMOTE])
+            if tw < INF:
+                wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
+    return wq_head, n_wait, wake_n, False
+
+
+@helper(nrt=False, inline=True)
+def _arrivals(t, jobs, run, q, pp, ci, cf, total_gpus, next_arr, ov_head, wq_head, n_wait, demand):
+    """Jobs submitted up to ``t`` arrive; admission lets them into the waiting queue. Returns
+    ``(next_arr, ov_head, wq_head, n_wait, demand)``."""
+    n_jobs = jobs.submit.shape[0]
+    policy = ci[C_POLICY]
+    theta = cf[CF_THETA]
+    status = run.status
+    while next_arr < n_jobs and jobs.submit[next_arr] <= t:
+        status[next_arr] = OVERFLOW
+        next_arr += 1
+    if theta <= 0.0:
+        admit_to = next_arr
+    else:
+        added = 0
+        admit_to = ov_head
+        while demand + added <= theta * total_gpus and admit_to < next_arr:
+            added += jobs.gpus[admit_to]
+            admit_to += 1
+    wakes = policy == POL_TIRESIAS or policy == POL_GITTINS
+    for j in range(ov_head, admit_to):
+        status[j] = WAITING
+        run.wait_t[j] = t
+        if wakes:
+            run.qentry[j] = t  # (Tiresias' and Gittins' fields: other policies never touch them)
+        wq_head, n_wait = enqueue(policy, j, t, jobs, run, q, pp, wq_head, n_wait, cf[CF_RESTART_S])
+        demand += jobs.gpus[j]
+    return next_arr, admit_to, wq_head, n_wait, demand
+
+
+@helper(nrt=False, inline=True)
+def _gate(ci, free, n_wait, n_running, q, run, wake_n, next_arr, next_ev, n_ev):
+    """Whether a scheduling pass can change anything; returns ``(step, deadlock, wake_n)``."""
+    if ci[C_KIND] == KIND_PLAN:
+        return n_wait + n_running > 0, False, wake_n
+    if n_wait == 0 or (free == 0 and ci[C_PREEMPT] == 0):
+        if n_running == 0 and n_wait > 0:
+            stuck, wake_n = _stuck(q, run, wake_n, next_arr, next_ev, run.status.shape[0], n_ev)
+            return False, stuck, wake_n  # stuck: nothing in service, and nothing will come back
+        return False, False, wake_n  # nothing can start: no step
+    return True, False, wake_n
+
+
+# ------------------------------------------------------------------------------- scheduling paths
+def _collect_active(path, s, q, wq_head, n_wait, n_running):
+    """Every active job, in arrival order, into ``s.active``; returns how many."""
+    na = 0
+    for a in range(wq_head, wq_head + n_wait):
+        s.active[na] = q.wq[a]
+        na += 1
+    for a in range(n_running):
+        s.active[na] = q.rq[a]
+        na += 1
+    srt = np.sort(s.active[:na])
+    for a in range(na):  # (a loop: a slice assignment compiles numba's shape-mismatch error message)
+        s.active[a] = srt[a]
+    return na
+
+
+@helper(nrt=False, inline=True)
+def _last_running(policy, t, jobs, run, q, s, pp, restart_s, nr):
+    """Key every running job now (``s.prio``/``s.keys`` by job); returns the last of them in the
+    order, ``(rank, key, job)``."""
+    rmax = 0
+    kmax = 0.0
+    jmax = -1
+    for a in range(nr):
+        r = q.rq[a]
+        rr, kr = rank_key(policy, r, t, jobs, run, pp, restart_s)
+        s.prio[r] = rr
+        s.keys[r] = kr
+        if jmax < 0 or _before(rmax, kmax, jmax, rr, kr, r):
+            rmax = rr
+            kmax = kr
+            jmax = r
+    return rmax, kmax, jmax
+
+
+@helper(nrt=False, inline=True)
+def _walk_queue(t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free):
+    """The walk over the waiting queue of a ``KIND_STATIC`` policy: launch what fits, in queue
+    order. The last running job in the order bounds the jobs that could preempt (computed only
+    when a job fails to fit or nothing is free). Returns ``(launched, last queue position
+    launched, free, first blocked position that could preempt or -1)``."""
+    policy = ci[C_POLICY]
+    placement = ci[C_PLACEMENT]
+    n_types = ci[C_N_TYPES]
+    have_r = ci[C_PREEMPT] != 0 and nr > 0
+    wq, want, want_type, status, held, held_type = q.wq, run.want, run.want_type, run.status, run.held, run.held_type
+    rmax = 0
+    kmax = 0.0
+    jmax = -1
+    nl = 0
+    last_l = -1
+    i = 0
+    while i < nw:
+        w = wq[h + i]
+        g = want[w]
+        got = -1
+        if g <= free:
+            got = place(w, g, want_type[w], jobs, rates, nodes, placement, n_types, s.tmp)
+        if got >= 0:
+            assign(s.tmp, g, w, run.alloc, jobs.alloc_off[w], nodes)
+            status[w] = RUNNING
+            held[w] = g
+            held_type[w] = got
+            free -= g
+            s.launched[nl] = w
+            nl += 1
+            last_l = i
+            if free > 0 or have_r:
+                i += 1
+                continue
+            break  # nothing free, nothing to preempt
+        if have_r and jmax < 0:
+            # (jobs launched in this step rank before every job still waiting: never the bound)
+            rmax, kmax, jmax = _last_running(policy, t, jobs, run, q, s, pp, cf[CF_RESTART_S], nr)
+        if have_r and _before(q.wrank[w], q.wkey[w], w, rmax, kmax, jmax):
+            return nl, last_l, free, i
+        if free == 0:
+            break  # nothing free, and no running job ranks below the rest
+        i += 1
+    return nl, last_l, free, -1
+
+
+@helper(nrt=False, inline=True)
+def _preempting_walk(t, jobs, run, nodes, q, s, rates, ci, h, nw, nr, slow_from, n_ro, nl):
+    """From the blocked job at queue position ``slow_from`` on: the rest of the queue and the
+    running jobs ranked after it, merged in key order, walked with preemption (launches after
+    the ``nl`` already made). Returns ``(launched, suspended, n_ro)``."""
+    wq, wrank, wkey, prio, keys, ro, order = q.wq, q.wrank, q.wkey, s.prio, s.keys, q.ro, s.order
+    w0 = wq[h + slow_from]
+    r0 = wrank[w0]
+    k0 = wkey[w0]
+    # the running jobs in key order (keys[] were just computed for all of them)
+    n_ro = _running_order(ro, q.ro_ver, n_ro, q.rq, nr, run.status, run.version, prio, keys, s.victims, order)
+    # those ranked after the blocked job: a suffix of that list
+    lo = 0
+    hi = n_ro
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        rm = ro[mid]
+        if _before(r0, k0, w0, prio[rm], keys[rm], rm):
+            hi = mid
+        else:
+            lo = mid + 1
+    no = 0
+    a = slow_from
+    b = lo
+    while a < nw or b < n_ro:
+        if b >= n_ro:
+            take_w = True
+        elif a >= nw:
+            take_w = False
+        else:
+            wa = wq[h + a]
+            rb = ro[b]
+            take_w = _before(wrank[wa], wkey[wa], wa, prio[rb], keys[rb], rb)
+        if take_w:
+            order[no] = wq[h + a]
+            a += 1
+        else:
+            order[no] = ro[b]
+            b += 1
+        no += 1
+    nl2, ns = walk(order, no, jobs, run, rates, nodes, ci[C_PLACEMENT], ci[C_N_TYPES], True, False, s.launched[nl:],
+                   s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
+    return nl2, ns, n_ro
+
+
+def _step_static(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, nw, nr, free, n_ro, busy, lost,
+                 n_migrate):
+    """A step of a ``KIND_STATIC`` policy (the queue is kept sorted); the merged order with the
+    running jobs is built only when a job that could preempt is blocked. Returns what every path
+    returns: ``(launched, suspended, stopped before the walk, slow, last queue position launched
+    by the fast walk, h, nw, nr, free, n_ro, busy, lost, n_migrate)``."""
+    nl, last_l, free, slow_from = _walk_queue(t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free)
+    if slow_from < 0:
+        return nl, 0, 0, False, last_l, h, nw, nr, free, n_ro, busy, lost, n_migrate
+    nl2, ns, n_ro = _preempting_walk(t, jobs, run, nodes, q, s, rates, ci, h, nw, nr, slow_from, n_ro, nl)
+    return nl + nl2, ns, 0, True, last_l, h, nw, nr, free, n_ro, busy, lost, n_migrate
+
+
+def _step_full(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, nw, nr, free, n_ro, busy, lost,
+               n_migrate):
+    """A step of a ``KIND_FULL`` policy (or a Python one): every active job re-ordered by keys
+    computed now (Themis' auction in the kernel, or the keys Python gave). Returns as
+    :func:`_step_static`."""
+    py = ci[C_PY] != 0
+    na = n_active
+    if not py:
+        themis_keys(t, jobs, run, s, na, cf[CF_RESTART_S], cf[CF_ROUND_S], cf[CF_THEMIS_F])
+    stable_order(s.keys, s.prio, s.active, na, s.order)
+    if not py:
+        for a in range(na):
+            s.prio[s.active[a]] = 0
+    nl, ns = walk(s.order, na, jobs, run, rates, nodes, ci[C_PLACEMENT], ci[C_N_TYPES], ci[C_PREEMPT] != 0, False,
+                  s.launched, s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
+    return nl, ns, 0, True, -1, h, nw, nr, free, n_ro, busy, lost, n_migrate
+
+
+def _step_plan(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, nw, nr, free, n_ro, busy, lost,
+               n_migrate):
+    """A step of a ``KIND_PLAN`` policy: running jobs whose plan differs from what they hold are
+    stopped, then the plan is placed in key order. Returns as :func:`_step_static`."""
+    policy = ci[C_POLICY]
+    restart_s = cf[CF_RESTART_S]
+    status, held, want, want_type = run.status, run.held, run.want, run.want_type
+    na = n_active
+    n_pre = 0
+    for a in range(na):
+        j = s.active[a]
+        if status[j] != RUNNING:
+            continue
+        wt = want_type[j]
+        if wt == NO_RUN or want[j] != held[j] or (wt != ANY_TYPE and wt != run.held_type[j]):
+            if wt != NO_RUN:
+                n_migrate += 1
+            b, lo = stop_job(j, t, run, restart_s, cf[CF_CKPT_S], policy, pp)
+            busy += b
+            lost += lo
+            release(run.alloc, jobs.alloc_off[j], held[j], nodes)
+            free += held[j]
+            held[j] = 0
+            run.n_preempt[j] += 1
+            status[j] = WAITING
+            run.wait_t[j] = t
+            nr = rq_remove(q.rq, q.rpos, nr, j)
+            h, nw = enqueue(policy, j, t, jobs, run, q, pp, h, nw, restart_s)
+            n_pre += 1
+    stable_order(s.keys, s.prio, s.active, na, s.order)
+    nl, ns = walk(s.order, na, jobs, run, rates, nodes, ci[C_PLACEMENT], ci[C_N_TYPES], False, False, s.launched,
+                  s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
+    return nl, ns, n_pre, True, -1, h, nw, nr, free, n_ro, busy, lost, n_migrate
+
+
+# ------------------------------------------------------------------------------- settling a step
+@helper(nrt=False, inline=True)
+def _settle_suspended(t, run, q, s, pp, ci, cf, ns, nr, busy, lost):
+    """The walk's victims stop (a victim re-placed in this walk holds its new GPUs already; its old
+    launch is settled with the size it had: only plans change sizes, before the walk). Returns
+    ``(nr, busy, lost)``."""
+    for x in range(ns):
+        v = s.suspended[x]
+        b, lo = stop_job(v, t, run, cf[CF_RESTART_S], cf[CF_CKPT_S], ci[C_POLICY], pp)
+        busy += b
+        lost += lo
+        run.n_preempt[v] += 1
+        nr = rq_remove(q.rq, q.rpos, nr, v)
+        run.wait_t[v] = t  # (a victim re-placed in this walk waited no time)
+        if run.status[v] == WAITING:
+            run.held[v] = 0
+    return nr, busy, lost
+
+
+@helper(nrt=False, inline=True)
+def _compact_queue(status, wq, h, nw, slow, last_l):
+    """The waiting queue loses the jobs that started; returns ``(h, nw)``. After a walk that
+    launched anywhere in it, one pass over it; after the fast walk, which launched only from
+    ``wq[h:h + last_l + 1]``, that prefix closes up towards its end and the head moves (O(last_l))."""
+    if slow:
+        wn = 0
+        for a in range(h, h + nw):
+            j = wq[a]
+            if status[j] == WAITING:
+                wq[h + wn] = j
+                wn += 1
+        return h, wn
+    wp = last_l
+    for a in range(last_l, -1, -1):
+        j = wq[h + a]
+        if status[j] == WAITING:
+            wq[h + wp] = j
+            wp -= 1
+    return h + wp + 1, nw - (wp + 1)
+
+
+@helper(inline=True)
+def _requeue_victims(t, jobs, run, q, s, pp, ci, cf, ns, h, nw, wake_n):
+    """The step's victims left waiting are keyed and join the queue in one merge (and get their
+    wake-ups); returns ``(h, nw, wake_n)``."""
+    policy = ci[C_POLICY]
+    restart_s = cf[CF_RESTART_S]
+    victims, wrank, wkey = s.victims, q.wrank, q.wkey
+    m = 0
+    for x in range(ns):
+        v = s.suspended[x]
+        if run.status[v] == WAITING:
+            set_key(policy, v, t, jobs, run, q, pp, restart_s)
+            victims[m] = v
+            m += 1
+    if m > 0:
+        if m <= 32:
+            sort_small(victims, m, wrank, wkey)
+        else:
+            sort_jobs(victims[:m].copy(), m, wrank, wkey, victims)
+        h, nw = wq_merge(q, h, nw, victims, m)
+    if policy == POL_TIRESIAS or policy == POL_GITTINS:
+        for x in range(ns):
+            v = s.suspended[x]
+            if run.status[v] == WAITING:
+                tw = wake_time(policy, v, t, jobs, run, pp, cf[CF_PROMOTE])
+                if tw < INF:
+                    wake_n = heap_add(q.wake_t, q.wake_j, q.wake_v, wake_n, tw, v, run.version[v], run.version)
+    return h, nw, wake_n
+
+
+@helper(nrt=False, inline=True)
+def _launch(t, jobs, run, nodes, rates, q, s, pp, ci, cf, nl, nr, heap_n, wake_n):
+    """The step's launches start: rate, completion time, wake-up. Returns ``(nr, heap_n, wake_n)``."""
+    policy = ci[C_POLICY]
+    restart_s = cf[CF_RESTART_S]
+    wakes = policy == POL_TIRESIAS or policy == POL_GITTINS
+    version = run.version
+    for x in range(nl):
+        j = s.launched[x]
+        if wakes and run.attained[j] > run.exec0[j]:
+            run.pend0[j] += t - run.wait_t[j]  # Tiresias' starvation counter: waiting after having run
+        run.launch_t[j] = t
+        if run.first_start[j] < 0.0:
+            run.first_start[j] = t
+        version[j] += 1
+        g = run.held[j]
+        o = jobs.alloc_off[j]
+        multi_node, multi_rack = spans(run.alloc, o, g, nodes)
+        run.rate[j] = launch_rate(jobs, rates, j, run.held_type[j], g, multi_node, multi_rack, cf[CF_RACK_FACTOR])
+        nr = rq_add(q.rq, q.rpos, nr, j)
+        heap_n = heap_add(q.heap_t, q.heap_j, q.heap_v, heap_n, t + restart_s + run.work_left[j] / run.rate[j], j,
+                          version[j], version)
+        if wakes:
+            tw = wake_time(policy, j, t, jobs, run, pp, cf[CF_PROMOTE])
+            if tw < INF:
+                wake_n = heap_add(q.wake_t, q.wake_j, q.wake_v, wake_n, tw, j, version[j], version)
+    return nr, heap_n, wake_n
+
+
+@helper
+def _record(series, r, t, n_pre, free, nw, nr, demand, total_gpus):
+    """Row ``r`` of the time series (grown when full); returns ``(series, rows)``."""
+    if r >= series.shape[0]:
+        bigger = np.empty((2 * series.shape[0] + 16, series.shape[1]), dtype=series.dtype)
+        for a in range(series.shape[0]):  # (loops: no slice assignment, see _collect_active)
+            for c in range(series.shape[1]):
+                bigger[a, c] = series[a, c]
+        series = bigger
+    series[r, 0] = t
+    series[r, 1] = n_pre
+    series[r, 2] = free
+    series[r, 3] = nw
+    series[r, 4] = nr
+    series[r, 5] = demand
+    series[r, 6] = total_gpus
+    return series, r + 1
+
+
+def _victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n, busy, lost):
+    """Settle the ``ns`` jobs the walk suspended; returns ``(h, nw, nr, wake_n, busy, lost)``."""
+    nr, busy, lost = _settle_suspended(t, run, q, s, pp, ci, cf, ns, nr, busy, lost)
+    h, nw, wake_n = _requeue_victims(t, jobs, run, q, s, pp, ci, cf, ns, h, nw, wake_n)
+    return h, nw, nr, wake_n, busy, lost
+
+
+# ------------------------------------------------------------------------------- the paths
+# A run compiles only the scheduling path it takes: the driver ``_advance`` is specialized on
+# the type of its first argument, a marker (numba compiles and caches one copy of a kernel per
+# argument type), and ``_path_step``/``_path_collect``/``_path_victims`` pick that path's code
+# when the driver is compiled (numba overloads, resolved from the marker's type), so no other
+# path is typed, lowered or optimized. The marker types: a numpy integer of each width.
+PATH_QUEUE = np.uint8(0)  # KIND_STATIC without preemption: the walk over the sorted queue only
+PATH_STATIC = np.int8(0)  # KIND_STATIC with preemption
+PATH_FULL = np.int16(0)  # KIND_FULL (Themis) and Python policies
+PATH_PLAN = np.int32(0)  # KIND_PLAN (planners)
+
+
+#: the paths by name (``fastblox.engine`` warms them by name)
+PATHS = {"queue": PATH_QUEUE, "static": PATH_STATIC, "full": PATH_FULL, "plan": PATH_PLAN}
+PATH_NAMES = {type(m): name for name, m in PATHS.items()}
+
+
+def path_of(ci) -> np.integer:
+    """The path marker of a run configured by ``ci`` (read at every call: a paused run may have
+    switched policy or preemption)."""
+    if ci[C_KIND] == KIND_PLAN:
+        return PATH_PLAN
+    if ci[C_PY] != 0 or ci[C_KIND] == KIND_FULL:
+        return PATH_FULL
+    return PATH_STATIC if ci[C_PREEMPT] != 0 else PATH_QUEUE
+
+
+def _step_queue(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, nw, nr, free, n_ro, busy, lost,
+                n_migrate):
+    """A step of a ``KIND_STATIC`` policy without preemption: the walk over the queue. Returns as
+    :func:`_step_static`."""
+    nl, last_l, free, _ = _walk_queue(t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free)
+    return nl, 0, 0, False, last_l, h, nw, nr, free, n_ro, busy, lost, n_migrate
+
+
+def _no_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n, busy, lost):
+    """A path that never suspends (``ns`` is always 0)."""
+    return h, nw, nr, wake_n, busy, lost
+
+
+def _no_collect(path, s, q, wq_head, n_wait, n_running):
+    """A path that keeps its own order (``KIND_STATIC``): no list of active jobs (-1)."""
+    return -1
+
+
+#: per marker type: (step, collect the active jobs, settle victims)
+_PATHS = {
+    type(PATH_QUEUE): (_step_queue, _no_collect, _no_victims),
+    type(PATH_STATIC): (_step_static, _no_collect, _victims),
+    type(PATH_FULL): (_step_full, _collect_active, _victims),
+    type(PATH_PLAN): (_step_plan, _collect_active, _victims),
+}
+_PATH_OF_TYPE = {numba.typeof(m): type(m) for m in (PATH_QUEUE, PATH_STATIC, PATH_FULL, PATH_PLAN)}
+
+
+def _path_step(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, nw, nr, free, n_ro, busy, lost,
+               n_migrate):
+    """The scheduling step of ``path`` (this body runs in plain Python; compiled, the overload below)."""
+    return _PATHS[type(path)][0](path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, nw, nr, free,
+                                 n_ro, busy, lost, n_migrate)
+
+
+def _path_collect(path, s, q, wq_head, n_wait, n_running):
+    """The active jobs into ``s.active`` for a path that re-orders them all, else -1."""
+    return _PATHS[type(path)][1](path, s, q, wq_head, n_wait, n_running)
+
+
+def _path_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n, busy, lost):
+    """Settle the step's victims on a path that can suspend jobs."""
+    return _PATHS[type(path)][2](path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n, busy, lost)
+
+
+#: the overloads' implementations: no wrappers for calls from Python, always inlined into the
+#: driver (a call that is not inlined passes every array of every NamedTuple field by field and,
+#: with reference counting, increments and decrements each of their counts: per step, that took
+#: the 1M-job FIFO run from 0.4-0.6 to 1.4 CPU-s), and no reference counting where nothing is
+#: allocated (collecting the active jobs sorts them: it has it)
+_OV = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, forceinline=True, _nrt=False)
+_OV_NRT = dict(_OV, _nrt=True)
+
+
+def _chosen(path, i):
+    """The implementation ``i`` (step, collect, victims) of the path whose marker has numba type ``path``."""
+    return _PATHS[_PATH_OF_TYPE[path]][i]
+
+
+@overload(_path_step, jit_options=_OV)
+def _ov_path_step(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, nw, nr, free, n_ro, busy, lost,
+                  n_migrate):
+    return _chosen(path, 0)
+
+
+@overload(_path_collect, jit_options=_OV_NRT)
+def _ov_path_collect(path, s, q, wq_head, n_wait, n_running):
+    return _chosen(path, 1)
+
+
+@overload(_path_victims, jit_options=_OV)
+def _ov_path_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n, busy, lost):
+    return _chosen(path, 2)
+
+
+# ------------------------------------------------------------------------------- the driver
 def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     """Run until every tracked job has finished (``FINISHED``), Python must supply keys
     (``NEED_KEYS``: into ``s.keys[:n]`` for ``s.active[:n]``, ``n = si[I_N_ACTIVE]``) or a plan
@@ -651,122 +1301,52 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     times) in this call (``SLICE_END``), no progress is possible (``DEADLOCK``), or time stopped
     moving (``NO_PROGRESS``: ``no_progress_limit`` passes or wake-ups at one instant).
     Call again to resume. Returns ``(code, series)``: ``series`` may be a new, larger array
-    (rows ``[t, preemptions, free GPUs, queued, running, GPU demand, GPUs up]``)."""
+    (rows ``[t, preemptions, free GPUs, queued, running, GPU demand, GPUs up]``). Runs the
+    compiled driver of the run's path (:func:`path_of`), compiling it on its first use."""
+    return _advance(path_of(ci), jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf)
+
+
+def load(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf) -> None:
+    """Compile (or load from numba's cache) the driver of ``path`` for these arguments' types,
+    without running it."""
+    _advance.compile(tuple(numba.typeof(a) for a in (path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci,
+                                                     cf)))
+
+
+@jit
+def _advance(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
+    """:func:`advance` on the path ``path``. The scalar state lives in locals while the kernel runs
+    (as array slots, every store to an int64 array made LLVM reload them) and goes back into
+    ``si``/``sf`` at the one exit."""
     n_jobs = jobs.submit.shape[0]
-    n_ev = ev.t.shape[0]
-    policy = ci[C_POLICY]
-    placement = ci[C_PLACEMENT]
-    preempt = ci[C_PREEMPT] != 0
-    events = ci[C_TIME_MODEL] == TM_EVENTS
-    dynamic = ci[C_DYNAMIC] != 0
+    wake_t = q.wake_t  # (bound once: a NamedTuple field read in the loop is a new reference each time)
+    n_ev = 0
+    if ev is not None:  # (None: no node events; numba then compiles none of their handling)
+        n_ev = ev.t.shape[0]
     kind = ci[C_KIND]
     py = ci[C_PY] != 0
-    n_types = ci[C_N_TYPES]
     record = ci[C_SERIES] != 0
-    round_s = cf[CF_ROUND_S]
-    restart_s = cf[CF_RESTART_S]
-    theta = cf[CF_THETA]
-    ckpt_s = cf[CF_CKPT_S]
-    rack_factor = cf[CF_RACK_FACTOR]
     stop_t = cf[CF_STOP_T]
     budget = ci[C_BUDGET] if ci[C_BUDGET] > 0 else -1  # slices (SLICE_END); -1: no limit
     passes = 0
-    promote = cf[CF_PROMOTE]
-    wakes = policy == POL_TIRESIAS or policy == POL_GITTINS  # policies with wake-ups
-    total_gpus, free = _free_up(nodes)
-    # every array advance() touches, bound once: reading a NamedTuple's field is a new reference
-    # (an atomic increment and decrement) each time it is evaluated in a loop
-    submit, gpus_req, tracked, alloc_off = jobs.submit, jobs.gpus, jobs.tracked, jobs.alloc_off
-    status, version, held, held_type, alloc = run.status, run.version, run.held, run.held_type, run.alloc
-    want, want_type, rate, launch_t, wait_t = run.want, run.want_type, run.rate, run.launch_t, run.wait_t
-    work_left, attained, attained_gpu = run.work_left, run.attained, run.attained_gpu
-    first_start, finish, n_preempt_j, n_fail_j = run.first_start, run.finish, run.n_preempt, run.n_fail
-    qentry, exec0, pend0 = run.qentry, run.exec0, run.pend0
-    wq, wkey, wrank, rq, rpos, ro, ro_ver = q.wq, q.wkey, q.wrank, q.rq, q.rpos, q.ro, q.ro_ver
-    heap_t, heap_j, heap_v, wake_t, wake_j, wake_v = q.heap_t, q.heap_j, q.heap_v, q.wake_t, q.wake_j, q.wake_v
-    active, order, keys, prio, tmp, launched = s.active, s.order, s.keys, s.prio, s.tmp, s.launched
-    suspended, victims, victims_pos, run_suffix = s.suspended, s.victims, s.victims_pos, s.run_suffix
-    ev_t = ev.t
-    # the scalar state lives in locals while the kernel runs (as array slots, every store to an
-    # int64 array made LLVM reload them) and goes back into si / sf at the one exit below
-    n_active = si[I_N_ACTIVE]
-    next_arr = si[I_NEXT_ARR]
-    ov_head = si[I_OV_HEAD]
-    tracked_left = si[I_TRACKED_LEFT]
-    heap_n = si[I_HEAP_N]
-    n_steps = si[I_N_STEPS]
-    n_running = si[I_N_RUNNING]
-    demand = si[I_DEMAND]
-    started = si[I_STARTED]
-    n_preempt = si[I_N_PREEMPT]
-    n_series = si[I_N_SERIES]
-    pending = si[I_PENDING]
-    n_wait = si[I_NW]
-    wq_head = si[I_WQ_HEAD]
-    n_ro = si[I_N_RO]
-    next_ev = si[I_NEXT_EV]
-    wake_n = si[I_WAKE_N]
-    n_fail = si[I_N_FAIL]
-    n_migrate = si[I_N_MIGRATE]
-    idle = si[I_IDLE]
     same_t = si[I_SAME_T]
     spin_max = no_progress_limit(n_jobs, n_ev)
-    t = sf[F_T]
-    busy_gpu_s = sf[F_BUSY_GPU_S]
-    last_b = sf[F_LAST_B]
-    dirty = sf[F_DIRTY]
-    lost_gpu_s = sf[F_LOST_GPU_S]
-
+    total_gpus, free = _free_up(nodes)
+    (n_active, next_arr, ov_head, tracked_left, heap_n, n_steps, n_running, demand, started, n_preempt, n_series,
+     pending, n_wait, wq_head, n_ro, next_ev, wake_n, n_fail, n_migrate, idle) = _load_ints(si)
+    t, busy, last_b, dirty, lost = sf[F_T], sf[F_BUSY_GPU_S], sf[F_LAST_B], sf[F_DIRTY], sf[F_LOST_GPU_S]
     code = FINISHED
     while True:
         if pending == 0:
-            # ---- the time of the next step; a rounds-mode node event between boundaries is
-            # handled at its own time without a scheduling pass (``boundary`` False)
-            t_clu = ev_t[next_ev] if next_ev < n_ev else INF
-            boundary = True
-            if started == 0:
-                if events:
-                    t_new = submit[0] if n_jobs > 0 else 0.0
-                    if t_clu < t_new:
-                        t_new = t_clu
-                else:
-                    t_new = 0.0
-            else:
-                # jobs held back by admission only get in after a completion: no event of their own
-                t_arr = submit[next_arr] if next_arr < n_jobs else INF
-                while heap_n > 0:  # drop stale tops (suspended or finished jobs)
-                    j0 = heap_j[0]
-                    if status[j0] == RUNNING and version[j0] == heap_v[0]:
-                        break
-                    heap_n = heap_pop(heap_t, heap_j, heap_v, heap_n)
-                    if heap_n > 0:
-                        _touch(heap_j[0], version, alloc_off, status)
-                t_end = heap_t[0] if heap_n > 0 else INF
-                while wake_n > 0 and version[wake_j[0]] != wake_v[0]:
-                    wake_n = heap_pop(wake_t, wake_j, wake_v, wake_n)
-                t_wake = wake_t[0] if wake_n > 0 else INF
-                if events:
-                    t_new = min(min(t_arr, t_end), min(t_clu, t_wake))
-                else:
-                    tb = last_b
-                    if (dynamic and n_wait > 0) or (kind == KIND_PLAN and n_wait + n_running > 0):
-                        t_new = tb + round_s
-                        if t_new < t:  # a node event since then (handled at its own time) came first
-                            t_new = math.ceil(t / round_s) * round_s
-                    else:
-                        t_ev = min(min(t_arr, t_end), dirty)
-                        if n_wait > 0:
-                            t_ev = min(t_ev, t_wake)
-                        if t_ev == INF:
-                            t_new = INF
-                        else:
-                            t_new = max(math.ceil(t_ev / round_s) * round_s, tb + round_s)
-                    if t_clu < t_new:
-                        t_new = t_clu
-                        boundary = False
-                if t_new == INF:
-                    code = DEADLOCK
-                    break
+            t_clu = INF
+            if ev is not None:
+                t_clu = ev.t[next_ev] if next_ev < n_ev else INF
+            t_new, boundary, heap_n, wake_n = _next_time(t, started, ci, cf, last_b, dirty, n_wait, n_running,
+                                                         next_arr, jobs, run, q, heap_n, wake_n, t_clu)
+            # the stop conditions, checked before any state moves to t_new
+            if started != 0 and t_new == INF:
+                code = DEADLOCK
+                break
             if t_new > stop_t or passes == budget:
                 code = PAUSED if t_new > stop_t else SLICE_END
                 break
@@ -774,369 +1354,56 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
             if t_new == t:
                 same_t += 1
                 if same_t > spin_max:
-                    code = NO_PROGRESS
+                    code = NO_PROGRESS  # passing at one instant over and over: time stopped moving
                     break
             else:
                 same_t = 0
             started = 1
             t = t_new
-            # ---- completions up to t (exact finish times)
-            while heap_n > 0 and heap_t[0] <= t:
-                j = heap_j[0]
-                te = heap_t[0]
-                valid = status[j] == RUNNING and version[j] == heap_v[0]
-                heap_n = heap_pop(heap_t, heap_j, heap_v, heap_n)
-                if heap_n > 0:
-                    _touch(heap_j[0], version, alloc_off, status)
-                if not valid:
-                    continue
-                el = te - launch_t[j]
-                g = held[j]
-                attained[j] += el
-                attained_gpu[j] += el * g
-                busy_gpu_s += el * g
-                work_left[j] = 0.0
-                finish[j] = te
-                status[j] = DONE
-                version[j] += 1
-                release(alloc, alloc_off[j], g, nodes)
-                free += g  # a node going down kills its jobs first: these nodes are up
-                held[j] = 0
-                demand -= gpus_req[j]
-                n_running = rq_remove(rq, rpos, n_running, j)
-                if tracked[j]:
-                    tracked_left -= 1
+            heap_n, free, demand, n_running, tracked_left, busy = _completions(
+                t, jobs, run, nodes, q, heap_n, free, demand, n_running, tracked_left, busy)
             if tracked_left == 0:
                 code = FINISHED
                 break
-            # ---- node events up to t, at their own times
-            while next_ev < n_ev and ev_t[next_ev] <= t:
-                e = next_ev
-                next_ev += 1
-                nd = ev.node[e]
-                te = ev_t[e]
-                if ev.kind[e] == EV_FAIL:
-                    if not nodes.up[nd]:
-                        continue
-                    for k in range(nodes.gpus[nd]):
-                        j = nodes.owner[nodes.base[nd] + k]
-                        if j < 0:
-                            continue
-                        # kill the job: all its GPUs are freed, it waits again
-                        b, lo = stop_job(j, te, run, restart_s, ckpt_s, policy, pp)
-                        busy_gpu_s += b
-                        lost_gpu_s += lo
-                        o = alloc_off[j]
-                        g = held[j]
-                        for x in range(g):
-                            if nodes.up[nodes.gpu_node[alloc[o + x]]]:
-                                free += 1
-                        release(alloc, o, g, nodes)
-                        held[j] = 0
-                        n_fail_j[j] += 1
-                        n_fail += 1
-                        status[j] = WAITING
-                        wait_t[j] = te
-                        n_running = rq_remove(rq, rpos, n_running, j)
-                        wq_head, n_wait = enqueue(policy, j, te, jobs, run, q, pp, wq_head, n_wait, restart_s)
-                        if wakes:
-                            tw = wake_time(policy, j, te, jobs, run, pp, promote)
-                            if tw < INF:
-                                wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
-                    free -= nodes.free[nd]
-                    total_gpus -= nodes.gpus[nd]
-                    nodes.up[nd] = 0
-                else:
-                    if nodes.up[nd]:
-                        continue
-                    nodes.up[nd] = 1
-                    free += nodes.free[nd]
-                    total_gpus += nodes.gpus[nd]
-                set_node_bit(nodes, nd)
-                if te < dirty:
-                    dirty = te
+            if ev is not None:
+                if next_ev < n_ev and ev.t[next_ev] <= t:
+                    next_ev, busy, lost, free, total_gpus, n_fail, n_running, wq_head, n_wait, wake_n, dirty = \
+                        _node_events(t, jobs, run, nodes, q, ev, pp, ci, cf, next_ev, busy, lost, free, total_gpus,
+                                     n_fail, n_running, wq_head, n_wait, wake_n, dirty)
             if not boundary:
                 continue
             last_b = t
             dirty = INF
-            # ---- wake-ups up to t: a waiting job promoted for starving moves to queue 0
-            n_woken = 0
-            while wake_n > 0 and wake_t[0] <= t:
-                n_woken += 1
-                if n_woken > spin_max:
-                    code = NO_PROGRESS  # a wake-up re-armed for an instant already passed
+            if wake_n > 0 and wake_t[0] <= t:
+                wq_head, n_wait, wake_n, spun = _wakeups(t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max)
+                if spun:
+                    code = NO_PROGRESS
                     break
-                j = wake_j[0]
-                valid = version[j] == wake_v[0]
-                wake_n = heap_pop(wake_t, wake_j, wake_v, wake_n)
-                if not valid:
-                    continue
-                if status[j] == WAITING:
-                    wq_head, n_wait = wq_remove(q, wq_head, n_wait, j)
-                    promote_job(j, t, run)
-                    wq_head, n_wait = enqueue(policy, j, t, jobs, run, q, pp, wq_head, n_wait, restart_s)
-                elif status[j] == RUNNING:
-                    # crossed a queue threshold (running keys are computed when needed): set
-                    # the next crossing
-                    tw = wake_time(policy, j, t, jobs, run, pp, promote)
-                    if tw < INF:
-                        wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
-            if code == NO_PROGRESS:
+            next_arr, ov_head, wq_head, n_wait, demand = _arrivals(t, jobs, run, q, pp, ci, cf, total_gpus, next_arr,
+                                                                   ov_head, wq_head, n_wait, demand)
+            go, dead, wake_n = _gate(ci, free, n_wait, n_running, q, run, wake_n, next_arr, next_ev, n_ev)
+            if dead:
+                code = DEADLOCK
                 break
-            # ---- arrivals and admission
-            while next_arr < n_jobs and submit[next_arr] <= t:
-                status[next_arr] = OVERFLOW
-                next_arr += 1
-            if theta <= 0.0:
-                admit_to = next_arr
-            else:
-                added = 0
-                admit_to = ov_head
-                while demand + added <= theta * total_gpus and admit_to < next_arr:
-                    added += gpus_req[admit_to]
-                    admit_to += 1
-            for j in range(ov_head, admit_to):
-                status[j] = WAITING
-                wait_t[j] = t
-                if wakes:
-                    qentry[j] = t  # (Tiresias' and Gittins' fields: other policies never touch them)
-                wq_head, n_wait = enqueue(policy, j, t, jobs, run, q, pp, wq_head, n_wait, restart_s)
-                demand += gpus_req[j]
-            ov_head = admit_to
-            if kind == KIND_PLAN:
-                if n_wait + n_running == 0:
-                    continue
-            elif n_wait == 0 or (free == 0 and not preempt):
-                if n_running == 0 and n_wait > 0:
-                    stuck, wake_n = _stuck(q, run, wake_n, next_arr, next_ev, n_jobs, n_ev)
-                    if stuck:
-                        code = DEADLOCK  # nothing in service, and nothing will come back
-                        break
-                continue  # nothing can start: no step
-            if py or kind == KIND_FULL:
-                # every active job, in arrival order
-                na = 0
-                for a in range(wq_head, wq_head + n_wait):
-                    active[na] = wq[a]
-                    na += 1
-                for a in range(n_running):
-                    active[na] = rq[a]
-                    na += 1
-                active[:na] = np.sort(active[:na])
+            if not go:
+                continue
+            na = _path_collect(path, s, q, wq_head, n_wait, n_running)
+            if na >= 0:
                 n_active = na
                 if py:
                     pending = 1
                     code = NEED_PLAN if kind == KIND_PLAN else NEED_KEYS
                     break
         pending = 0
-        nw = n_wait
-        h = wq_head
-        last_l = -1  # the last queue position the fast walk launched
-        nr = n_running
-        nl = 0
-        ns = 0
-        slow = False
-        n_pre = 0  # jobs a plan stopped before the walk
-        if kind == KIND_PLAN:
-            na = n_active
-            # stop running jobs whose plan differs from what they hold
-            for a in range(na):
-                j = active[a]
-                if status[j] != RUNNING:
-                    continue
-                wt = want_type[j]
-                if wt == NO_RUN or want[j] != held[j] or (wt != ANY_TYPE and wt != held_type[j]):
-                    if wt != NO_RUN:
-                        n_migrate += 1
-                    b, lo = stop_job(j, t, run, restart_s, ckpt_s, policy, pp)
-                    busy_gpu_s += b
-                    lost_gpu_s += lo
-                    release(alloc, alloc_off[j], held[j], nodes)
-                    free += held[j]
-                    held[j] = 0
-                    n_preempt_j[j] += 1
-                    status[j] = WAITING
-                    wait_t[j] = t
-                    nr = rq_remove(rq, rpos, nr, j)
-                    h, nw = enqueue(policy, j, t, jobs, run, q, pp, h, nw, restart_s)
-                    n_pre += 1
-            stable_order(keys, prio, active, na, order)
-            nl, ns = walk(order, na, jobs, run, rates, nodes, placement, n_types, False, False,
-                          launched, suspended, victims, victims_pos, run_suffix, tmp)
-            slow = True
-        elif py or kind == KIND_FULL:
-            na = n_active
-            if not py:
-                themis_keys(t, jobs, run, s, na, restart_s, round_s, cf[CF_THEMIS_F])
-            stable_order(keys, prio, active, na, order)
-            if not py:
-                for a in range(na):
-                    prio[active[a]] = 0
-            nl, ns = walk(order, na, jobs, run, rates, nodes, placement, n_types, preempt, False,
-                          launched, suspended, victims, victims_pos, run_suffix, tmp)
-            slow = True
-        else:
-            # ---- the walk over the waiting queue; the last running job in the order bounds the
-            # jobs that could preempt (computed only when a job fails to fit or nothing is free)
-            have_r = preempt and nr > 0
-            rmax = 0
-            kmax = 0.0
-            jmax = -1
-            slow_from = -1
-            i = 0
-            while i < nw:
-                w = wq[h + i]
-                g = want[w]
-                got = -1
-                if g <= free:
-                    got = place(w, g, want_type[w], jobs, rates, nodes, placement, n_types, tmp)
-                if got >= 0:
-                    assign(tmp, g, w, alloc, alloc_off[w], nodes)
-                    status[w] = RUNNING
-                    held[w] = g
-                    held_type[w] = got
-                    free -= g
-                    launched[nl] = w
-                    nl += 1
-                    last_l = i
-                    if free > 0 or have_r:
-                        i += 1
-                        continue
-                    break  # nothing free, nothing to preempt
-                if have_r and jmax < 0:
-                    # the last running job in the order (jobs launched in this step rank before
-                    # every job still waiting, so they never bound it)
-                    for a in range(nr):
-                        r = rq[a]
-                        rr, kr = rank_key(policy, r, t, jobs, run, pp, restart_s)
-                        prio[r] = rr
-                        keys[r] = kr
-                        if jmax < 0 or _before(rmax, kmax, jmax, rr, kr, r):
-                            rmax = rr
-                            kmax = kr
-                            jmax = r
-                if have_r and _before(wrank[w], wkey[w], w, rmax, kmax, jmax):
-                    slow_from = i
-                    break
-                if free == 0:
-                    break  # nothing free, and no running job ranks below the rest
-                i += 1
-            if slow_from >= 0:
-                # the merged order from the blocked job on: the rest of the queue and the running
-                # jobs ranked after it, sorted by their keys now
-                w0 = wq[h + slow_from]
-                r0 = wrank[w0]
-                k0 = wkey[w0]
-                # the running jobs in key order (keys[] were just computed for all of them)
-                n_ro = _running_order(ro, ro_ver, n_ro, rq, nr, status, version, prio, keys, victims, order)
-                # those ranked after the blocked job: a suffix of that list
-                lo = 0
-                hi = n_ro
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    rm = ro[mid]
-                    if _before(r0, k0, w0, prio[rm], keys[rm], rm):
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                no = 0
-                a = slow_from
-                b = lo
-                while a < nw or b < n_ro:
-                    if b >= n_ro:
-                        take_w = True
-                    elif a >= nw:
-                        take_w = False
-                    else:
-                        wa = wq[h + a]
-                        rb = ro[b]
-                        take_w = _before(wrank[wa], wkey[wa], wa, prio[rb], keys[rb], rb)
-                    if take_w:
-                        order[no] = wq[h + a]
-                        a += 1
-                    else:
-                        order[no] = ro[b]
-                        b += 1
-                    no += 1
-                nl2, ns = walk(order, no, jobs, run, rates, nodes, placement, n_types, True, False,
-                               launched[nl:], suspended, victims, victims_pos, run_suffix, tmp)
-                nl += nl2
-                slow = True
-        # ---- settle: suspensions first (a victim may be re-placed in the same step), then launches
-        for x in range(ns):
-            v = suspended[x]
-            # a victim re-placed in this walk holds its new GPUs already; its old launch is
-            # settled with the size it had (the same: only plans change sizes, before the walk)
-            b, lo = stop_job(v, t, run, restart_s, ckpt_s, policy, pp)
-            busy_gpu_s += b
-            lost_gpu_s += lo
-            n_preempt_j[v] += 1
-            nr = rq_remove(rq, rpos, nr, v)
-            wait_t[v] = t  # (a victim re-placed in this walk waited no time)
-            if status[v] == WAITING:
-                held[v] = 0
-        # the queue loses the jobs that started and gains the victims left waiting
+        nl, ns, n_pre, slow, last_l, h, nw, nr, free, n_ro, busy, lost, n_migrate = _path_step(
+            path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, wq_head, n_wait, n_running, free, n_ro, busy,
+            lost, n_migrate)
         if nl > 0:
-            if slow:
-                # launches anywhere in the queue: one pass over it
-                wn = 0
-                for a in range(h, h + nw):
-                    j = wq[a]
-                    if status[j] == WAITING:
-                        wq[h + wn] = j
-                        wn += 1
-                nw = wn
-            else:
-                # the fast walk launched only from wq[h:h + last_l + 1]: that prefix closes up
-                # towards its end and the head moves, O(last_l) rather than O(queue)
-                wp = last_l
-                for a in range(last_l, -1, -1):
-                    j = wq[h + a]
-                    if status[j] == WAITING:
-                        wq[h + wp] = j
-                        wp -= 1
-                h += wp + 1
-                nw -= wp + 1
-        m = 0
-        for x in range(ns):
-            v = suspended[x]
-            if status[v] == WAITING:
-                set_key(policy, v, t, jobs, run, q, pp, restart_s)
-                victims[m] = v
-                m += 1
-        if m > 0:
-            # the step's victims left waiting join the queue in one merge
-            if m <= 32:
-                sort_small(victims, m, wrank, wkey)
-            else:
-                sort_jobs(victims[:m].copy(), m, wrank, wkey, victims)
-            h, nw = wq_merge(q, h, nw, victims, m)
-        if wakes:
-            for x in range(ns):
-                v = suspended[x]
-                if status[v] == WAITING:
-                    tw = wake_time(policy, v, t, jobs, run, pp, promote)
-                    if tw < INF:
-                        wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, v, version[v], version)
-        for x in range(nl):
-            j = launched[x]
-            if wakes and attained[j] > exec0[j]:
-                pend0[j] += t - wait_t[j]  # Tiresias' starvation counter: waiting after having run
-            launch_t[j] = t
-            if first_start[j] < 0.0:
-                first_start[j] = t
-            version[j] += 1
-            g = held[j]
-            o = alloc_off[j]
-            multi_node, multi_rack = spans(alloc, o, g, nodes)
-            rate[j] = launch_rate(jobs, rates, j, held_type[j], g, multi_node, multi_rack, rack_factor)
-            nr = rq_add(rq, rpos, nr, j)
-            heap_n = heap_add(heap_t, heap_j, heap_v, heap_n, t + restart_s + work_left[j] / rate[j], j,
-                              version[j], version)
-            if wakes:
-                tw = wake_time(policy, j, t, jobs, run, pp, promote)
-                if tw < INF:
-                    wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
+            h, nw = _compact_queue(run.status, q.wq, h, nw, slow, last_l)
+        if ns > 0:
+            h, nw, nr, wake_n, busy, lost = _path_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n,
+                                                          busy, lost)
+        nr, heap_n, wake_n = _launch(t, jobs, run, nodes, rates, q, s, pp, ci, cf, nl, nr, heap_n, wake_n)
         n_wait = nw
         wq_head = h
         n_running = nr
@@ -1145,10 +1412,10 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
         n_preempt += ns + n_pre
         n_steps += 1
         if nr == 0 and nw > 0:
-            # the cluster is empty and nothing is left to arrive or change, yet no waiting job
-            # fits it: no order and no amount of waiting will change that (jobs held back by
-            # admission only get in after a completion). A planner may idle on purpose (Gavel
-            # waits for its next allocation): it gets PLAN_IDLE_LIMIT such steps in a row.
+            # the cluster is empty and nothing is left to arrive or change, yet no waiting job fits
+            # it: no order and no amount of waiting will change that (jobs held back by admission
+            # only get in after a completion). A planner may idle on purpose (Gavel waits for its
+            # next allocation): it gets PLAN_IDLE_LIMIT such steps in a row.
             idle += 1
             stuck, wake_n = _stuck(q, run, wake_n, next_arr, next_ev, n_jobs, n_ev)
             if stuck and (kind != KIND_PLAN or idle > PLAN_IDLE_LIMIT):
@@ -1157,20 +1424,26 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
         else:
             idle = 0
         if record:
-            r = n_series
-            if r >= series.shape[0]:
-                bigger = np.empty((2 * series.shape[0] + 16, series.shape[1]), dtype=series.dtype)
-                bigger[: series.shape[0]] = series
-                series = bigger
-            series[r, 0] = t
-            series[r, 1] = ns + n_pre
-            series[r, 2] = free
-            series[r, 3] = nw
-            series[r, 4] = nr
-            series[r, 5] = demand
-            series[r, 6] = total_gpus
-            n_series = r + 1
+            series, n_series = _record(series, n_series, t, ns + n_pre, free, nw, nr, demand, total_gpus)
+    _store(si, sf, n_active, next_arr, ov_head, tracked_left, heap_n, n_steps, n_running, demand, started, n_preempt,
+           n_series, pending, n_wait, wq_head, n_ro, next_ev, wake_n, n_fail, n_migrate, idle, t, busy, last_b, dirty,
+           lost)
+    si[I_SAME_T] = same_t
+    return code, series
 
+
+@helper(nrt=False, inline=True)
+def _load_ints(si):
+    """The int scalar state, in the order :func:`_store` takes it."""
+    return (si[I_N_ACTIVE], si[I_NEXT_ARR], si[I_OV_HEAD], si[I_TRACKED_LEFT], si[I_HEAP_N], si[I_N_STEPS],
+            si[I_N_RUNNING], si[I_DEMAND], si[I_STARTED], si[I_N_PREEMPT], si[I_N_SERIES], si[I_PENDING], si[I_NW],
+            si[I_WQ_HEAD], si[I_N_RO], si[I_NEXT_EV], si[I_WAKE_N], si[I_N_FAIL], si[I_N_MIGRATE], si[I_IDLE])
+
+
+@helper(nrt=False, inline=True)
+def _store(si, sf, n_active, next_arr, ov_head, tracked_left, heap_n, n_steps, n_running, demand, started, n_preempt,
+           n_series, pending, n_wait, wq_head, n_ro, next_ev, wake_n, n_fail, n_migrate, idle, t, busy, last_b, dirty,
+           lost):
     si[I_N_ACTIVE] = n_active
     si[I_NEXT_ARR] = next_arr
     si[I_OV_HEAD] = ov_head
@@ -1191,13 +1464,12 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     si[I_N_FAIL] = n_fail
     si[I_N_MIGRATE] = n_migrate
     si[I_IDLE] = idle
-    si[I_SAME_T] = same_t
     sf[F_T] = t
-    sf[F_BUSY_GPU_S] = busy_gpu_s
+    sf[F_BUSY_GPU_S] = busy
     sf[F_LAST_B] = last_b
     sf[F_DIRTY] = dirty
-    sf[F_LOST_GPU_S] = lost_gpu_s
-    return code, series
+    sf[F_LOST_GPU_S] = lost
+
 
 
 @jit

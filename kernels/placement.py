@@ -14,12 +14,12 @@ from __future__ import annotations
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM's cttz (undefined for 0: never passed 0)
 
-from ._jit import jit
+from ._calls import helper
 from .enums import FREE, PL_BLOX, PL_CONSOLIDATED, PL_FIRST_FIT, PL_TOPOLOGY
 from .state import Nodes
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def _lowest_bits(mask, k, base, out, pos):
     """Write the ``k`` lowest set bits of ``mask`` (it has at least ``k``) as ``base + bit`` into
     ``out[pos:pos+k]``."""
@@ -31,7 +31,7 @@ def _lowest_bits(mask, k, base, out, pos):
     return pos + k
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def next_node(bits, row, start):
     """The first node ``>= start`` whose bit is set in ``bits[row]`` (up, with a free GPU), or -1."""
     wi = start >> 6
@@ -48,7 +48,7 @@ def next_node(bits, row, start):
         word = bits[row, wi]
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def set_node_bit(nodes, nd):
     """Recompute node ``nd``'s bits from its free count and service state."""
     b = np.uint64(1) << np.uint64(nd & 63)
@@ -63,12 +63,12 @@ def set_node_bit(nodes, nd):
             nodes.bits[r, nd >> 6] &= ~b
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def _eligible(nodes, nd, row):
     return nodes.up[nd] != 0 and (row == 0 or nodes.row[nd] == row)
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def fit_first(n, row, nodes, out):
     """Any free GPUs: lowest-numbered first, node by node (a correct scattered placement)."""
     pos = 0
@@ -82,7 +82,7 @@ def fit_first(n, row, nodes, out):
     return 0
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def fit_blox(n, row, nodes, out):
     """Blox's ``_scattered_placement``: take ``min(free, n)`` from each node in order; the running
     total must equal ``n`` exactly at some node, else the job does not fit (Blox's quirk)."""
@@ -99,7 +99,7 @@ def fit_blox(n, row, nodes, out):
     return 0
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def _best_node(n, row, nodes):
     """The fullest eligible node that still holds ``n`` free GPUs (lowest id on ties), or -1."""
     best = -1
@@ -112,7 +112,7 @@ def _best_node(n, row, nodes):
     return best
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def _max_node_size(row, nodes):
     m = 0
     for nd in range(nodes.gpus.shape[0]):
@@ -121,22 +121,36 @@ def _max_node_size(row, nodes):
     return m
 
 
-@jit
+@helper
+def _emptiest_first(n, row, nodes, rack):
+    """The eligible nodes with a free GPU (of ``rack``, or any when ``rack < 0``), most free GPUs
+    first, ties by id; returns ``(nodes, how many)``. A counting sort: a node has at most 64 GPUs
+    (the order of a stable sort by ``-free``, without compiling one)."""
+    num_nodes = nodes.free.shape[0]
+    start = np.zeros(66, dtype=np.int64)  # start[64 - f + 1]: nodes with more than f free GPUs
+    for nd in range(num_nodes):
+        if _eligible(nodes, nd, row) and nodes.free[nd] > 0 and (rack < 0 or nodes.rack[nd] == rack):
+            start[64 - nodes.free[nd] + 1] += 1
+    for b in range(1, 66):
+        start[b] += start[b - 1]
+    idx = np.empty(start[65], dtype=np.int64)
+    for nd in range(num_nodes):
+        if _eligible(nodes, nd, row) and nodes.free[nd] > 0 and (rack < 0 or nodes.rack[nd] == rack):
+            b = 64 - nodes.free[nd]
+            idx[start[b]] = nd
+            start[b] += 1
+    return idx, idx.shape[0]
+
+
+@helper
 def _take_emptiest(n, row, nodes, out, k_max, rack):
     """Fill ``out[:n]`` from the emptiest eligible nodes (of ``rack``, or any when ``rack < 0``),
     ties by id; fails when that needs more than ``k_max`` nodes."""
-    num_nodes = nodes.free.shape[0]
-    keys = np.empty(num_nodes, dtype=np.int64)
-    for nd in range(num_nodes):
-        ok = _eligible(nodes, nd, row) and nodes.free[nd] > 0 and (rack < 0 or nodes.rack[nd] == rack)
-        keys[nd] = -nodes.free[nd] if ok else 1
-    idx = np.argsort(keys, kind="mergesort")
+    idx, m = _emptiest_first(n, row, nodes, rack)
     pos = 0
     used = 0
-    for r in range(num_nodes):
+    for r in range(m):
         nd = idx[r]
-        if keys[nd] > 0:
-            return 0
         used += 1
         if used > k_max:
             return 0
@@ -147,7 +161,7 @@ def _take_emptiest(n, row, nodes, out, k_max, rack):
     return 0
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def fit_consolidated(n, row, nodes, out):
     """Fewest nodes. A gang that fits in one node goes to the fullest node that still holds it
     (best fit; ties to the lowest node id). A larger gang takes the emptiest nodes first and fits
@@ -164,7 +178,7 @@ def fit_consolidated(n, row, nodes, out):
     return _take_emptiest(n, row, nodes, out, (n + max_g - 1) // max_g, -1)
 
 
-@jit
+@helper
 def fit_topology(n, row, nodes, out):
     """Topology-aware: one node if the gang fits in one (best fit); else one rack, the fullest rack
     that holds it (ties to the lowest rack id), emptiest nodes first; else across racks, emptiest
@@ -195,7 +209,7 @@ def fit_topology(n, row, nodes, out):
     return _take_emptiest(n, row, nodes, out, num_nodes, -1)
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def fit(kind, n, row, nodes, out):
     """Dispatch on the placement code (see ``enums``)."""
     if kind == PL_FIRST_FIT:
@@ -209,7 +223,7 @@ def fit(kind, n, row, nodes, out):
     return 0
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def take(gpu_ids, o, n, job, nodes):
     """Give GPUs ``gpu_ids[o:o + n]`` (all free) to ``job``."""
     one = np.uint64(1)
@@ -227,7 +241,7 @@ def take(gpu_ids, o, n, job, nodes):
                 nodes.bits[r, nd >> 6] &= b
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def assign(gpu_ids, n, job, alloc, o, nodes):
     """Give GPUs ``gpu_ids[:n]`` to ``job`` and record them as its allocation ``alloc[o:o+n]``
     (where ``release`` finds them)."""
@@ -236,7 +250,7 @@ def assign(gpu_ids, n, job, alloc, o, nodes):
         alloc[o + k] = gpu_ids[k]
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def release(gpu_ids, o, n, nodes):
     """Free GPUs ``gpu_ids[o:o + n]`` (a job's slots in ``Run.alloc``: offsets rather than a slice,
     which would be a new array)."""
@@ -255,7 +269,7 @@ def release(gpu_ids, o, n, nodes):
                 nodes.bits[r, nd >> 6] |= b
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def spans(gpu_ids, o, n, nodes):
     """``(more than one node, more than one rack)`` for the gang ``gpu_ids[o:o + n]``."""
     if n == 0:
@@ -274,7 +288,7 @@ def spans(gpu_ids, o, n, nodes):
     return multi_node, multi_rack
 
 
-@jit
+@helper
 def fresh_nodes(node_gpus, node_base, gpu_node):
     """An empty one-type, one-rack cluster state built inside a kernel (Blox-compat runs)."""
     n = node_gpus.shape[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._calls import helper
 from ._jit import jit
 from .enums import NO_RUN
 
@@ -54,13 +55,13 @@ def gavel_select(type_order, prio, deficit, x, thr, sf, left, eligible, fifo, ty
     return rank
 
 
-@jit
+@helper
 def _gain_before(ga, ia, gb, ib):
     """Max-heap order of marginal gains: larger gain first, ties the lower job position."""
     return ga > gb or (ga == gb and ia < ib)
 
 
-@jit
+@helper
 def _hpush(hg, hi, n, g, i):
     k = n
     hg[k] = g
@@ -75,7 +76,7 @@ def _hpush(hg, hi, n, g, i):
     return n + 1
 
 
-@jit
+@helper
 def _hpop(hg, hi, n):
     n -= 1
     hg[0] = hg[n]

@@ -8,10 +8,10 @@ with no throughput table runs every job at exactly 1.0).
 
 from __future__ import annotations
 
-from ._jit import jit
+from ._calls import helper
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def base_rate(jobs, rates, j, t, n):
     """Work per second of job ``j`` on ``n`` GPUs of type ``t`` within one node (0 or NaN: cannot run)."""
     c = jobs.cls[j]
@@ -28,13 +28,13 @@ def base_rate(jobs, rates, j, t, n):
     return rates.tab[c, t, n]
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def can_run(jobs, rates, j, t, n):
     """Job ``j`` has a positive rate on ``n`` GPUs of type ``t``."""
     return base_rate(jobs, rates, j, t, n) > 0.0
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def launch_rate(jobs, rates, j, t, n, multi_node, multi_rack, rack_factor):
     """Work per second of a launch, with the placement effects: a gang spanning several nodes
     runs at its measured multi-node throughput (``spread``) where the table has one, else at

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import jit
+from ._calls import helper
 from .enums import FREE, NO_RUN, RUNNING, WAITING
 from .placement import assign, fit, release, take
 from .rates import can_run
 
 
-@jit(nrt=False, inline=True)
+@helper(nrt=False, inline=True)
 def place(j, n, want_type, jobs, rates, nodes, kind, n_types, tmp):
     """Find ``n`` GPUs for job ``j`` (ids into ``tmp[:n]``); returns the GPU type used, or -1."""
     if want_type == NO_RUN:
@@ -47,7 +47,7 @@ def place(j, n, want_type, jobs, rates, nodes, kind, n_types, tmp):
     return -1
 
 
-@jit(nrt=False)
+@helper(nrt=False)
 def walk(order, n_order, jobs, run, rates, nodes, kind, n_types, preempt, stop_on_block, launched_out,
          suspended_out, victims, victims_pos, run_suffix, tmp):
     """Walk ``order[:n_order]`` (job indices, highest priority first); returns
@@ -131,7 +131,7 @@ def walk(order, n_order, jobs, run, rates, nodes, kind, n_types, preempt, stop_o
     return nl, ns
 
 
-@jit
+@helper
 def stable_order(keys, prio, active, n_active, order):
     """Write into ``order[:n_active]`` the jobs of ``active[:n_active]`` sorted by
     ``(prio[job], keys[position])``, ties kept in ``active`` order (a stable sort)."""
@@ -166,7 +166,7 @@ def stable_order(keys, prio, active, n_active, order):
         level = nxt
 
 
-@jit
+@helper
 def sort_jobs(ids, n, rank, key, out):
     """``ids[:n]`` sorted by ``(rank[j], key[j], j)`` (both arrays indexed by job) into ``out[:n]``."""
     s = np.sort(ids[:n])

@@ -206,13 +206,13 @@ def test_read_only_and_narrow_inputs_reuse_the_compiled_kernel():
 
     w = fastblox.Workload.from_arrays(submit_s=[0.0, 5.0, 9.0], num_gpus=[1, 4, 2], duration_s=[30.0, 20.0, 10.0])
     base = fastblox.simulate(w, cluster="2x4", policy="las")
-    n_sigs = len(kengine.advance.signatures)
+    n_sigs = len(kengine._advance.signatures)
     ro = fastblox.Workload(w.job_id, w.submit_s.copy(), w.num_gpus.astype(np.int32), w.duration_s.copy(),
                            w.iterations, w.iter_time_s)
     for a in (ro.submit_s, ro.num_gpus, ro.duration_s):
         a.flags.writeable = False
     res = fastblox.simulate(ro, cluster="2x4", policy="las")
-    assert len(kengine.advance.signatures) == n_sigs
+    assert len(kengine._advance.signatures) == n_sigs
     assert res.jobs.equals(base.jobs)
 
 
@@ -255,11 +255,11 @@ def test_per_job_fields_live_in_one_record_per_job_and_copies_keep_the_layout():
     for i, v in enumerate(vals.values()):
         assert (v == (i + 1 if v.dtype != np.bool_ else bool(i % 2))).all()
     # the original is untouched and still runs to the plain result; copies do not compile anything new
-    n_sigs = len(kengine.advance.signatures)
+    n_sigs = len(kengine._advance.signatures)
     assert st.drive(5.0) == kengine.PAUSED
     lookahead_score(st, parts.POLICIES.get("fifo"), st.now, 100.0, "known")
     assert st.drive() == kengine.FINISHED
-    assert len(kengine.advance.signatures) == n_sigs
+    assert len(kengine._advance.signatures) == n_sigs
     plain = fastblox.simulate(w, cluster="1x4", policy="las")
     assert np.array_equal(st.run.finish, plain.jobs["finish_s"].to_numpy())
 

@@ -414,56 +414,107 @@ def simulate_native_reference(
     ``cross`` (recorded when its launch ends), ``promote``), ``step_log`` (per step ``(t, jobs
     stopped)``, as the kernel's series), ``preemptions`` (``(t, job, victim, key of job, key of
     victim)``: the victim's GPUs went to the job; keys as ordered at that step)."""
-    n = len(submit)
-    n_nodes = len(node_gpus)
-    tracked = [True] * n if tracked is None else [bool(x) for x in tracked]
-    cls = [-1] * n if cls is None else [int(x) for x in cls]
-    ref_rate = [1.0] * n if ref_rate is None else [float(x) for x in ref_rate]
-    jobs = [Job(i, float(submit[i]), int(gpus[i]), float(work[i]), tracked[i], cls[i], ref_rate[i]) for i in range(n)]
-    assert all(jobs[i].submit <= jobs[i + 1].submit for i in range(n - 1)), "jobs must be sorted by submit time"
-    for j in jobs:
-        j.work_left = j.work
-        j.want = j.gpus
-    evs, start_down = _node_events(events, n_nodes)
-    cl = Cluster(node_gpus, node_type, node_rack, [not d for d in start_down])
-    sp = Speed(cl.n_types, tab, type_speed, node_factor, multi_node_factor, rack_factor, spread)
-    if dynamic is None:
-        dynamic = key_fn is not None or policy in ("las", "las-gpu", "srtf", TIRESIAS, GITTINS, THEMIS)
-    thresholds = [float(x) for x in thresholds]
-    assert all(x > 0 for x in thresholds) and all(a < b for a, b in zip(thresholds, thresholds[1:]))
-    queued = planner is None and key_fn is None and policy in QUEUED
-    if queued and policy == GITTINS:
-        gx, gv = [float(x) for x in gittins[0]], [float(v) for v in gittins[1]]
-        assert len(gx) == len(gv) > 0 and all(a < b for a, b in zip(gx, gx[1:]))
-    events_mode = time_model == "events"
-    assert events_mode or time_model == "rounds"
+    return _Replay(submit, gpus, work, node_gpus, tracked, policy, placement, theta, time_model, round_s, restart_s,
+                   preempt, key_fn, node_type=node_type, node_rack=node_rack, cls=cls, ref_rate=ref_rate, tab=tab,
+                   type_speed=type_speed, node_factor=node_factor, multi_node_factor=multi_node_factor,
+                   rack_factor=rack_factor, checkpoint_s=checkpoint_s, events=events, planner=planner,
+                   dynamic=dynamic, spread=spread, max_steps=max_steps, thresholds=thresholds, promote=promote,
+                   gittins=gittins, themis_f=themis_f).run()
 
-    heap: list = []  # (finish time, job, version)
-    overflow: list[Job] = []  # arrived, held back by admission (arrival order)
-    active: list[Job] = []  # admitted, not finished (arrival order)
-    st = {"next_arr": 0, "next_ev": 0, "left": sum(tracked), "steps": 0, "lost_gpu_s": 0.0, "n_migrate": 0,
-          "t": -math.inf, "changed": False, "step_log": [], "preemptions": []}
 
-    def set_time(t):
+class _Replay:
+    """One run of :func:`simulate_native_reference`: the setup in ``__init__``, the steps and the
+    bookkeeping as methods (they share the run's state through ``self``), then :meth:`run`."""
+
+    def __init__(
+        self, submit, gpus, work, node_gpus, tracked=None, policy="fifo", placement="first-fit", theta=0.0,
+        time_model="events", round_s=300.0, restart_s=0.0, preempt=True, key_fn=None, *,
+        node_type=None, node_rack=None, cls=None, ref_rate=None, tab=None, type_speed=None, node_factor=None,
+        multi_node_factor=1.0, rack_factor=1.0, checkpoint_s=0.0, events=None, planner=None, dynamic=None, spread=None,
+        max_steps=None, thresholds=(3250.0, 7200.0), promote=0.0, gittins=None, themis_f=0.8,
+    ):
+        n = len(submit)
+        n_nodes = len(node_gpus)
+        tracked = [True] * n if tracked is None else [bool(x) for x in tracked]
+        cls = [-1] * n if cls is None else [int(x) for x in cls]
+        ref_rate = [1.0] * n if ref_rate is None else [float(x) for x in ref_rate]
+        jobs = [Job(i, float(submit[i]), int(gpus[i]), float(work[i]), tracked[i], cls[i], ref_rate[i]) for i in range(n)]
+        assert all(jobs[i].submit <= jobs[i + 1].submit for i in range(n - 1)), "jobs must be sorted by submit time"
+        for j in jobs:
+            j.work_left = j.work
+            j.want = j.gpus
+        evs, start_down = _node_events(events, n_nodes)
+        cl = Cluster(node_gpus, node_type, node_rack, [not d for d in start_down])
+        sp = Speed(cl.n_types, tab, type_speed, node_factor, multi_node_factor, rack_factor, spread)
+        if dynamic is None:
+            dynamic = key_fn is not None or policy in ("las", "las-gpu", "srtf", TIRESIAS, GITTINS, THEMIS)
+        thresholds = [float(x) for x in thresholds]
+        assert all(x > 0 for x in thresholds) and all(a < b for a, b in zip(thresholds, thresholds[1:]))
+        queued = planner is None and key_fn is None and policy in QUEUED
+        gx = gv = None
+        if queued and policy == GITTINS:
+            gx, gv = [float(x) for x in gittins[0]], [float(v) for v in gittins[1]]
+            assert len(gx) == len(gv) > 0 and all(a < b for a, b in zip(gx, gx[1:]))
+        events_mode = time_model == "events"
+        assert events_mode or time_model == "rounds"
+
+        heap: list = []  # (finish time, job, version)
+        overflow: list[Job] = []  # arrived, held back by admission (arrival order)
+        active: list[Job] = []  # admitted, not finished (arrival order)
+        st = {"next_arr": 0, "next_ev": 0, "left": sum(tracked), "steps": 0, "lost_gpu_s": 0.0, "n_migrate": 0,
+              "t": -math.inf, "changed": False, "step_log": [], "preemptions": []}
+        self.active = active
+        self.checkpoint_s = checkpoint_s
+        self.cl = cl
+        self.dynamic = dynamic
+        self.events_mode = events_mode
+        self.evs = evs
+        self.gv = gv
+        self.gx = gx
+        self.heap = heap
+        self.jobs = jobs
+        self.key_fn = key_fn
+        self.max_steps = max_steps
+        self.n = n
+        self.overflow = overflow
+        self.placement = placement
+        self.planner = planner
+        self.policy = policy
+        self.preempt = preempt
+        self.promote = promote
+        self.queued = queued
+        self.restart_s = restart_s
+        self.round_s = round_s
+        self.sp = sp
+        self.st = st
+        self.themis_f = themis_f
+        self.theta = theta
+        self.thresholds = thresholds
+
+    def set_time(self, t):
+        st = self.st
         assert t >= st["t"], f"time went back from {st['t']} to {t}"
         st["t"] = t
 
-    def live_top():
+    def live_top(self):
+        heap, jobs = self.heap, self.jobs
         while heap and not (jobs[heap[0][1]].state == RUNNING and jobs[heap[0][1]].version == heap[0][2]):
             heapq.heappop(heap)
         return heap[0][0] if heap else math.inf
 
-    def waiting():
+    def waiting(self):
+        active = self.active
         return [j for j in active if j.state == WAITING]
 
-    def running():
+    def running(self):
+        active = self.active
         return [j for j in active if j.state == RUNNING]
 
-    # ---- Tiresias' queues
-    def queue_at(job: Job, t):
+    def queue_at(self, job: Job, t):
         """``(queue, when it entered it)`` at ``t``: a waiting job stays where it is; a running
         job (or one the walk is stopping: ``cur`` is its launch until it is settled) moves down
         one queue at each crossing instant of its launch."""
+        thresholds = self.thresholds
         q, e = job.queue, job.qentry
         if job.cur is not None:
             for k1, tc in crossings(thresholds, job.cur):
@@ -471,24 +522,26 @@ def simulate_native_reference(
                     q, e = k1, tc
         return q, e
 
-    def service(job: Job, t):
+    def service(self, job: Job, t):
         """GPU-seconds since its arrival or last promotion, up to ``t``."""
         if job.cur is not None:
             return job.attained_gpu - job.svc0 + (t - job.cur.t) * len(job.cur.gpus)
         return job.attained_gpu - job.svc0
 
-    def starts_waiting(job: Job, t):
+    def starts_waiting(self, job: Job, t):
         """A job stopped at ``t`` waits: its promotion is due once it has waited ``promote`` × the
         seconds it ran since its last promotion, counting only waits after it ran since then (the
         waits up to its last launch are ``pend``, this one from ``t``)."""
+        promote, queued = self.promote, self.queued
         job.wait_since = t
         job.promote_at = None
         ran = job.attained - job.exec0
         if queued and promote > 0.0 and job.queue > 0 and ran > 0.0:
             job.promote_at = max(t, t + (promote * ran - job.pend))
 
-    def promotions_to(t):
+    def promotions_to(self, t):
         """Waiting jobs whose promotion is due by ``t`` go to queue 0 at ``t``, service afresh."""
+        active = self.active
         for job in active:
             if job.state == WAITING and job.promote_at is not None and job.promote_at <= t:
                 assert job.queue > 0
@@ -497,9 +550,10 @@ def simulate_native_reference(
                 job.promote_at = None
                 job.queue_log.append((t, 0, "promote"))
 
-    def next_wake(t):
+    def next_wake(self, t):
         """The earliest instant after ``t`` at which a running job crosses into its next queue, or
         from ``t`` on at which a waiting job is promoted (``events`` mode steps there)."""
+        active, queued, thresholds = self.active, self.queued, self.thresholds
         w = math.inf
         for job in active:
             if job.state == RUNNING and queued:
@@ -508,20 +562,22 @@ def simulate_native_reference(
                 w = min(w, job.promote_at)
         return w
 
-    def log_crossings(job: Job, t):
+    def log_crossings(self, job: Job, t):
         """Record the queues a running job has entered by ``t`` (when its launch ends)."""
+        thresholds = self.thresholds
         for k1, tc in crossings(thresholds, job.cur):
             if tc <= t:
                 job.queue_log.append((tc, k1, "cross"))
                 job.cur.crossed.append((tc, k1))
 
-    def stop(job: Job, t, why):
+    def stop(self, job: Job, t, why):
         """Settle a running job's launch stopped at ``t``; its GPUs are freed by the caller (or were
         freed by the walk). Tiresias: it keeps the queue it has reached at ``t``."""
+        checkpoint_s, queued, restart_s, st = self.checkpoint_s, self.queued, self.restart_s, self.st
         c = job.cur
         if queued:
-            log_crossings(job, t)
-            q, e = queue_at(job, t)
+            self.log_crossings(job, t)
+            q, e = self.queue_at(job, t)
             if q != job.queue:
                 job.queue, job.qentry = q, e
         el = t - c.t
@@ -542,10 +598,11 @@ def simulate_native_reference(
         job.cur = None
         job.version += 1
 
-    def complete(job: Job, te):
+    def complete(self, job: Job, te):
+        active, cl, queued, restart_s, st = self.active, self.cl, self.queued, self.restart_s, self.st
         c = job.cur
         if queued:
-            log_crossings(job, te)
+            self.log_crossings(job, te)
         el = te - c.t
         job.attained += el
         job.attained_gpu += el * len(c.gpus)
@@ -563,14 +620,16 @@ def simulate_native_reference(
         if job.tracked:
             st["left"] -= 1
 
-    def completions_to(t):
-        while live_top() <= t:
+    def completions_to(self, t):
+        heap, jobs, st = self.heap, self.jobs, self.st
+        while self.live_top() <= t:
             te, i, _ = heapq.heappop(heap)
             assert jobs[i].cur.t <= te <= t  # settled at its own time, at or before the step's
-            complete(jobs[i], te)
+            self.complete(jobs[i], te)
             st["changed"] = True
 
-    def node_events_to(t):
+    def node_events_to(self, t):
+        cl, evs, jobs, st = self.cl, self.evs, self.jobs, self.st
         while st["next_ev"] < len(evs) and evs[st["next_ev"]][0] <= t:
             te, down, nd = evs[st["next_ev"]]
             st["next_ev"] += 1
@@ -582,12 +641,12 @@ def simulate_native_reference(
                 for i in on_node:
                     job = jobs[i]
                     assert job.state == RUNNING and any(cl.gpu_node[g] == nd for g in job.gang)
-                    stop(job, te, "fail")
+                    self.stop(job, te, "fail")
                     cl.release(job.gang, i)
                     job.gang = []
                     job.n_fail += 1
                     job.state = WAITING
-                    starts_waiting(job, te)
+                    self.starts_waiting(job, te)
                 assert len(cl.free_on(nd)) == cl.node_gpus[nd], "a failed node keeps no job"
                 cl.set_up(nd, False)
             else:
@@ -596,8 +655,9 @@ def simulate_native_reference(
                 cl.set_up(nd, True)
             st["changed"] = True
 
-    def place(job: Job, n_gpus, want_type):
+    def place(self, job: Job, n_gpus, want_type):
         """GPUs and type for a gang of ``n_gpus`` (types in the cluster's order), or (None, -1)."""
+        cl, placement, sp = self.cl, self.placement, self.sp
         if want_type == NO_RUN:
             return None, -1
         types = range(cl.n_types) if want_type == ANY_TYPE else [want_type]
@@ -608,10 +668,11 @@ def simulate_native_reference(
                     return got, t
         return None, -1
 
-    def walk(order, may_preempt):
+    def walk(self, order, may_preempt):
         """Place the waiting jobs of ``order`` (highest priority first), suspending jobs from the
         tail if allowed; returns (launched, suspended, pairs): ``(job, victim)`` for each victim
         whose GPUs a job took."""
+        cl = self.cl
         launched, suspended, pairs = [], [], []
         # a job running after position idx was running when the walk began (a job the walk
         # launches is at or before the position it has reached)
@@ -619,7 +680,7 @@ def simulate_native_reference(
         for idx, job in enumerate(order):
             if job.state != WAITING or job.want_type == NO_RUN:
                 continue
-            got, gt = place(job, job.want, job.want_type)
+            got, gt = self.place(job, job.want, job.want_type)
             victims = []
             below = [order[p] for p in ran if p > idx and order[p].state == RUNNING] if got is None and may_preempt else []
             # a search that cannot free enough GPUs ends with every victim put back: skip it
@@ -630,7 +691,7 @@ def simulate_native_reference(
                     cl.release(v.gang, v.i)
                     v.state = WAITING
                     victims.append(v)
-                    got, gt = place(job, job.want, job.want_type)
+                    got, gt = self.place(job, job.want, job.want_type)
                     if got is not None:
                         break
             if got is not None:
@@ -646,8 +707,13 @@ def simulate_native_reference(
                     pairs.append((job, v))
         return launched, suspended, pairs
 
-    def schedule(t):
+    def schedule(self, t):
         """A scheduling step at ``t``: arrivals, admission, the order, the walk, settling."""
+        (active, cl, gv, gx, heap, jobs, key_fn, max_steps, n, overflow, planner, policy, preempt, restart_s,
+            round_s, sp, st, themis_f, theta) = (
+            self.active, self.cl, self.gv, self.gx, self.heap, self.jobs, self.key_fn, self.max_steps, self.n,
+            self.overflow, self.planner, self.policy, self.preempt, self.restart_s, self.round_s, self.sp,
+            self.st, self.themis_f, self.theta)
         while st["next_arr"] < n and jobs[st["next_arr"]].submit <= t:
             jobs[st["next_arr"]].state = OVERFLOW
             overflow.append(jobs[st["next_arr"]])
@@ -665,7 +731,7 @@ def simulate_native_reference(
         if planner is not None:
             if not active:
                 return
-        elif not waiting() or (cl.free_in_service() == 0 and not preempt):
+        elif not self.waiting() or (cl.free_in_service() == 0 and not preempt):
             return
         n_stopped = 0  # running jobs a plan stopped before the walk
         if planner is not None:
@@ -689,7 +755,7 @@ def simulate_native_reference(
                 if wt == NO_RUN or j.want != len(j.gang) or (wt != ANY_TYPE and wt != j.gtype):
                     if wt != NO_RUN:
                         st["n_migrate"] += 1
-                    stop(j, t, "preempt")
+                    self.stop(j, t, "preempt")
                     cl.release(j.gang, j.i)
                     j.gang = []
                     j.n_preempt += 1
@@ -697,7 +763,7 @@ def simulate_native_reference(
                     j.wait_since = t
                     n_stopped += 1
             order = sorted(active, key=lambda j: kmap[j.i])  # stable: ties in arrival order
-            launched, suspended, pairs = walk(order, False)
+            launched, suspended, pairs = self.walk(order, False)
         else:
             if key_fn is not None:
                 kmap = {j.i: key_fn(j, t) for j in active}
@@ -706,27 +772,27 @@ def simulate_native_reference(
                 # time they entered the queue
                 kmap = {}
                 for j in active:
-                    q, e = queue_at(j, t)
+                    q, e = self.queue_at(j, t)
                     kmap[j.i] = (q, 0 if j.state == RUNNING else 1, e)
             elif policy == GITTINS:
                 # by queue; within a queue the highest Gittins index of the service first
-                kmap = {j.i: (queue_at(j, t)[0], -gittins_index(gx, gv, service(j, t))) for j in active}
+                kmap = {j.i: (self.queue_at(j, t)[0], -gittins_index(gx, gv, self.service(j, t))) for j in active}
             elif policy == THEMIS:
                 kmap = themis_keys(active, t, round_s, themis_f, restart_s)
             else:
                 kmap = {j.i: _builtin_key(policy, j, t, restart_s) for j in active}
             order = sorted(active, key=lambda j: kmap[j.i])  # stable: ties in arrival order
-            launched, suspended, pairs = walk(order, preempt)
+            launched, suspended, pairs = self.walk(order, preempt)
         for job, v in pairs:
             st["preemptions"].append((t, job.i, v.i, kmap[job.i], kmap[v.i]))
         # settle: suspensions first (a victim may have been placed again in this walk), then launches
         for v in suspended:
-            stop(v, t, "preempt")
+            self.stop(v, t, "preempt")
             v.n_preempt += 1
             v.wait_since = t  # (a victim placed again in this walk waited no time)
             if v.state == WAITING:
                 v.gang = []
-                starts_waiting(v, t)
+                self.starts_waiting(v, t)
         for job in launched:
             g = job.gang
             assert len(g) == job.want == len(set(g)), "gang not whole"
@@ -753,16 +819,24 @@ def simulate_native_reference(
         if max_steps is not None and st["steps"] > max_steps:
             raise RuntimeError(f"more than {max_steps} scheduling steps: the jobs never finish")
 
-    def pending():
+    def pending(self):
         """Something can still change: an arrival, a completion (a job runs), a node event or a
         promotion. When nothing can, the run is stuck for good: the jobs left wait for a cluster
         none of them fits, or for admission, which only moves after a completion or a node event."""
-        return (st["next_arr"] < n or live_top() < math.inf or st["next_ev"] < len(evs)
+        active, evs, n, st = self.active, self.evs, self.n, self.st
+        return (st["next_arr"] < n or self.live_top() < math.inf or st["next_ev"] < len(evs)
                 or any(j.state == WAITING and j.promote_at is not None for j in active))
 
-    deadlock = False
-    if events_mode:
-        # a step at every arrival, completion, node event, queue crossing and promotion
+    def run(self) -> dict:
+        """Replay the run to its end; returns what :func:`simulate_native_reference` returns."""
+        t, deadlock = self.run_events() if self.events_mode else self.run_rounds()
+        return self.result(t, deadlock)
+
+    def run_events(self):
+        """``events`` mode: a step at every arrival, completion, node event, queue crossing and
+        promotion. Returns ``(end time, deadlock)``."""
+        evs, jobs, n, st = self.evs, self.jobs, self.n, self.st
+        deadlock = False
         t = jobs[0].submit if n else 0.0
         if evs:
             t = min(t, evs[0][0])
@@ -771,20 +845,26 @@ def simulate_native_reference(
             same_t = same_t + 1 if t == st["t"] else 0
             if same_t > no_progress_limit(n, len(evs)):
                 raise RuntimeError(f"no progress: more than {no_progress_limit(n, len(evs))} passes at t={t!r}")
-            set_time(t)
-            completions_to(t)
+            self.set_time(t)
+            self.completions_to(t)
             if st["left"] == 0:
                 break
-            node_events_to(t)
-            promotions_to(t)
-            schedule(t)
-            if not pending():
+            self.node_events_to(t)
+            self.promotions_to(t)
+            self.schedule(t)
+            if not self.pending():
                 deadlock = True
                 break
             t_arr = jobs[st["next_arr"]].submit if st["next_arr"] < n else math.inf
             t_ev = evs[st["next_ev"]][0] if st["next_ev"] < len(evs) else math.inf
-            t = min(t_arr, live_top(), t_ev, next_wake(t))
-    else:
+            t = min(t_arr, self.live_top(), t_ev, self.next_wake(t))
+        return t, deadlock
+
+    def run_rounds(self):
+        """``rounds`` mode; returns ``(end time, deadlock)``."""
+        (active, dynamic, evs, jobs, n, planner, round_s, st) = (
+            self.active, self.dynamic, self.evs, self.jobs, self.n, self.planner, self.round_s, self.st)
+        deadlock = False
         # every boundary k·R in turn; node events (with the completions before them) at their own
         # times in between; a boundary is a step unless provably nothing changed since the last
         # boundary that was looked at: no arrival, completion or node event since, and either no
@@ -796,58 +876,64 @@ def simulate_native_reference(
             b = k * round_s
             while st["next_ev"] < len(evs) and evs[st["next_ev"]][0] < b:
                 te = evs[st["next_ev"]][0]
-                set_time(te)
-                completions_to(te)
+                self.set_time(te)
+                self.completions_to(te)
                 if st["left"] == 0:
                     break
-                node_events_to(te)
+                self.node_events_to(te)
             if st["left"] == 0:
                 t = st["t"]  # the run ends at the node event's time (as the kernel does)
                 break
             t = b
-            set_time(b)
-            completions_to(b)
+            self.set_time(b)
+            self.completions_to(b)
             if st["left"] == 0:
                 break
-            node_events_to(b)
-            promotions_to(b)  # (a crossing needs no step of its own: the queue is worked out when needed)
+            self.node_events_to(b)
+            self.promotions_to(b)  # (a crossing needs no step of its own: the queue is worked out when needed)
             arrival = st["next_arr"] < n and jobs[st["next_arr"]].submit <= b
-            look = (k == 0 or st["changed"] or arrival or (dynamic and waiting())
+            look = (k == 0 or st["changed"] or arrival or (dynamic and self.waiting())
                     or (planner is not None and active))
             if look:
                 st["changed"] = False
-                schedule(b)
+                self.schedule(b)
                 # a planner may leave the cluster empty on purpose for a while (Gavel waits for
                 # its next allocation): it is stuck only after PLAN_IDLE_LIMIT such steps in a row
-                idle = idle + 1 if (waiting() and not any(j.state == RUNNING for j in jobs)) else 0
-            if not pending() and (planner is None or idle > PLAN_IDLE_LIMIT):
+                idle = idle + 1 if (self.waiting() and not any(j.state == RUNNING for j in jobs)) else 0
+            if not self.pending() and (planner is None or idle > PLAN_IDLE_LIMIT):
                 deadlock = True
                 break
             k += 1
-    for j in jobs:
-        if queued and j.state == RUNNING:  # still running at the end: its crossings so far
-            log_crossings(j, t)
-        if j.state == DONE:  # work is conserved: the progress kept over all launches is the work
-            kept = sum(c.kept * c.rate for c in j.history)
-            assert math.isclose(kept, j.work, rel_tol=1e-9, abs_tol=1e-6), f"job {j.i}: kept progress {kept} != work {j.work}"
-    return {
-        "finish": [j.finish for j in jobs],
-        "first_start": [j.first_start for j in jobs],
-        "n_preempt": [j.n_preempt for j in jobs],
-        "n_fail": [j.n_fail for j in jobs],
-        "attained": [j.attained + ((t - j.cur.t) if j.state == RUNNING else 0.0) for j in jobs],
-        "attained_gpu": [j.attained_gpu + ((t - j.cur.t) * len(j.cur.gpus) if j.state == RUNNING else 0.0) for j in jobs],
-        "lost_s": [j.lost_s for j in jobs],
-        "gpu_type": [j.cur.gtype if j.cur else (j.history[-1].gtype if j.history else -1) for j in jobs],
-        "history": [j.history + ([_open_launch(j.cur, t, restart_s)] if j.cur else []) for j in jobs],
-        "end_t": t,
-        "steps": st["steps"],
-        "deadlock": deadlock,
-        # what was left when stuck: jobs waiting, jobs held back by admission, GPUs in service
-        "stuck": {"waiting": len(waiting()), "overflow": len(overflow), "in_service": cl.in_service()},
-        "lost_gpu_s": st["lost_gpu_s"],
-        "n_migrate": st["n_migrate"],
-        "queue_log": [j.queue_log for j in jobs],
-        "step_log": st["step_log"],
-        "preemptions": st["preemptions"],
-    }
+        return t, deadlock
+
+    def result(self, t, deadlock) -> dict:
+        """The per-job lists and totals of a run that ended at ``t``."""
+        (cl, jobs, overflow, queued, restart_s, st) = (
+            self.cl, self.jobs, self.overflow, self.queued, self.restart_s, self.st)
+        for j in jobs:
+            if queued and j.state == RUNNING:  # still running at the end: its crossings so far
+                self.log_crossings(j, t)
+            if j.state == DONE:  # work is conserved: the progress kept over all launches is the work
+                kept = sum(c.kept * c.rate for c in j.history)
+                assert math.isclose(kept, j.work, rel_tol=1e-9, abs_tol=1e-6), f"job {j.i}: kept progress {kept} != work {j.work}"
+        return {
+            "finish": [j.finish for j in jobs],
+            "first_start": [j.first_start for j in jobs],
+            "n_preempt": [j.n_preempt for j in jobs],
+            "n_fail": [j.n_fail for j in jobs],
+            "attained": [j.attained + ((t - j.cur.t) if j.state == RUNNING else 0.0) for j in jobs],
+            "attained_gpu": [j.attained_gpu + ((t - j.cur.t) * len(j.cur.gpus) if j.state == RUNNING else 0.0) for j in jobs],
+            "lost_s": [j.lost_s for j in jobs],
+            "gpu_type": [j.cur.gtype if j.cur else (j.history[-1].gtype if j.history else -1) for j in jobs],
+            "history": [j.history + ([_open_launch(j.cur, t, restart_s)] if j.cur else []) for j in jobs],
+            "end_t": t,
+            "steps": st["steps"],
+            "deadlock": deadlock,
+            # what was left when stuck: jobs waiting, jobs held back by admission, GPUs in service
+            "stuck": {"waiting": len(self.waiting()), "overflow": len(overflow), "in_service": cl.in_service()},
+            "lost_gpu_s": st["lost_gpu_s"],
+            "n_migrate": st["n_migrate"],
+            "queue_log": [j.queue_log for j in jobs],
+            "step_log": st["step_log"],
+            "preemptions": st["preemptions"],
+        }
