@@ -61,20 +61,8 @@ def _label(r) -> str:
         f", {r.num_jobs} jobs" if r.num_jobs else "")
 
 
-def _kernel_kind(r) -> str | None:
-    """The kernel a resolved run spec ``r`` will load (None: not known before the run)."""
-    from .engine import kind_of
-
-    if r.blox_compat:
-        return "compat"
-    try:
-        return kind_of(r.policy, r.preempt)
-    except FastbloxError:
-        return None
-
-
 def cmd_run(a) -> int:
-    from .engine import prewarm
+    from .engine import prewarm, spec_kind
     from .runner import run_spec
 
     if a.blox_json and not a.out:
@@ -84,7 +72,7 @@ def cmd_run(a) -> int:
     r = cli_spec(a).resolved()  # every check between options, before any work
     if a.out:
         prepare_dir(a.out)
-    kind = _kernel_kind(r)
+    kind = spec_kind(r)
     if kind is not None:
         prewarm(kind)  # overlaps loading the kernel with reading the trace
     with _progress_line(a):

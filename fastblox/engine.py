@@ -21,7 +21,7 @@ import numpy as np
 from . import parts
 from . import speed as speedmod
 from .cluster import Cluster
-from .errors import ConfigError, NoProgressError, SimulationError, WorkloadError
+from .errors import ConfigError, FastbloxError, NoProgressError, SimulationError, WorkloadError
 from .kernels import compat as kcompat
 from .kernels import engine as kengine
 from .kernels import enums
@@ -143,6 +143,30 @@ def kind_of(scheduler, preempt: bool | None = None) -> str:
     ci[kengine.C_PY] = int(pol.fn is not None or pol.planner is not None)
     ci[kengine.C_PREEMPT] = int(pol.preemptive if preempt is None else preempt)
     return native_kind(ci)
+
+
+def spec_kind(r: RunSpec) -> str | None:
+    """The ``_warm`` kind of the kernel a resolved run spec will load (None: not known before
+    the run, e.g. a user policy not registered, or dynamic selection's several candidates)."""
+    if r.blox_compat:
+        return "compat"
+    if r.policy == "dynamic":
+        return None
+    try:
+        kind = kind_of(r.policy, r.preempt)
+    except FastbloxError:
+        return None
+    return kind + ("+events" if r.failures is not None or r.cluster_events is not None else "")
+
+
+def warm_for(specs) -> float:
+    """Compile (or load) once, here, every kernel the resolved ``specs`` need: worker processes
+    started afterwards load them from the cache instead of each compiling the same kernels at
+    once on an empty cache. Returns the seconds it took."""
+    t0 = time.perf_counter()
+    for kind in sorted({k for k in map(spec_kind, specs) if k is not None}):
+        _warm(kind)
+    return time.perf_counter() - t0
 
 
 def _warm_now(kind: str) -> float:

@@ -87,7 +87,7 @@ def test_every_compiled_function_is_covered_by_the_cache_key():
 
 
 def test_cache_folder_is_named_by_the_source_digest():
-    path = engine.advance._cache._cache_path
+    path = engine._advance._cache._cache_path
     assert f"kernels-{_jit.source_digest()}" in path
     assert len(_jit.source_digest()) == 16
 

@@ -31,11 +31,11 @@ def test_the_reference_twin_stops_with_a_named_error(monkeypatch):
     """The twin's own loop at one instant: completions written ``< t`` leave a finish time at the
     current instant forever; its guard raises instead."""
     src = inspect.getsource(ref_native)
-    old = "while live_top() <= t:"
+    old = "while self.live_top() <= t:"
     assert src.count(old) == 1
     mod = types.ModuleType("mutant_reference")
     monkeypatch.setitem(sys.modules, mod.__name__, mod)  # (its dataclasses look their module up)
-    exec(compile(src.replace(old, "while live_top() < t:"), "<mutant reference>", "exec"), mod.__dict__)
+    exec(compile(src.replace(old, "while self.live_top() < t:"), "<mutant reference>", "exec"), mod.__dict__)
     args = ([0.0, 10.0], [1, 1], [100.0, 100.0], [1])
     assert ref_native.simulate_native_reference(*args)["finish"] == [100.0, 200.0]
     with pytest.raises(RuntimeError, match=r"no progress: more than 72 passes at t=100\.0"):

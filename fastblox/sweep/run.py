@@ -336,6 +336,10 @@ def _run_on(executor, todo, out, workers, ray_address, prog, results, point_time
         from . import ray_exec
 
         ray_started = ray_exec.connect(ray_address, workers)
+    if executor in ("local", "ray") and todo:
+        from .. import engine
+
+        engine.warm_for(p.spec.resolved() for p in todo)  # compiled once here, loaded by every worker
     try:
         _execute(todo, out, executor, workers, prog, results, point_timeout, notice)
     finally:
