@@ -8,6 +8,23 @@
 
 __version__ = "0.1.0"
 
+
+def _source_checkout_subpackages() -> None:
+    """An install puts ``kernels/`` and ``datasets/`` inside the package (``fastblox.kernels``,
+    ``fastblox.datasets``: pyproject's package-dir). In a source checkout they sit beside it, and
+    Python finds this folder first when it runs from the checkout's root (``python -m fastblox.cli``
+    puts the working folder first on ``sys.path``): the checkout's root then joins this package's
+    search path, so that they import under the same names. They never import as ``kernels``."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    if not os.path.isdir(os.path.join(here, "kernels")) and os.path.isfile(os.path.join(root, "kernels", "__init__.py")):
+        __path__.append(root)
+
+
+_source_checkout_subpackages()
+
 from .cluster import Cluster
 from .dynamic import simulate_dynamic
 from .engine import prepare_native, simulate, simulate_blox_workload

@@ -44,11 +44,11 @@ def _installed_copy(root: Path) -> Path:
     """The package laid out as a wheel installs it (``fastblox/kernels`` inside ``fastblox``)."""
     pkg = root / "fastblox"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(Path(fastblox.__file__).parent, pkg, ignore=ignore)
-    shutil.copytree(Path(kernels_pkg.__file__).parent, pkg / "kernels", ignore=ignore)
+    shutil.copytree(Path(fastblox.__file__).parent, pkg, ignore=ignore)  # (installed: kernels/ is in it)
+    shutil.copytree(Path(kernels_pkg.__file__).parent, pkg / "kernels", ignore=ignore, dirs_exist_ok=True)
     import fastblox.datasets as datasets_pkg
 
-    shutil.copytree(Path(datasets_pkg.__file__).parent, pkg / "datasets", ignore=ignore)
+    shutil.copytree(Path(datasets_pkg.__file__).parent, pkg / "datasets", ignore=ignore, dirs_exist_ok=True)
     return pkg
 
 
