@@ -50,17 +50,6 @@ def _tracked_mask(workload: Workload, track) -> np.ndarray:
     return mask
 
 
-def _check_fits(workload: Workload, cluster: Cluster) -> None:
-    total = cluster.total_gpus
-    too_big = workload.num_gpus > total
-    if too_big.any():
-        i = int(np.flatnonzero(too_big)[0])
-        raise WorkloadError(
-            f"job {int(workload.job_id[i])} asks for {int(workload.num_gpus[i])} GPUs but the cluster "
-            f"{cluster.spec!r} has {total} ({int(too_big.sum())} job(s) too large; drop them with on_bad_rows='drop' when reading the trace)"
-        )
-
-
 def _alloc_offsets(gpus: np.ndarray) -> np.ndarray:
     off = np.zeros(gpus.shape[0] + 1, dtype=np.int64)
     np.cumsum(gpus, out=off[1:])
@@ -600,7 +589,7 @@ def _simulate_compat(workload: Workload, s: RunSpec) -> Result:
     r = s.resolved(source=False)
     c, adm, tracked = _check_args(workload, r)
     pl = parts.PLACEMENTS.get(r.placement)
-    _check_fits(workload, c)
+    check_sizes(workload, c)  # (Blox's clusters have one GPU type: its largest gang is all of it)
     blox_name, pol_code = parts.BLOX_POLICIES[r.policy]
     compile_s = _warm("compat")
     limits = r.limits()

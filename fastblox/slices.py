@@ -42,9 +42,6 @@ class RunLimits:
     max_jobs: int | None = None
     max_wall: float | None = None
 
-    def as_dict(self) -> dict:
-        return {"max_sim_time": self.max_sim_time, "max_jobs": self.max_jobs, "max_wall": self.max_wall}
-
 
 NO_LIMITS = RunLimits()
 
