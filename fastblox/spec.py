@@ -246,10 +246,9 @@ def cluster(v, name):
 
     if isinstance(v, Cluster):
         return v
+    v = text(v, name)
     try:
-        Cluster.parse(text(v, name))
-    except OptionError:
-        raise
+        Cluster.parse(v)
     except ConfigError as e:
         raise OptionError(name, str(e).removeprefix("--cluster: ")) from None
     return v
