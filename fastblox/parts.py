@@ -39,6 +39,9 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self._items)
 
+    def values(self) -> list:
+        return list(self._items.values())
+
     def __contains__(self, name) -> bool:
         return str(name).lower() in self._items
 
@@ -75,7 +78,10 @@ class Option:
 class Policy:
     """A scheduling policy: an ordering of the active jobs (lower key runs first), or a planner.
 
-    ``code`` selects a built-in kernel; a user policy has ``fn(jobs: JobView, now_s) -> keys``.
+    ``code`` selects a built-in policy's kernel code: its ``key`` function, compiled into the
+    kernel, gives ``(rank, key)`` of one job (``fastblox/policies/fifo.py`` is the simplest), or
+    its ``keys`` function orders all active jobs at once (``KIND_FULL``: Themis). A user policy
+    has ``fn(jobs: JobView, now_s) -> keys`` instead, called from Python.
     ``kind`` (``enums.KIND_*``) says how its keys behave: fixed while a job waits (a sorted
     queue), re-computed for every job each step, or a full plan (key, GPU type, size per job)
     from ``planner(context, options) -> object with .plan(view, now_s)``. ``dynamic`` says the
@@ -91,6 +97,8 @@ class Policy:
     blox_name: str | None = None  # the name Blox prints, for --blox-compat and its file names
     kind: int = enums.KIND_STATIC
     planner: Callable | None = None
+    key: Callable | None = None  # kernel key function of one job (built-in policies)
+    keys: Callable | None = None  # kernel key function of all active jobs (built-in KIND_FULL policies)
     options: tuple = ()
     default_time_model: str | None = None  # e.g. Gavel's rounds
     default_round_s: float | None = None  # e.g. Gavel's 360 s
@@ -111,15 +119,9 @@ class Policy:
         return out
 
 
+#: every scheduling policy by name: the built-in ones register themselves from their files
+#: under ``fastblox/policies/`` (imported by ``fastblox.policies``), user ones with :func:`policy`
 POLICIES = Registry("policy")
-for _p in (
-    Policy("fifo", enums.POL_FIFO, False, False, "first in, first out by submit time (non-preemptive; backfills)", blox_name="Fifo"),
-    Policy("las", enums.POL_LAS, True, True, "least attained service, wall-seconds run (as Blox)", blox_name="Las"),
-    Policy("las-gpu", enums.POL_LAS_GPU, True, True, "least attained service in GPU-seconds (continuous 2D-LAS)"),
-    Policy("srtf", enums.POL_SRTF, True, True, "shortest remaining time first (oracle remaining work)", blox_name="Srtf"),
-    Policy("sjf", enums.POL_SJF, False, False, "shortest job first (oracle total work), non-preemptive"),
-):
-    POLICIES.register(_p.name, _p)
 
 #: The names Blox's simulator accepts, with the ordering each really uses there.
 BLOX_POLICIES = {

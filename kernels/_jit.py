@@ -33,6 +33,9 @@ _LINES = dict(debug=True, _dbg_extend_lifetimes=False, boundscheck=False) if os.
     "FASTBLOX_KERNEL_LINES", "") not in ("", "0") else {}
 
 KERNEL_DIR = Path(__file__).resolve().parent
+#: the built-in policies' files: their key functions are compiled into the kernels
+POLICY_DIR = Path(sys.modules[__name__.partition(".")[0]].__file__).resolve().parent / "policies"
+SOURCE_DIRS = (KERNEL_DIR, POLICY_DIR)
 CACHE_PREFIX = "kernels-"
 STALE_DAYS = 14
 
@@ -44,12 +47,13 @@ COMPILED: list = []
 @functools.cache
 def source_digest() -> str:
     """Digest of everything a compiled kernel depends on: the bytes of every ``.py`` file under
-    this package (sorted by relative path), the numba, llvmlite and Python versions, and the
-    compile flags that change the generated code."""
+    this package and under ``fastblox/policies/`` (sorted by relative path), the numba, llvmlite
+    and Python versions, and the compile flags that change the generated code."""
     h = hashlib.sha256()
-    for p in sorted(KERNEL_DIR.rglob("*.py")):
-        h.update(p.relative_to(KERNEL_DIR).as_posix().encode() + b"\0")
-        h.update(p.read_bytes() + b"\0")
+    for top in SOURCE_DIRS:
+        for p in sorted(top.rglob("*.py")):
+            h.update(top.name.encode() + b"/" + p.relative_to(top).as_posix().encode() + b"\0")
+            h.update(p.read_bytes() + b"\0")
     flags = (numba.__version__, llvmlite.__version__, sys.version, sorted(_LINES.items()),
              config.BOUNDSCHECK)
     h.update(repr(flags).encode())
@@ -95,9 +99,7 @@ class KernelCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLo
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        try:
-            Path(py_file).resolve().relative_to(KERNEL_DIR)
-        except ValueError:
+        if not is_source(py_file):
             return None  # not ours: numba's own locators handle it
         for parent in _cache_parents():
             self = cls(py_func, py_file, parent)
@@ -113,6 +115,12 @@ class KernelCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLo
 _IMPL = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in numba 0.61
 if KernelCacheLocator not in _IMPL._locator_classes:
     _IMPL._locator_classes.insert(0, KernelCacheLocator)
+
+
+def is_source(py_file) -> bool:
+    """Whether ``py_file`` is one of the sources the kernel cache's digest covers."""
+    path = Path(py_file).resolve()
+    return any(path.is_relative_to(top) for top in SOURCE_DIRS)
 
 
 def cache_dir() -> Path:

@@ -47,12 +47,7 @@ from .enums import (
     KIND_PLAN,
     NO_RUN,
     OVERFLOW,
-    POL_FIFO,
     POL_GITTINS,
-    POL_LAS,
-    POL_LAS_GPU,
-    POL_SJF,
-    POL_SRTF,
     POL_TIRESIAS,
     RUNNING,
     TM_EVENTS,
@@ -290,72 +285,55 @@ def _crossing(pp, j, run, lvl):
 @helper(nrt=False, inline=True)
 def rank_key(policy, j, t, jobs, run, pp, restart_s):
     """``(rank, key)`` of active job ``j`` at time ``t``: lower runs first, ties in arrival order.
-    For a waiting job of a ``KIND_STATIC`` policy this does not change while it waits (except at
-    a Tiresias promotion, which is a wake-up)."""
+    The policy's own key function (``fastblox/policies/NAME.py``) gives it; for a waiting job of a
+    ``KIND_STATIC`` policy it does not change while it waits (except at a Tiresias promotion,
+    which is a wake-up)."""
     running = run.status[j] == RUNNING
     el = t - run.launch_t[j] if running else 0.0
-    if policy == POL_FIFO:
-        return 0, jobs.submit[j]
-    if policy == POL_LAS:
-        return 0, run.attained[j] + el
-    if policy == POL_LAS_GPU:
-        return 0, run.attained_gpu[j] + el * run.held[j]
-    if policy == POL_SRTF:
-        left = run.work_left[j] - (max(0.0, el - restart_s) * run.rate[j] if running else 0.0)
-        return 0, left / jobs.ref_rate[j]
-    if policy == POL_SJF:
-        return 0, jobs.work[j] / jobs.ref_rate[j]
-    if policy == POL_TIRESIAS:
-        # queue by service; within a queue running jobs first (a job never preempts one of its
-        # own queue), then waiting jobs in the order they entered the queue
-        if running:
-            lvl = run_level(pp, j, t, run)
-            return 2 * lvl, (run.qentry[j] if lvl == run.rank[j] else _crossing(pp, j, run, lvl))
-        return 2 * run.rank[j] + 1, run.qentry[j]
-    if policy == POL_GITTINS:
-        # queue by service, then the highest Gittins index of the service attained
-        svc = run.attained_gpu[j] - run.svc0[j] + el * run.held[j]
-        lvl = run_level(pp, j, t, run) if running else run.rank[j]
-        return lvl, -_gittins(pp, svc)
-    return 0, 0.0
+    return policy_key(policy, j, t, running, el, jobs, run, pp, restart_s)
 
 
-@helper(nrt=False)
-def themis_rho(j, t, jobs, run, restart_s, ahead):
-    """Finish-time fairness ``rho = (T_elapsed + T_remaining) / T_alone`` of job ``j`` as it would
-    stand ``ahead`` seconds from ``t`` if it does not run meanwhile; times at the reference speed
-    on the GPUs it asked for, ``T_alone`` its whole work alone."""
-    running = run.status[j] == RUNNING
-    el = t - run.launch_t[j] if running else 0.0
-    left = run.work_left[j] - (max(0.0, el - restart_s) * run.rate[j] if running else 0.0)
-    alone = jobs.work[j] / jobs.ref_rate[j]
-    return ((t + ahead - jobs.submit[j]) + left / jobs.ref_rate[j]) / alone
+# ------------------------------------------------------------------ the built-in policies' keys
+# A built-in policy is one file under ``fastblox/policies/`` (its key function, its registration
+# and its rule). The kernels reach its key function through the two functions below: compiled,
+# each is a chain ``if policy == CODE: return KEY(...)`` over the registered built-in policies,
+# generated when a kernel that calls it is compiled (the kernel cache's digest covers
+# ``fastblox/policies/*.py`` as well as this package, so a changed policy file recompiles).
+def policy_key(policy, j, t, running, el, jobs, run, pp, restart_s):
+    """``(rank, key)`` from the key function of built-in policy ``policy`` (``running``: job ``j``
+    holds GPUs; ``el``: seconds since its launch, 0 if not running)."""
+    return _key_fns("key")[policy](j, t, running, el, jobs, run, pp, restart_s)
 
 
-@helper
-def themis_keys(t, jobs, run, s, na, restart_s, lease_s, f):
-    """Themis' lease auction, as an order of the ``na`` active jobs (``s.keys`` by position,
-    ``s.prio`` by job). The ``ceil((1 - f) · na)`` jobs with the worst ``rho`` take part in the
-    auction and come first, ordered by their bid: the ratio ``rho_wait / rho_run`` of their
-    ``rho`` after a lease without and with GPUs (the partial-allocation auction's Nash-welfare
-    objective, greedily); the others follow by worst ``rho`` first (the leftover allocation)."""
-    rho = np.empty(na)
-    for a in range(na):
-        rho[a] = themis_rho(s.active[a], t, jobs, run, restart_s, lease_s)
-    k = int(math.ceil((1.0 - f) * na))
-    if k < 1:
-        k = 1
-    cut = np.sort(rho)[na - k] if na > 0 else 0.0
-    for a in range(na):
-        j = s.active[a]
-        if rho[a] >= cut:
-            s.prio[j] = 0
-            alone = jobs.work[j] / jobs.ref_rate[j]
-            run_rho = rho[a] - lease_s / alone
-            s.keys[a] = -(rho[a] / run_rho) if run_rho > 0.0 else -INF
-        else:
-            s.prio[j] = 1
-            s.keys[a] = -rho[a]
+def policy_keys(policy, t, jobs, run, s, na, restart_s, lease_s, f):
+    """A ``KIND_FULL`` built-in policy's keys of the ``na`` active jobs, into ``s.keys`` by
+    position (and ``s.prio`` by job: 0 for jobs that go first, 1 for the others)."""
+    _key_fns("keys")[policy](t, jobs, run, s, na, restart_s, lease_s, f)
+
+
+def _key_fns(field: str) -> dict:
+    """``{code: key function}`` of the built-in policies (``Policy.key`` or ``Policy.keys``):
+    only policies defined under ``fastblox/policies/``, the files the kernel cache keys on."""
+    from fastblox import parts, policies
+
+    out = {}
+    for p in parts.POLICIES.values():
+        fn = getattr(p, field)
+        if fn is not None and policies.is_builtin(fn):
+            out[p.code] = fn
+    return out
+
+
+def _chain(field: str, args: str, default: str):
+    """A function ``if policy == CODE: return FN(ARGS)`` over the built-in key functions."""
+    fns = sorted(_key_fns(field).items())
+    lines = [f"def chain(policy, {args}):"]
+    for code, _ in fns:
+        lines.append(f"    if policy == {int(code)}:\n        return k{int(code)}({args})")
+    lines.append(f"    return {default}")
+    ns = {f"k{int(code)}": fn for code, fn in fns}
+    exec("\n".join(lines), ns)  # (generated from integer codes and fixed names only)
+    return ns["chain"]
 
 
 @helper(nrt=False, inline=True)
@@ -1019,7 +997,7 @@ def _step_full(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, 
     py = ci[C_PY] != 0
     na = n_active
     if not py:
-        themis_keys(t, jobs, run, s, na, cf[CF_RESTART_S], cf[CF_ROUND_S], cf[CF_THEMIS_F])
+        policy_keys(ci[C_POLICY], t, jobs, run, s, na, cf[CF_RESTART_S], cf[CF_ROUND_S], cf[CF_THEMIS_F])
     stable_order(s.keys, s.prio, s.active, na, s.order)
     if not py:
         for a in range(na):
@@ -1290,6 +1268,16 @@ def _ov_path_collect(path, s, q, wq_head, n_wait, n_running):
 @overload(_path_victims, jit_options=_OV)
 def _ov_path_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n, busy, lost):
     return _chosen(path, 2)
+
+
+@overload(policy_key, jit_options=_OV)
+def _ov_policy_key(policy, j, t, running, el, jobs, run, pp, restart_s):
+    return _chain("key", "j, t, running, el, jobs, run, pp, restart_s", "0, 0.0")
+
+
+@overload(policy_keys, jit_options=_OV_NRT)  # (Themis' keys sort: they allocate)
+def _ov_policy_keys(policy, t, jobs, run, s, na, restart_s, lease_s, f):
+    return _chain("keys", "t, jobs, run, s, na, restart_s, lease_s, f", "None")
 
 
 # ------------------------------------------------------------------------------- the driver

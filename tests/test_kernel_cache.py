@@ -5,16 +5,11 @@ its own file, and a warm cache then ran the old helper)."""
 from __future__ import annotations
 
 import inspect
-import json
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import fastblox
-import fastblox.kernels as kernels_pkg
 from fastblox.kernels import _jit, compat, engine, placement, planners, rates, state, walk  # noqa: F401
+from pkgcopy import installed_copy, run_json
 
 HELPER = '''from ._jit import jit
 
@@ -40,28 +35,12 @@ print(json.dumps({"value": int(v), "hits": sum(probe.stats.cache_hits.values()),
 '''
 
 
-def _installed_copy(root: Path) -> Path:
-    """The package laid out as a wheel installs it (``fastblox/kernels`` inside ``fastblox``)."""
-    pkg = root / "fastblox"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(Path(fastblox.__file__).parent, pkg, ignore=ignore)  # (installed: kernels/ is in it)
-    shutil.copytree(Path(kernels_pkg.__file__).parent, pkg / "kernels", ignore=ignore, dirs_exist_ok=True)
-    import fastblox.datasets as datasets_pkg
-
-    shutil.copytree(Path(datasets_pkg.__file__).parent, pkg / "datasets", ignore=ignore, dirs_exist_ok=True)
-    return pkg
-
-
 def _run(root: Path, cache: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(root), NUMBA_CACHE_DIR=str(cache))
-    out = subprocess.run([sys.executable, "-c", RUN], env=env, cwd=root, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_json(root, cache, RUN, timeout=300)
 
 
 def test_editing_an_inlined_helper_recompiles_the_kernel(tmp_path):
-    pkg = _installed_copy(tmp_path / "src")
+    pkg = installed_copy(tmp_path / "src")
     (pkg / "kernels" / "_probe_helper.py").write_text(HELPER.format(step=1))
     (pkg / "kernels" / "_probe.py").write_text(KERNEL)
     cache = tmp_path / "cache"
@@ -79,11 +58,15 @@ def test_editing_an_inlined_helper_recompiles_the_kernel(tmp_path):
 
 
 def test_every_compiled_function_is_covered_by_the_cache_key():
-    """The digest covers the files of the kernels package: a jitted function elsewhere would be
-    cached on its own file only."""
+    """The digest covers the files of the kernels package and of the built-in policies: a jitted
+    function elsewhere would be cached on its own file only."""
+    import fastblox.policies  # noqa: F401  (the built-in policies' key functions)
+
     assert len(_jit.COMPILED) > 20
-    for fn in _jit.COMPILED:
-        Path(inspect.getfile(fn)).resolve().relative_to(_jit.KERNEL_DIR)
+    files = {Path(inspect.getfile(fn)).resolve() for fn in _jit.COMPILED}
+    assert any(f.parent == _jit.POLICY_DIR for f in files)
+    for f in files:
+        assert _jit.is_source(f), f"{f} is compiled into kernels but not covered by the cache digest"
 
 
 def test_cache_folder_is_named_by_the_source_digest():

@@ -305,3 +305,67 @@ def test_optimus_sizes_matches_reference(a, cmax, free, data):
     # nobody gets a second GPU while a runnable job has none and GPUs were short
     if (size == 0).any() and ((S[:, 1] > 0) & (size == 0)).any():
         assert (size <= 1).all()
+
+
+def test_every_builtin_policy_is_one_file():
+    """A built-in policy's kernel key function, rule and registration live in its own file
+    under fastblox/policies/ (docs/policies.md)."""
+    import inspect
+    from pathlib import Path
+
+    from fastblox import parts, policies
+    from fastblox.kernels import enums
+
+    here = Path(policies.__file__).parent
+    for name in parts.POLICIES.names():
+        p = parts.POLICIES.get(name)
+        if p.code == enums.POL_CUSTOM:
+            continue  # (a user policy some other test registered)
+        module = inspect.getmodule(p.planner or p.key or p.keys)
+        assert Path(module.__file__).parent == here, name
+        assert len((module.__doc__ or "").split()) > 20, f"{name}: its file's docstring should state the rule"
+        if p.kind != enums.KIND_PLAN:
+            assert (p.key is None) != (p.keys is None) and policies.is_builtin(p.key or p.keys), name
+
+
+TOY = '''"""Fewest GPUs first: the narrowest waiting job starts first, ties by submit time; never preempts."""
+
+from .. import parts
+from ..kernels._calls import helper
+
+
+@helper(nrt=False, inline=True)
+def key(j, t, running, el, jobs, run, pp, restart_s):
+    return jobs.gpus[j], jobs.submit[j]
+
+
+POLICY = parts.POLICIES.register("fewest-gpus", parts.Policy(
+    "fewest-gpus", 40, preemptive=False, dynamic=False, key=key, description="fewest GPUs first"))
+'''
+
+TOY_RUN = '''import json
+import fastblox
+w = fastblox.Workload.from_arrays(submit_s=[0, 1, 2, 3], num_gpus=[4, 4, 1, 2], duration_s=[100, 10, 10, 10])
+out = {}
+for pol in ("fifo", "fewest-gpus"):
+    r = fastblox.simulate(w, cluster="1x4", policy=pol)
+    out[pol] = r.jobs.sort("job_id")["first_start_s"].to_list()
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.slow  # (compiles the kernel of a package copy: ~30-60 CPU-s)
+def test_a_policy_added_as_one_file_runs_in_the_kernel(tmp_path):
+    """docs/policies.md's recipe: a file under fastblox/policies/ and one registry line. The
+    kernel picks up the new key function (its cache is keyed on the policy files too)."""
+    from pkgcopy import installed_copy, run_json
+
+    pkg = installed_copy(tmp_path / "src")
+    (pkg / "policies" / "fewest_gpus.py").write_text(TOY)
+    with open(pkg / "policies" / "__init__.py", "a") as f:
+        f.write("from . import fewest_gpus  # noqa: E402,F401\n")
+    starts = run_json(tmp_path / "src", tmp_path / "cache", TOY_RUN)
+    # FIFO: the 4-GPU job 1 goes when job 0 ends (100 s), then jobs 2 and 3 together (110 s)
+    assert starts["fifo"] == [0.0, 100.0, 110.0, 110.0]
+    # fewest GPUs first: jobs 2 (1 GPU) and 3 (2 GPUs) at 100 s, then the 4-GPU job 1
+    assert starts["fewest-gpus"] == [0.0, 110.0, 100.0, 100.0]

@@ -33,6 +33,8 @@ import numpy as np
 from .. import parts
 from ..errors import ConfigError
 from ..kernels import enums
+from ..kernels._calls import helper
+from ..kernels.engine import _crossing, _gittins, run_level
 from . import PREPARE
 from ._opts import ascending_list, nonneg, positive
 
@@ -56,14 +58,32 @@ _COMMON = (
     parts.Option("promote", 0.0, nonneg, "starvation knob: promote a job that waited this many times what it ran (0: off)"),
 )
 
+@helper(nrt=False, inline=True)
+def tiresias_key(j, t, running, el, jobs, run, pp, restart_s):
+    """Queue by service; within a queue running jobs first (a job never preempts one of its own
+    queue), then waiting jobs in the order they entered the queue."""
+    if running:
+        lvl = run_level(pp, j, t, run)
+        return 2 * lvl, (run.qentry[j] if lvl == run.rank[j] else _crossing(pp, j, run, lvl))
+    return 2 * run.rank[j] + 1, run.qentry[j]
+
+
+@helper(nrt=False, inline=True)
+def gittins_key(j, t, running, el, jobs, run, pp, restart_s):
+    """Queue by service, then the highest Gittins index of the service attained."""
+    svc = run.attained_gpu[j] - run.svc0[j] + el * run.held[j]
+    lvl = run_level(pp, j, t, run) if running else run.rank[j]
+    return lvl, -_gittins(pp, svc)
+
+
 TIRESIAS = parts.Policy(
-    "tiresias", enums.POL_TIRESIAS, True, True,
-    "Tiresias' discretized 2D-LAS: queues of attained GPU-seconds, queue-entry order within a queue",
+    "tiresias", enums.POL_TIRESIAS, True, True, key=tiresias_key,
+    description="Tiresias' discretized 2D-LAS: queues of attained GPU-seconds, queue-entry order within a queue",
     options=_COMMON,
 )
 GITTINS = parts.Policy(
-    "tiresias-gittins", enums.POL_GITTINS, True, True,
-    "Tiresias' 2D-Gittins: the same queues, the highest Gittins index of attained GPU-seconds first",
+    "tiresias-gittins", enums.POL_GITTINS, True, True, key=gittins_key,
+    description="Tiresias' 2D-Gittins: the same queues, the highest Gittins index of attained GPU-seconds first",
     options=_COMMON + (
         parts.Option("delta", DEFAULT_DELTA, positive, "Gittins quantum in GPU-seconds"),
         parts.Option("distribution", "workload", _dist, "GPU-service distribution: 'workload' or a file of GPU-seconds"),
