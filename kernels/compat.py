@@ -145,6 +145,273 @@ def starvation_steps(round_s):
     return k
 
 
+@helper(inline=True)
+def _credit(t, round_s, rq, nr, status, credited, first_credit, attained, executed, iter_time, total_iters, srtf, key,
+            finish, alloc, alloc_off, gpus, nodes, tracked):
+    """1. The progress of the jobs running since an earlier round, and the completions at ``t``.
+    Returns ``(running jobs left in rq[:n], GPUs freed, tracked jobs finished)``."""
+    w = 0
+    freed = 0
+    done_tracked = 0
+    for a in range(nr):
+        j = rq[a]
+        if credited[j] == 0:
+            credited[j] = 1
+            first_credit[j] = t
+        attained[j] += round_s
+        executed[j] = round_s / iter_time[j] + executed[j]
+        if srtf:
+            key[j] = iter_time[j] * total_iters[j] - attained[j]
+        if executed[j] >= total_iters[j]:
+            status[j] = DONE
+            finish[j] = t
+            release(alloc, alloc_off[j], gpus[j], nodes)
+            freed += gpus[j]
+            if tracked[j]:
+                done_tracked += 1
+            continue
+        rq[w] = j
+        w += 1
+    return w, freed, done_tracked
+
+
+@helper(inline=True)
+def _record(series, rnd, t, free, nw, nr, demand):
+    """The round's row of the time series (grown as needed); returns the series."""
+    if rnd + 1 >= series.shape[0]:
+        series = grow_rows(series, rnd + 2)
+    series[rnd, 0] = t
+    series[rnd, 1] = 0
+    series[rnd, 2] = free
+    series[rnd, 3] = nw
+    series[rnd, 4] = nr
+    series[rnd, 5] = demand
+    return series
+
+
+@helper(inline=True)
+def _due(due_j, due_r, dn, j, rnd):
+    """Queue job ``j`` for the starvation guard from round ``rnd``; returns ``(due_j, due_r, dn)``."""
+    if dn >= due_j.shape[0]:
+        due_j = _grow(due_j, dn + 1)
+        due_r = _grow(due_r, dn + 1)
+    due_j[dn] = j
+    due_r[dn] = rnd
+    return due_j, due_r, dn + 1
+
+
+@helper(inline=True)
+def _admit(theta, total_gpus, demand, ov_head, next_arr, gpus, status, wq, wh, nw, prio, key, wait_from, rnd, due_j,
+           due_r, dn):
+    """4. Admission of the arrived jobs into the sorted waiting queue (all of them, or while the
+    GPU demand is within ``theta`` × the cluster). Returns ``(wh, nw, demand, first job not
+    admitted, due_j, due_r, dn)``."""
+    if theta <= 0.0:
+        admit_to = next_arr
+    else:
+        added = 0
+        admit_to = ov_head
+        while demand + added <= theta * total_gpus and admit_to < next_arr:
+            added += gpus[admit_to]
+            admit_to += 1
+    for j in range(ov_head, admit_to):
+        status[j] = WAITING
+        if wh + nw + 1 >= wq.shape[0]:
+            wq[1:nw + 1] = wq[wh:wh + nw].copy()
+            wh = 1
+        wh = _insert(wq, wh, nw, j, prio, key)
+        nw += 1
+        demand += gpus[j]
+        wait_from[j] = rnd
+        due_j, due_r, dn = _due(due_j, due_r, dn, j, rnd)
+    return wh, nw, demand, admit_to, due_j, due_r, dn
+
+
+@helper(inline=True)
+def _walk(t, rq, nr, wq, wh, nw, status, prio, key, gpus, free, placement, nodes, tmp, alloc, alloc_off, victims,
+          num_preempt, first_launch, launched):
+    """5.+6. The merged order of the waiting queue and the running jobs, walked lazily: place
+    each job that is not running, taking GPUs from the running jobs ranked after it (the
+    lowest first); stop at the first job that does not fit. Returns ``(launched, suspended,
+    free GPUs)``; the launched jobs in ``launched``, the suspended ones in ``victims``."""
+    nl = 0
+    ns = 0
+    i = 0  # next of W
+    k = 0  # next of Rn
+    tail = nr - 1  # victims come from Rn's tail
+    while True:
+        # the next job of the merged order that is not running
+        while k < nr and status[rq[k]] == RUNNING and (i >= nw or _before(rq[k], wq[wh + i], prio, key)):
+            k += 1
+        from_r = False
+        if k < nr and (i >= nw or _before(rq[k], wq[wh + i], prio, key)):
+            c = rq[k]  # a victim of this round, now waiting at its place in the order
+            from_r = True
+        elif i < nw:
+            c = wq[wh + i]
+        else:
+            break
+        n = gpus[c]
+        got = 0
+        if free >= n:
+            got = fit(placement, n, 0, nodes, tmp)
+        if got == 0:
+            # tail preemption: running jobs ranked after c, lowest first, one at a time
+            while tail >= 0 and _before(c, rq[tail], prio, key):
+                v = rq[tail]
+                tail -= 1
+                if status[v] != RUNNING:
+                    continue
+                release(alloc, alloc_off[v], gpus[v], nodes)
+                status[v] = WAITING
+                free += gpus[v]
+                victims[ns] = v
+                ns += 1
+                num_preempt[v] += 1
+                if free >= n:
+                    got = fit(placement, n, 0, nodes, tmp)
+                if got:
+                    break
+        if got == 0:
+            break  # head-of-line blocking; the victims stay suspended
+        assign(tmp, n, c, alloc, alloc_off[c], nodes)
+        status[c] = RUNNING
+        free -= n
+        if first_launch[c] == NO_TIME:
+            first_launch[c] = t
+        if from_r:
+            k += 1  # re-placed victim: it stays in Rn, at its place
+        else:
+            launched[nl] = c
+            nl += 1
+            i += 1
+    return nl, ns, free
+
+
+@helper(inline=True)
+def _requeue(victims, ns, status, launched, nl, wait_from, rnd, due_j, due_r, dn, wq, wq2, wh, nw, prio, key):
+    """The victims left waiting join the waiting queue (whose launched prefix is gone). Returns
+    ``(wq, wq2, wh, nw, due_j, due_r, dn)``."""
+    # victims were taken lowest priority first: reversed, the ones left waiting are sorted
+    nv = 0
+    for q in range(ns - 1, -1, -1):
+        v = victims[q]
+        if status[v] == WAITING:
+            launched[nl + nv] = v
+            nv += 1
+            wait_from[v] = rnd + 1
+            due_j, due_r, dn = _due(due_j, due_r, dn, v, rnd + 1)
+    if nv > 0:
+        # leave room in front: newcomers (LAS: no service yet) are inserted at the head
+        off = min(HEADROOM, wq.shape[0] - (nw + nv) - 1)
+        _merge_into(wq, wh, nw, launched[nl:], nv, prio, key, wq2, off)
+        wq, wq2 = wq2, wq
+        wh = off
+        nw += nv
+    return wq, wq2, wh, nw, due_j, due_r, dn
+
+
+@helper(inline=True)
+def _merge_running(rq, rq2, nr, launched, nl, status, prio, key, wait_from, victims, ns):
+    """The running jobs: the previous ones without the victims, merged with the launched (both
+    sorted). Returns ``(rq, rq2, nr)``."""
+    a = 0
+    b = 0
+    m = 0
+    while a < nr or b < nl:
+        if a < nr and status[rq[a]] != RUNNING:
+            a += 1
+            continue
+        if b >= nl or (a < nr and _before(rq[a], launched[b], prio, key)):
+            rq2[m] = rq[a]
+            a += 1
+        else:
+            rq2[m] = launched[b]
+            b += 1
+            wait_from[rq2[m]] = -1
+        m += 1
+    for q in range(ns):
+        if status[victims[q]] == RUNNING:
+            wait_from[victims[q]] = -1  # re-placed: its counter is reset
+    return rq2, rq, m
+
+
+@helper(inline=True)
+def _starvation_guard(rnd, k_starve, dh, dn, due_j, due_r, status, wait_from, prio, wq, wh, nw, key):
+    """7. Promote the jobs that have waited ``k_starve`` rounds in a row to the front part of
+    the queue (priority 1 sorts first). Returns ``(dh, wh)``."""
+    while dh < dn and due_r[dh] + k_starve - 1 <= rnd:
+        j = due_j[dh]
+        r0 = due_r[dh]
+        dh += 1
+        if status[j] == WAITING and wait_from[j] == r0 and prio[j] != PRIO_STARVED:
+            p = wh
+            while wq[p] != j:
+                p += 1
+            for x in range(p, wh + nw - 1):
+                wq[x] = wq[x + 1]
+            prio[j] = PRIO_STARVED
+            wh = _insert(wq, wh, nw - 1, j, prio, key)
+    return dh, wh
+
+
+@helper(inline=True)
+def _rounds_to_skip(t, round_s, rnd, max_rounds, next_arr, n_jobs, submit, rq, nr, iter_time, executed, total_iters):
+    """With nobody waiting or held back, the rounds before the next arrival or completion only
+    credit progress: how many can be skipped (0: none). Exact when the sums stay integers
+    (whole-second rounds and iterations per round), as Blox's own float additions then are."""
+    m = 1 << 62
+    if next_arr < n_jobs:
+        m = int(np.ceil((submit[next_arr] - t) / round_s))
+        while m > 1 and t + (m - 1) * round_s >= submit[next_arr]:
+            m -= 1
+        while t + m * round_s < submit[next_arr]:
+            m += 1
+    for a in range(nr):
+        j = rq[a]
+        step = round_s / iter_time[j]
+        if step != np.floor(step) or step > 2.0**40 or executed[j] > 2.0**50:
+            return 0
+        mj = int(np.ceil((total_iters[j] - executed[j]) / step))
+        if mj < 1:
+            mj = 1
+        while mj > 1 and executed[j] + (mj - 1) * step >= total_iters[j]:
+            mj -= 1
+        while executed[j] + mj * step < total_iters[j]:
+            mj += 1
+        if mj < m:
+            m = mj
+    skip = m - 1
+    if skip > max_rounds - rnd - 1:
+        skip = max_rounds - rnd - 1
+    return skip if skip > 0 and (nr > 0 or next_arr < n_jobs) else 0
+
+
+@helper(inline=True)
+def _skip(t, round_s, rnd, skip, rq, nr, credited, first_credit, attained, executed, iter_time, total_iters, srtf,
+          key, series, free, demand):
+    """Credit ``skip`` rounds of progress at once, with their rows of the series; returns it."""
+    if rnd + skip + 2 >= series.shape[0]:
+        series = grow_rows(series, rnd + skip + 2)
+    for a in range(nr):
+        j = rq[a]
+        if credited[j] == 0:
+            credited[j] = 1
+            first_credit[j] = t + round_s
+        attained[j] += skip * round_s
+        executed[j] += skip * (round_s / iter_time[j])
+        if srtf:
+            key[j] = iter_time[j] * total_iters[j] - attained[j]
+    for q in range(1, skip + 1):
+        series[rnd + q, 0] = t + q * round_s
+        series[rnd + q, 1] = 0
+        series[rnd + q, 2] = free
+        series[rnd + q, 3] = 0
+        series[rnd + q, 4] = nr
+        series[rnd + q, 5] = demand
+    return series
+
+
 @jit
 def run_blox(
     submit,
@@ -239,38 +506,13 @@ def run_blox(
     poll = 1
     code = OK
     while True:
-        # 1. progress of the jobs running since an earlier round; completions at t
-        w = 0
-        for a in range(nr):
-            j = rq[a]
-            if credited[j] == 0:
-                credited[j] = 1
-                first_credit[j] = t
-            attained[j] += round_s
-            executed[j] = round_s / iter_time[j] + executed[j]
-            if srtf:
-                key[j] = iter_time[j] * total_iters[j] - attained[j]
-            if executed[j] >= total_iters[j]:
-                status[j] = DONE
-                finish[j] = t
-                o = alloc_off[j]
-                release(alloc, o, gpus[j], nodes)
-                free += gpus[j]
-                demand -= gpus[j]
-                if tracked[j]:
-                    tracked_left -= 1
-                continue
-            rq[w] = j
-            w += 1
-        nr = w
-        if rnd + 1 >= series.shape[0]:
-            series = grow_rows(series, rnd + 2)
-        series[rnd, 0] = t
-        series[rnd, 1] = 0
-        series[rnd, 2] = free
-        series[rnd, 3] = nw
-        series[rnd, 4] = nr
-        series[rnd, 5] = demand
+        nr, freed, done_tracked = _credit(t, round_s, rq, nr, status, credited, first_credit, attained, executed,
+                                          iter_time, total_iters, srtf, key, finish, alloc, alloc_off, gpus, nodes,
+                                          tracked)
+        free += freed
+        demand -= freed
+        tracked_left -= done_tracked
+        series = _record(series, rnd, t, free, nw, nr, demand)
         # 2. the run ends once every tracked job has finished
         if tracked_left == 0:
             series[rnd, 1] = -1
@@ -291,147 +533,19 @@ def run_blox(
         # 3. arrivals
         while next_arr < n_jobs and submit[next_arr] <= t:
             next_arr += 1
-        # 4. admission: into the sorted waiting queue
-        if theta <= 0.0:
-            admit_to = next_arr
-        else:
-            added = 0
-            admit_to = ov_head
-            while demand + added <= theta * total_gpus and admit_to < next_arr:
-                added += gpus[admit_to]
-                admit_to += 1
-        for j in range(ov_head, admit_to):
-            status[j] = WAITING
-            if wh + nw + 1 >= wq.shape[0]:
-                wq[1:nw + 1] = wq[wh:wh + nw].copy()
-                wh = 1
-            wh = _insert(wq, wh, nw, j, prio, key)
-            nw += 1
-            demand += gpus[j]
-            wait_from[j] = rnd
-            if dn >= due_j.shape[0]:
-                due_j = _grow(due_j, dn + 1)
-                due_r = _grow(due_r, dn + 1)
-            due_j[dn] = j
-            due_r[dn] = rnd
-            dn += 1
-        ov_head = admit_to
+        wh, nw, demand, ov_head, due_j, due_r, dn = _admit(theta, total_gpus, demand, ov_head, next_arr, gpus, status,
+                                                           wq, wh, nw, prio, key, wait_from, rnd, due_j, due_r, dn)
         nl = 0
-        ns = 0
         if nw > 0:
-            # 5.+6. walk the merged order of W and Rn lazily; stop at the first job that does not fit
-            i = 0  # next of W
-            k = 0  # next of Rn
-            tail = nr - 1  # victims come from Rn's tail
-            while True:
-                # the next job of the merged order that is not running
-                while k < nr and status[rq[k]] == RUNNING and (i >= nw or _before(rq[k], wq[wh + i], prio, key)):
-                    k += 1
-                from_r = False
-                if k < nr and (i >= nw or _before(rq[k], wq[wh + i], prio, key)):
-                    c = rq[k]  # a victim of this round, now waiting at its place in the order
-                    from_r = True
-                elif i < nw:
-                    c = wq[wh + i]
-                else:
-                    break
-                n = gpus[c]
-                got = 0
-                if free >= n:
-                    got = fit(placement, n, 0, nodes, tmp)
-                if got == 0:
-                    # tail preemption: running jobs ranked after c, lowest first, one at a time
-                    while tail >= 0 and _before(c, rq[tail], prio, key):
-                        v = rq[tail]
-                        tail -= 1
-                        if status[v] != RUNNING:
-                            continue
-                        o = alloc_off[v]
-                        release(alloc, o, gpus[v], nodes)
-                        status[v] = WAITING
-                        free += gpus[v]
-                        victims[ns] = v
-                        ns += 1
-                        num_preempt[v] += 1
-                        if free >= n:
-                            got = fit(placement, n, 0, nodes, tmp)
-                        if got:
-                            break
-                if got == 0:
-                    break  # head-of-line blocking; the victims stay suspended
-                assign(tmp, n, c, alloc, alloc_off[c], nodes)
-                status[c] = RUNNING
-                free -= n
-                if first_launch[c] == NO_TIME:
-                    first_launch[c] = t
-                if from_r:
-                    k += 1  # re-placed victim: it stays in Rn, at its place
-                else:
-                    launched[nl] = c
-                    nl += 1
-                    i += 1
+            nl, ns, free = _walk(t, rq, nr, wq, wh, nw, status, prio, key, gpus, free, placement, nodes, tmp, alloc,
+                                 alloc_off, victims, num_preempt, first_launch, launched)
             series[rnd, 1] = ns
-            # the queue: the walk launched a prefix of W; victims left waiting join it
-            wh += nl
+            wh += nl  # the walk launched a prefix of the queue
             nw -= nl
-            # victims were taken lowest priority first: reversed, the ones left waiting are sorted
-            nv = 0
-            for q in range(ns - 1, -1, -1):
-                v = victims[q]
-                if status[v] == WAITING:
-                    launched[nl + nv] = v
-                    nv += 1
-                    wait_from[v] = rnd + 1
-                    if dn >= due_j.shape[0]:
-                        due_j = _grow(due_j, dn + 1)
-                        due_r = _grow(due_r, dn + 1)
-                    due_j[dn] = v
-                    due_r[dn] = rnd + 1
-                    dn += 1
-            if nv > 0:
-                # leave room in front: newcomers (LAS: no service yet) are inserted at the head
-                off = min(HEADROOM, wq.shape[0] - (nw + nv) - 1)
-                _merge_into(wq, wh, nw, launched[nl:], nv, prio, key, wq2, off)
-                wq, wq2 = wq2, wq
-                wh = off
-                nw += nv
-            # running jobs: Rn without the victims, merged with the launched (both sorted)
-            a = 0
-            b = 0
-            m = 0
-            while a < nr or b < nl:
-                if a < nr and status[rq[a]] != RUNNING:
-                    a += 1
-                    continue
-                if b >= nl or (a < nr and _before(rq[a], launched[b], prio, key)):
-                    rq2[m] = rq[a]
-                    a += 1
-                else:
-                    rq2[m] = launched[b]
-                    b += 1
-                    wait_from[rq2[m]] = -1
-                m += 1
-            rq, rq2 = rq2, rq
-            nr = m
-            for q in range(ns):
-                if status[victims[q]] == RUNNING:
-                    wait_from[victims[q]] = -1  # re-placed: its counter is reset
-        # 7. starvation guard: promote jobs that have waited K rounds in a row
-        while dh < dn and due_r[dh] + k_starve - 1 <= rnd:
-            j = due_j[dh]
-            r0 = due_r[dh]
-            dh += 1
-            if status[j] == WAITING and wait_from[j] == r0 and prio[j] != PRIO_STARVED:
-                # move it to the front part of the queue (priority 1 sorts first)
-                p = wh
-                while wq[p] != j:
-                    p += 1
-                for x in range(p, wh + nw - 1):
-                    wq[x] = wq[x + 1]
-                nw -= 1
-                prio[j] = PRIO_STARVED
-                wh = _insert(wq, wh, nw, j, prio, key)
-                nw += 1
+            wq, wq2, wh, nw, due_j, due_r, dn = _requeue(victims, ns, status, launched, nl, wait_from, rnd, due_j,
+                                                         due_r, dn, wq, wq2, wh, nw, prio, key)
+            rq, rq2, nr = _merge_running(rq, rq2, nr, launched, nl, status, prio, key, wait_from, victims, ns)
+        dh, wh = _starvation_guard(rnd, k_starve, dh, dn, due_j, due_r, status, wait_from, prio, wq, wh, nw, key)
         # Nothing runs, nothing is left to arrive: once every waiting job has been promoted by the
         # guard the order is frozen (keys do not move while nothing runs), so nothing ever will.
         if nr == 0 and nl == 0 and next_arr == n_jobs and ov_head == n_jobs:
@@ -441,55 +555,13 @@ def run_blox(
                 break
         else:
             idle_rounds = 0
-        # Fast-forward: with nobody waiting or held back, the rounds before the next arrival or
-        # completion only credit progress. Exact when the sums stay integers (whole-second
-        # rounds and iterations per round), as Blox's own float additions then are.
+        # fast-forward over rounds that only credit progress
         if nw == 0 and ov_head == next_arr and int_rounds:
-            m = 1 << 62
-            if next_arr < n_jobs:
-                m = int(np.ceil((submit[next_arr] - t) / round_s))
-                while m > 1 and t + (m - 1) * round_s >= submit[next_arr]:
-                    m -= 1
-                while t + m * round_s < submit[next_arr]:
-                    m += 1
-            exact = True
-            for a in range(nr):
-                j = rq[a]
-                step = round_s / iter_time[j]
-                if step != np.floor(step) or step > 2.0**40 or executed[j] > 2.0**50:
-                    exact = False
-                    break
-                mj = int(np.ceil((total_iters[j] - executed[j]) / step))
-                if mj < 1:
-                    mj = 1
-                while mj > 1 and executed[j] + (mj - 1) * step >= total_iters[j]:
-                    mj -= 1
-                while executed[j] + mj * step < total_iters[j]:
-                    mj += 1
-                if mj < m:
-                    m = mj
-            skip = m - 1
-            if skip > max_rounds - rnd - 1:
-                skip = max_rounds - rnd - 1
-            if exact and skip > 0 and (nr > 0 or next_arr < n_jobs):
-                if rnd + skip + 2 >= series.shape[0]:
-                    series = grow_rows(series, rnd + skip + 2)
-                for a in range(nr):
-                    j = rq[a]
-                    if credited[j] == 0:
-                        credited[j] = 1
-                        first_credit[j] = t + round_s
-                    attained[j] += skip * round_s
-                    executed[j] += skip * (round_s / iter_time[j])
-                    if srtf:
-                        key[j] = iter_time[j] * total_iters[j] - attained[j]
-                for q in range(1, skip + 1):
-                    series[rnd + q, 0] = t + q * round_s
-                    series[rnd + q, 1] = 0
-                    series[rnd + q, 2] = free
-                    series[rnd + q, 3] = 0
-                    series[rnd + q, 4] = nr
-                    series[rnd + q, 5] = demand
+            skip = _rounds_to_skip(t, round_s, rnd, max_rounds, next_arr, n_jobs, submit, rq, nr, iter_time, executed,
+                                   total_iters)
+            if skip > 0:
+                series = _skip(t, round_s, rnd, skip, rq, nr, credited, first_credit, attained, executed, iter_time,
+                               total_iters, srtf, key, series, free, demand)
                 t += skip * round_s
                 rnd += skip
         t += round_s
