@@ -85,10 +85,11 @@ def save(name: str, data: dict) -> Path:
     return p
 
 
-def update_section(path: Path, section: str, text: str) -> None:
-    """Replace the block between ``<!-- bench:SECTION:start -->`` and ``...:end -->`` of a file."""
+def update_section(path: Path, section: str, text: str, comment: str = "") -> None:
+    """Replace the block between ``<!-- bench:SECTION:start -->`` and ``...:end -->`` of a file
+    (in a source file, each marker after ``comment``, e.g. ``"# "``)."""
     s = Path(path).read_text()
-    start, end = f"<!-- bench:{section}:start -->", f"<!-- bench:{section}:end -->"
+    start, end = f"{comment}<!-- bench:{section}:start -->", f"{comment}<!-- bench:{section}:end -->"
     if start not in s:
         raise SystemExit(f"{Path(path).name} has no {start} marker")
     pat = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)

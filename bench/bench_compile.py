@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _util import CLI, ROOT, machine, run_process, save, update_readme  # noqa: E402
+from _util import CLI, ROOT, machine, run_process, save, update_readme, update_section  # noqa: E402
 
 #: (name, what it exercises, ``fastblox run`` arguments)
 CONFIGS = [
@@ -91,6 +91,36 @@ def table(d: dict) -> str:
     return note + "\n\n" + "\n".join(rows)
 
 
+def kernel_kind(args: list[str]) -> str:
+    """The kernel a ``fastblox run ARGS`` compiles (``fastblox.engine.spec_kind``)."""
+    from fastblox.cli import build_parser
+    from fastblox.engine import spec_kind
+    from fastblox.spec import cli_spec
+
+    return spec_kind(cli_spec(build_parser().parse_args(["run"] + args)).resolved())
+
+
+def write_notice_table(d: dict) -> None:
+    """The compile notice's CPU seconds per kernel (``fastblox.engine.COMPILE_CPU_S``), from this
+    run's medians; kinds not measured keep their value."""
+    from fastblox.engine import COMPILE_CPU_S
+
+    cpu = dict(COMPILE_CPU_S)
+    for name, _, args in CONFIGS:
+        if name in d["after"]:
+            cpu[kernel_kind(args)] = round(d["after"][name]["cold_cpu_s"])
+    body = "COMPILE_CPU_S = {" + ", ".join(f"{k!r}: {v}" for k, v in sorted(cpu.items())) + "}"
+    body = body.replace("'", '"')
+    lines, line = [], ""
+    for part in body.split(", "):  # wrapped at 120 columns
+        if line and len(line) + len(part) + 2 > 118:
+            lines.append(line + ",")
+            line = " " * len("COMPILE_CPU_S = {") + part
+        else:
+            line = f"{line}, {part}" if line else part
+    update_section(ROOT / "fastblox" / "engine.py", "compile-cpu", "\n".join(lines + [line]), comment="# ")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
@@ -121,6 +151,7 @@ def main() -> None:
     print(t)
     if not a.no_readme:
         update_readme("compile", t)
+        write_notice_table(d)
 
 
 if __name__ == "__main__":

@@ -58,11 +58,21 @@ def _alloc_offsets(gpus: np.ndarray) -> np.ndarray:
 
 _WARM: set = set()
 #: called with a message when loading a kernel takes longer than ``NOTICE_AFTER_S`` (it is being
-#: compiled: an empty numba cache, about 30 s of CPU for a path); the CLI prints it, the library stays quiet
+#: compiled: an empty numba cache); the CLI prints it, the library stays quiet
 COMPILE_NOTICE = None
 NOTICE_AFTER_S = 3.0
-#: what the notice says a compile takes (bench/bench_compile.py measures it)
-COMPILE_EXPECT = "about 30 s of CPU, more on a busy machine"
+#: CPU seconds each kernel took to compile on an empty cache, which the notice quotes (written by
+#: ``python bench/bench_compile.py``: its median, on the machine it names)
+# <!-- bench:compile-cpu:start -->
+COMPILE_CPU_S = {"compat": 30, "native:full": 62, "native:plan": 62, "native:queue": 33, "native:queue+events": 40,
+                 "native:static": 65}
+# <!-- bench:compile-cpu:end -->
+
+
+def compile_expect(kind: str) -> str:
+    """What the compile notice says loading ``kind`` takes on an empty cache."""
+    cpu = COMPILE_CPU_S.get(kind) or max(COMPILE_CPU_S.values())
+    return f"about {cpu:.0f} s of CPU, more on a busy machine"
 
 
 _WARM_LOCK = threading.Lock()
@@ -82,7 +92,7 @@ def _warm(kind: str) -> float:
         if COMPILE_NOTICE is not None:
             name, _, path = kind.partition(":")
             msg = (f"compiling the {name} simulation kernel{f' ({path} path)' if path else ''} (first run with this "
-                   f"numba cache: {COMPILE_EXPECT}; later runs load it in about a second)...")
+                   f"numba cache: {compile_expect(kind)}; later runs load it in about a second)...")
             timer = threading.Timer(NOTICE_AFTER_S, COMPILE_NOTICE, args=(msg,))
             timer.daemon = True
             timer.start()
