@@ -10,10 +10,12 @@ Two engines sit behind one call:
 
 from __future__ import annotations
 
-import threading
-import time
+import contextlib
 import dataclasses
 import inspect
+import os
+import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,11 +99,34 @@ def _warm(kind: str) -> float:
             timer.daemon = True
             timer.start()
         try:
-            _warm_now(kind)
+            with _compile_lock(kind):
+                _warm_now(kind)
         finally:
             if timer is not None:
                 timer.cancel()
     return time.perf_counter() - t0
+
+
+@contextlib.contextmanager
+def _compile_lock(kind: str):
+    """Hold an exclusive ``flock`` on ``<kernel cache>/.compile-KIND.lock`` while loading ``kind``:
+    processes started together on an empty cache (test workers, several ``fastblox run``) then
+    compile each kernel once, the others waiting and loading it from the cache, instead of all
+    compiling it at once on the same cores. No lock where the cache folder is not writable."""
+    import fcntl
+
+    from .kernels._jit import cache_dir
+
+    try:
+        fd = os.open(cache_dir() / f".compile-{kind.replace(':', '-')}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
 
 
 def prewarm(kind: str = "native") -> threading.Thread:

@@ -86,3 +86,25 @@ def test_stale_folders_of_other_sources_are_pruned(tmp_path):
     os.utime(other, (past, past))
     _jit._prune(tmp_path)
     assert not old.exists() and recent.exists() and other.exists()
+
+
+def test_processes_compile_a_kernel_one_at_a_time(tmp_path):
+    """A second process loading the same kernel waits for the first one's compile (then loads it
+    from the cache) instead of compiling it too on the same cores."""
+    import subprocess
+    import sys
+    import time
+
+    from fastblox import engine as fengine
+
+    child = ("import time; from fastblox.engine import _compile_lock\n"
+             "with _compile_lock('native:probe'):\n    print(time.time())\n")
+    with fengine._compile_lock("native:probe"):
+        p = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        released = time.time()
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0
+    assert float(out.strip()) >= released, "the second process went ahead while the first held the lock"
+    with fengine._compile_lock("native:other"):  # another kernel's lock is independent
+        pass
