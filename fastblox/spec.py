@@ -314,7 +314,7 @@ class RunSpec:
                                   "policy's; FIFO and SJF never do)", column="bool",
                                   cli=dict(negate="--no-preempt", negate_help="never suspend running jobs"))
     policy_opts: tuple = option((), policy_opts, "a policy parameter NAME=VALUE (repeatable), e.g. f=0.5; "
-                                "`fastblox parts` lists each policy's", engines=NATIVE, metavar="NAME=VALUE",
+                                "`fastblox parts` lists each policy's parameters with their defaults", engines=NATIVE, metavar="NAME=VALUE",
                                 cli=dict(flag="--policy-opt", action="append"))
     track: tuple | None = option(None, track, "job ids A..B (inclusive) count in the averages and end the run "
                                  "(blox's endless stream: 3000:4000)", metavar="A:B")
@@ -336,8 +336,9 @@ class RunSpec:
                                       "table has none", engines=NATIVE, group="realism", column="float")
     rack_factor: float = option(1.0, factor, "further speed multiplier of a gang spread over several racks",
                                 engines=NATIVE, group="realism", column="float")
-    placement_effects: bool = option(True, boolean, "slow down gangs spread over nodes or racks (--no-placement-effects: "
-                                     "none, as Gavel's and Tiresias' simulators)", engines=NATIVE, group="realism",
+    placement_effects: bool = option(True, boolean, "run gangs spread over nodes or racks at full speed, as Gavel's and "
+                                     "Tiresias' simulators do (default: slowed by --multi-node-factor, --rack-factor "
+                                     "and the throughput table)", engines=NATIVE, group="realism",
                                      column="bool", cli=dict(negate="--no-placement-effects", only_negate=True))
     cluster_events: Any = option(None, anything, "node events over time: CSV time_s,event,node with events "
                                  "fail/remove/recover/add", engines=NATIVE, group="realism", metavar="CSV")
@@ -575,7 +576,9 @@ def add_cli_options(p: argparse.ArgumentParser) -> None:
         m = f.metadata
         g = groups.get(m["group"]) or groups.setdefault(m["group"], p.add_argument_group(GROUP_TITLES[m["group"]]))
         cli = m["cli"]
-        help_ = m["help"] + ("" if f.default in (None, (), False, True) else f" (default {f.default})")
+        shown = not (f.default is None or f.default == () or isinstance(f.default, bool) or "default" in m["help"])
+        help_ = m["help"] + (f" (default {f.default:g})" if shown and isinstance(f.default, float)
+                             else f" (default {f.default})" if shown else "")
         names = [cli.get("flag", flag(f.name)), *cli.get("aliases", ())]
         if "negate" in cli:
             _add_bool(g, f, names, help_)
