@@ -145,7 +145,8 @@ def table(d: dict) -> str:
     br = "; ".join(f"{n} {s:.2f}" for n, s in ph["phases"])
     py2 = d["python2"] or "no working `python2` on PATH"
     note = (f"Measured by `python bench/bench_startup.py --repeat {d['repeat']}` on {d['machine']} ({d['date']}; "
-            f"median of {d['repeat']} fresh processes, warm numba and bytecode caches"
+            f"median of {d['repeat']} fresh processes, warm numba cache, "
+            + ("warm bytecode cache" if d["bytecode_cache"] else "no bytecode cache (`PYTHONDONTWRITEBYTECODE`)")
             + (f"; before: `{d['baseline_rev']}`, measured in the same session" if base else "")
             + "). Wall time depends on how busy the machine is; CPU seconds are the child's user + sys.")
     tail = (f"\n\nPhases of the run, in seconds, one process (no overlap): {br}. Imported by the run: "
@@ -166,7 +167,7 @@ def main() -> None:
         raise SystemExit(f"{TRACE}: not found (the shared peer traces)")
     bytecode = not a.no_bytecode
     d = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "repeat": a.repeat, "trace": TRACE, "cluster": CLUSTER,
-         "bytecode_cache": bytecode or not os.environ.get("PYTHONDONTWRITEBYTECODE"),
+         "bytecode_cache": bytecode or not os.environ.get("PYTHONDONTWRITEBYTECODE"),  # as the children ran
          "numba_cache_dir": os.environ.get("NUMBA_CACHE_DIR"), "python2": python2(),
          "baseline_rev": None if a.no_baseline else a.baseline, "after": {}, "baseline": {}}
     print(f"Tiresias' simulator needs Python 2: not measured ({d['python2'] or 'no working python2 on PATH'})")
