@@ -50,7 +50,7 @@ def baseline_tree(rev: str, dest: Path) -> Path:
     pkg = src / "fastblox"
     shutil.copytree(tree / "fastblox", pkg, symlinks=True)
     for sub in ("kernels", "datasets"):
-        (pkg / sub).unlink()
+        (pkg / sub).unlink(missing_ok=True)  # a symlink in older revisions; absent since the package finds them itself
         shutil.copytree(tree / sub, pkg / sub)
     return src
 

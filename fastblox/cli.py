@@ -172,6 +172,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    rc = _main(argv)
+    if argv is None:  # the command itself: nothing is left to do but exit
+        _exit(rc)
+    return rc
+
+
+def _exit(rc: int) -> None:
+    """End the process with ``rc`` without the interpreter's teardown. Freeing every module and
+    object of numba, llvmlite and polars at exit took 0.3-0.8 s of a warm ``fastblox run`` (more
+    than the run itself); what teardown does that matters is done here first: waiting for
+    non-daemon threads (as the interpreter does), the ``atexit`` handlers (multiprocessing, logging,
+    ``weakref.finalize``, Ray...) and flushing stdout and stderr. Every file fastblox writes is
+    closed (and renamed into place) before this."""
+    import atexit
+    import threading
+
+    for t in threading.enumerate():
+        if t is not threading.current_thread() and not t.daemon:
+            t.join()
+    atexit._run_exitfuncs()
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):  # a closed pipe (| head) or a closed stream: nothing to flush into
+            pass
+    os._exit(rc)
+
+
+def _main(argv) -> int:
     ap = build_parser()
     try:
         a = ap.parse_args(argv)

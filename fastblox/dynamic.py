@@ -55,7 +55,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 
 from . import engine, parts
 from .errors import ConfigError, SimulationError
@@ -279,6 +278,8 @@ def simulate_dynamic(workload: Workload, candidates=DEFAULT_CANDIDATES, period_s
             "num_jobs_scored": [r[5] for r in rows]}
     for i, n in enumerate(names):
         cols[f"score_{n}_s"] = [r[6 + i] for r in rows]
+    import polars as pl
+
     periods = pl.DataFrame(cols, schema_overrides={"period": pl.Int64, "num_jobs_scored": pl.Int64})
     seq = cols["policy"]
     s = res.summary

@@ -131,8 +131,8 @@ def _compile_lock(kind: str):
 
 def prewarm(kind: str = "native") -> threading.Thread:
     """Start loading the ``kind`` kernel (``"native"`` or ``"compat"``) in a background thread and
-    return the thread. The first kernel call of a process costs ~0.5 s that is mostly Python
-    (numba's registries, and the scipy import numba does to find a BLAS); reading a trace is
+    return the thread. The first kernel call of a process costs ~0.4 s that is mostly Python
+    (numba's registries; its BLAS probe no longer imports scipy: ``kernels._jit``); reading a trace is
     mostly pyarrow and polars, which release the GIL, so the CLI starts this before it reads the
     trace and the two overlap. A run waits for the thread (``_warm``). A failure here is left for
     that run to raise with its own message."""

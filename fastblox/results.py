@@ -1,14 +1,20 @@
 """Run results: the per-job table (polars), the summary (dict), the optional time series, and
-their writers (Parquet, JSON, and Blox's five JSON files)."""
+their writers (Parquet, JSON, and Blox's five JSON files).
+
+polars is imported only when a table is built: a run's per-job table is kept as numpy columns
+until first used (:class:`JobColumns`), and ``jobs.parquet`` is written from those columns by
+whichever of polars and pyarrow is already imported (polars after reading a trace; else pyarrow,
+which imports in about a third of polars' time). Both give the same table: the same Arrow schema
+(strings ``large_string``, as polars writes them) and values."""
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 
 from .outputs import json_text
 
@@ -65,7 +71,14 @@ class Result:
         written (an interrupted write leaves no file of it behind)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        files = [(out / "jobs.parquet", self.jobs.write_parquet),
+        jobs = self.__dict__.get("jobs")
+        if callable(jobs):  # a builder: its columns, kept for ``jobs``
+            jobs = self.__dict__["jobs"] = jobs()
+        if isinstance(jobs, JobColumns) and "polars" not in sys.modules:
+            write_jobs = jobs.write_parquet  # pyarrow's writer; the table stays unbuilt
+        else:
+            write_jobs = self.jobs.write_parquet
+        files = [(out / "jobs.parquet", write_jobs),
                  (out / "summary.json", lambda p: p.write_text(
                      json_text({"summary": self.summary, "config": self.config}, indent=2, sort_keys=True) + "\n"))]
         if self.series is not None:
@@ -99,8 +112,10 @@ class Result:
 
 def _get_jobs(self) -> pl.DataFrame:
     j = self.__dict__["jobs"]
-    if not isinstance(j, pl.DataFrame) and callable(j):
+    if callable(j):  # a builder (a DataFrame is not callable)
         j = self.__dict__["jobs"] = j()
+    if isinstance(j, JobColumns):
+        j = self.__dict__["jobs"] = j.to_polars()
     return j
 
 
@@ -198,7 +213,33 @@ def _jobs_table(w, first, finish, n_preempt, attained, attained_gpu, tracked, ex
     cols["num_preemptions"] = n_preempt
     cols.update(more or {})
     cols.update({"attained_s": attained, "attained_gpu_s": attained_gpu, "tracked": tracked.copy()})
-    return pl.DataFrame(cols)
+    return JobColumns(cols)
+
+
+class JobColumns(dict):
+    """The per-job table as columns (name -> numpy array; ``gpu_type`` a list of str or None), in
+    table order: what :attr:`Result.jobs` builds its polars DataFrame from, and what
+    ``jobs.parquet`` is written from when polars is not imported."""
+
+    STRINGS = ("gpu_type",)
+
+    def to_polars(self) -> pl.DataFrame:
+        import polars as pl
+
+        return pl.DataFrame({k: pl.Series(k, v, dtype=pl.Utf8) if k in self.STRINGS else v for k, v in self.items()})
+
+    def to_arrow(self) -> pa.Table:
+        """The table polars' ``to_arrow`` gives for :meth:`to_polars` (strings as ``large_string``)."""
+        import pyarrow as pa
+
+        return pa.table({k: pa.array(v, type=pa.large_string()) if k in self.STRINGS else pa.array(v)
+                         for k, v in self.items()})
+
+    def write_parquet(self, path) -> None:
+        """As polars' ``DataFrame.write_parquet`` (zstd), through pyarrow."""
+        import pyarrow.parquet as pq
+
+        pq.write_table(self.to_arrow(), str(path), compression="zstd")
 
 
 def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, sim_s=0.0, compile_s=0.0,
@@ -230,8 +271,7 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
             # the GPU type of each job's last launch
             types = np.asarray(cluster.gpu_types, dtype=object)
             names = types[np.maximum(held_type, 0)]
-            extra["gpu_type"] = pl.Series("gpu_type", [str(x) if h >= 0 else None for x, h in zip(names, held_type)],
-                                          dtype=pl.Utf8)  # null: never launched
+            extra["gpu_type"] = [str(x) if h >= 0 else None for x, h in zip(names, held_type)]  # None: never launched
         return _jobs_table(w, first, finish, n_pre, attained, attained_gpu, tracked, extra,
                            more={"num_failures": n_fail, "lost_s": lost}, alone=alone)
 
@@ -247,6 +287,8 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
     series = None
     if cfg.record_series:
         n = st.counter("series_rows")
+        import polars as pl
+
         series = pl.DataFrame({c: st.series[:n, i] for i, c in enumerate(SERIES_COLUMNS)})
     return Result(jobs, summ, cfg.as_dict(), series)
 
@@ -264,6 +306,8 @@ def _build_compat(w, cluster, cfg, tracked, out, sim_s, compile_s, blox_policy, 
     summ["num_steps"] = n_rounds
     series_df = None
     if cfg.record_series:
+        import polars as pl
+
         series_df = pl.DataFrame({c: series[:, i] for i, c in enumerate(SERIES_COLUMNS[:6])})
         series_df = series_df.with_columns(pl.lit(float(cluster.total_gpus)).alias("gpus_up"))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -111,6 +112,44 @@ class KernelCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLo
             return self
         return None
 
+
+def _defer_blas_probe() -> None:
+    """Keep numba's start-up from importing scipy when nothing compiled needs BLAS.
+
+    The first compile or cache load of a process initialises numba's CPU target, which imports
+    ``numba.np.arraymath``; that module probes for a BLAS at import (``_HAVE_BLAS =
+    _check_blas()``, i.e. ``numba.np.linalg.ensure_blas()``, which imports
+    ``scipy.linalg.cython_blas``: ~0.3 s of a warm ``fastblox run``, for a flag that only
+    ``np.convolve``/``np.correlate``-style inner products read when they compile). No kernel here
+    uses BLAS or LAPACK (no ``np.dot``, ``@``, ``np.linalg``), so that probe is answered without the
+    import: ``ensure_blas`` is replaced by a one-shot stand-in that, called by arraymath's probe,
+    puts numba's own function back (in ``linalg`` and ``arraymath``) and returns as the real one
+    does when scipy is there. ``_HAVE_BLAS`` is then True, as numba would find it (scipy is a
+    dependency of fastblox; without a findable scipy nothing is replaced), and every later caller,
+    e.g. the lowering of a user's ``np.dot``, gets the real ``ensure_blas``, which imports scipy
+    then and does numba's LP64/ILP64 check. Any other first caller gets the real function at once
+    and the stand-in is gone. Nothing is replaced when arraymath is already imported."""
+    if "numba.np.arraymath" in sys.modules or importlib.util.find_spec("scipy") is None:
+        return
+    from numba.np import linalg
+
+    real = getattr(linalg, "ensure_blas", None)
+    if real is None:
+        return
+
+    def ensure_blas():
+        linalg.ensure_blas = real
+        if sys._getframe(1).f_globals.get("__name__") != "numba.np.arraymath":
+            return real()
+        am = sys.modules.get("numba.np.arraymath")
+        if am is not None and getattr(am, "ensure_blas", None) is ensure_blas:
+            am.ensure_blas = real
+        return None
+
+    linalg.ensure_blas = ensure_blas
+
+
+_defer_blas_probe()
 
 _IMPL = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in numba 0.61
 if KernelCacheLocator not in _IMPL._locator_classes:

@@ -5,8 +5,23 @@ runs it and returns a :class:`SweepResult`. See ``docs/sweeps.md``.
 """
 
 from ..errors import SweepBusyError
-from .config import Point, SweepConfig, load_config
-from .run import SweepInterrupted, SweepResult, run_sweep
 
 __all__ = ["run_sweep", "load_config", "SweepResult", "SweepInterrupted", "SweepBusyError", "SweepConfig",
            "Point"]
+
+# imported on first use: ``fastblox``'s parser adds the sweep command (``sweep.cli``) at every
+# start, and a run that is no sweep never needs the executors (multiprocessing, thread pools)
+_LAZY = {"Point": "config", "SweepConfig": "config", "load_config": "config",
+         "SweepInterrupted": "run", "SweepResult": "run", "run_sweep": "run"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -12,7 +12,7 @@ and the same bad-row rules (``docs/traces.md``)::
 """
 
 from .registry import FORMATS, TraceFormat, detect_format, format_names, read_trace, register_format
-from .schema import OPTIONAL, REQUIRED, SCHEMA, read_parquet, to_arrow, write_parquet
+from .schema import OPTIONAL, REQUIRED, read_parquet, to_arrow, write_parquet
 from . import csv_formats, gavel, pai, philly, swf  # noqa: F401,E402  (register the built-in formats)
 from .inspect import format_inspect, inspect
 
@@ -20,3 +20,11 @@ __all__ = [
     "FORMATS", "OPTIONAL", "REQUIRED", "SCHEMA", "TraceFormat", "detect_format", "format_inspect", "format_names",
     "inspect", "read_parquet", "read_trace", "register_format", "to_arrow", "write_parquet",
 ]
+
+
+def __getattr__(name: str):
+    if name == "SCHEMA":  # an Arrow schema: built (and pyarrow imported) on first use
+        from .schema import SCHEMA
+
+        return SCHEMA
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,39 +34,62 @@ In memory, ``Workload.submit_s`` is the ``submit_time_s`` column and the optiona
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
-import pyarrow as pa
 
 from ..errors import FastbloxError, TraceError
 from ..workload import Workload
 from . import _core
 
 REQUIRED = ("job_id", "submit_time_s", "duration_s", "num_gpus")
-OPTIONAL_TYPES = {
-    "iterations": pa.float64(),
-    "iter_time_s": pa.float64(),
-    "model": pa.string(),
-    "user": pa.string(),
-    "vc": pa.string(),
-    "status": pa.string(),
-    "gpu_type": pa.string(),
-    "cpu_per_gpu": pa.float64(),
-    "mem_per_gpu_gb": pa.float64(),
+# the optional columns and their Arrow types, by name: pyarrow is imported only where a table is
+# built or read (``SCHEMA`` and ``OPTIONAL_TYPES`` are built on first use, by ``__getattr__``)
+_OPTIONAL_KINDS = {
+    "iterations": "float64",
+    "iter_time_s": "float64",
+    "model": "string",
+    "user": "string",
+    "vc": "string",
+    "status": "string",
+    "gpu_type": "string",
+    "cpu_per_gpu": "float64",
+    "mem_per_gpu_gb": "float64",
 }
-OPTIONAL = tuple(OPTIONAL_TYPES)
-SCHEMA = pa.schema(
-    [pa.field("job_id", pa.int64(), nullable=False), pa.field("submit_time_s", pa.float64(), nullable=False),
-     pa.field("duration_s", pa.float64(), nullable=False), pa.field("num_gpus", pa.int64(), nullable=False)]
-    + [pa.field(k, t) for k, t in OPTIONAL_TYPES.items()]
-)
+OPTIONAL = tuple(_OPTIONAL_KINDS)
+
+
+@functools.cache
+def _arrow_schema() -> tuple:
+    """``(SCHEMA, OPTIONAL_TYPES)``: the canonical Arrow schema and the optional columns' types."""
+    import pyarrow as pa
+
+    optional = {k: getattr(pa, kind)() for k, kind in _OPTIONAL_KINDS.items()}
+    schema = pa.schema(
+        [pa.field("job_id", pa.int64(), nullable=False), pa.field("submit_time_s", pa.float64(), nullable=False),
+         pa.field("duration_s", pa.float64(), nullable=False), pa.field("num_gpus", pa.int64(), nullable=False)]
+        + [pa.field(k, t) for k, t in optional.items()]
+    )
+    return schema, optional
+
+
+def __getattr__(name: str):
+    if name == "SCHEMA":
+        return _arrow_schema()[0]
+    if name == "OPTIONAL_TYPES":
+        return _arrow_schema()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 META_NAME = b"fastblox.name"
 META_DROPPED = b"fastblox.dropped"
 META_VERSION = b"fastblox.schema"
 
 
 def _arrow_array(v: np.ndarray, typ=None) -> pa.Array:
+    import pyarrow as pa
+
     if v.dtype == object or v.dtype.kind in "USOT":
         try:  # None and NaN become nulls
             arr = pa.array(v, type=pa.string(), from_pandas=True)
@@ -82,6 +105,9 @@ def _arrow_array(v: np.ndarray, typ=None) -> pa.Array:
 
 def to_arrow(workload: Workload) -> pa.Table:
     """The workload as an Arrow table in the canonical schema (see the module docstring)."""
+    import pyarrow as pa
+
+    SCHEMA, OPTIONAL_TYPES = _arrow_schema()
     w = workload
     cols = {
         "job_id": pa.array(np.asarray(w.job_id, dtype=np.int64)),
@@ -190,11 +216,11 @@ def frame_to_raw(path, df, *, fmt: str, rows: np.ndarray, row_label: str = "line
         if c in used:
             continue
         s = df[c]
-        key = c.lower() if c.lower() in OPTIONAL_TYPES else c
+        key = c.lower() if c.lower() in _OPTIONAL_KINDS else c
         if key in ("source_id",) and source is not None:
             key = "source_id_file"
-        if key in OPTIONAL_TYPES:
-            v = _core.num(s) if OPTIONAL_TYPES[key] == pa.float64() else _core.text(s)
+        if key in _OPTIONAL_KINDS:
+            v = _core.num(s) if _OPTIONAL_KINDS[key] == "float64" else _core.text(s)
         elif s.dtype == pl.String:
             v = _core.auto_extra(s)
         elif s.dtype.is_numeric() or s.dtype == pl.Boolean:
