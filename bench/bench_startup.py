@@ -17,13 +17,17 @@ every fastblox module is compiled from source at each start, ~0.2 s that no inst
 The command is ``fastblox`` itself (``python -m fastblox.cli``, which runs ``main()`` as the
 console script does), so the interpreter's exit is part of the time.
 
-Tiresias' simulator (the peer it is compared with in bench/peer) is Python 2 code and is NOT
-measured here; the output says whether a working ``python2`` is on PATH (on this project's
-machine ``python2`` is a pyenv shim that fails unless ``PYENV_VERSION=2.7.18`` selects the 2.7.18
-that pyenv has installed).
+Tiresias' simulator (the peer of bench/peer) is measured on the same workload and cluster, in the
+same session, interleaved with the commands above, when ``--tiresias DIR`` gives its
+``simulator/`` folder (SymbioticLab/Tiresias; nothing of it is in this repository) and
+``--python2 EXE`` a Python 2.7 with numpy (default: ``python2.7`` on PATH): ``run_sim.py
+--schedule fifo --scheme yarn`` with the 2,000 jobs in Tiresias' format on ``n12g4.csv`` (12
+nodes of 4 GPUs, as ``--cluster 12x4``), its logs into a scratch folder. On this project's
+machine: ``--python2 ~/.pyenv/versions/2.7.18/bin/python2.7`` after ``pip install "numpy<1.17"``
+into it.
 
     python bench/bench_startup.py                     # 5 repeats, with the baseline
-    python bench/bench_startup.py --repeat 3 --no-baseline
+    python bench/bench_startup.py --repeat 3 --no-baseline --tiresias ../Tiresias/simulator
 """
 
 from __future__ import annotations
@@ -43,8 +47,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _util import ROOT, machine, run_process, save, update_readme  # noqa: E402
 from bench_compile import baseline_tree  # noqa: E402
 
-TRACE = "/work/shared/peer-traces/gavel_n2000_lam400_s0.neutral.csv"
+PEER = ROOT.parent / "shared" / "peer-traces"
+TRACE = str(PEER / "gavel_n2000_lam400_s0.neutral.csv")
 CLUSTER = "12x4"
+TIRESIAS_ARGS = ["run_sim.py", f"--cluster_spec={PEER / 'n12g4.csv'}", "--scheme=yarn", "--schedule=fifo",
+                 f"--trace_file={PEER / 'gavel_n2000_lam400_s0.tiresias.csv'}", "--log_path={out}"]
 BASELINE = "98e72a9"
 
 #: (name, what, command after ``python``); ``{out}`` is a scratch output folder
@@ -81,16 +88,17 @@ print(json.dumps({"phases": [[n, t - p] for (_, p), (n, t) in zip(T, T[1:])], "m
 """
 
 
-def python2() -> str | None:
-    """``python2 --version`` of a working ``python2`` on PATH, else None."""
-    exe = shutil.which("python2")
+def python2(exe: str | None) -> str | None:
+    """``--version`` of a working Python 2 with numpy (``exe``, else ``python2.7`` on PATH), else None."""
+    exe = exe or shutil.which("python2.7")
     if exe is None:
         return None
     try:
-        p = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
+        p = subprocess.run([exe, "-c", "import sys, numpy; print(sys.version.split()[0])"], capture_output=True,
+                           text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return (p.stdout + p.stderr).strip() if p.returncode == 0 else None
+    return f"Python {p.stdout.strip()}" if p.returncode == 0 else None
 
 
 def child_env(pythonpath: str | None, bytecode: bool) -> dict:
@@ -102,20 +110,26 @@ def child_env(pythonpath: str | None, bytecode: bool) -> dict:
     return env
 
 
-def measure(repeat: int, pythonpath: str | None, bytecode: bool) -> dict:
-    """Each command ``repeat`` times in fresh processes, after one untimed run of each (caches)."""
+def measure(repeat: int, pythonpath: str | None, bytecode: bool, tiresias: tuple | None = None) -> dict:
+    """Each command ``repeat`` times in fresh processes, after one untimed run of each (caches);
+    with ``tiresias = (python2, simulator folder)`` its simulator too."""
     env = child_env(pythonpath, bytecode)
-    cwd = tempfile.gettempdir()  # not the repository: ``-c``/``-m`` put the working folder first on sys.path
+    cwd = {}  # not the repository: ``-c``/``-m`` put the working folder first on sys.path
     out: dict = {}
     with tempfile.TemporaryDirectory(prefix="fastblox-startup-") as scratch:
         cmds = {name: [sys.executable] + [a.replace("{out}", os.path.join(scratch, "out")) for a in args]
                 for name, _, args in COMMANDS}
-        for cmd in cmds.values():
-            run_process(cmd, env, cwd)  # fill the kernel and bytecode caches
+        if tiresias:
+            os.makedirs(os.path.join(scratch, "tiresias"))
+            cmds["tiresias"] = [tiresias[0]] + [a.replace("{out}", os.path.join(scratch, "tiresias"))
+                                                for a in TIRESIAS_ARGS]
+            cwd["tiresias"] = tiresias[1]
+        for name, cmd in cmds.items():
+            run_process(cmd, env, cwd.get(name, tempfile.gettempdir()))  # fill the kernel and bytecode caches
         runs = {name: [] for name in cmds}
         for _ in range(repeat):  # interleaved: a busy spell of the machine touches every command alike
             for name, cmd in cmds.items():
-                wall, _, cpu = run_process(cmd, env, cwd)
+                wall, _, cpu = run_process(cmd, env, cwd.get(name, tempfile.gettempdir()))
                 runs[name].append((wall, cpu))
     for name, rs in runs.items():
         out[name] = {"wall_s": statistics.median(w for w, _ in rs), "cpu_s": statistics.median(c for _, c in rs),
@@ -141,17 +155,21 @@ def table(d: dict) -> str:
             rows.append(f"| {what} | {b['wall_s']:.2f} → **{r['wall_s']:.2f}** | {b['cpu_s']:.2f} → {r['cpu_s']:.2f} |")
         else:
             rows.append(f"| {what} | **{r['wall_s']:.2f}** | {r['cpu_s']:.2f} |")
+    ti = d["after"].get("tiresias")
+    if ti:
+        rows.append(f"| Tiresias' simulator, same workload and cluster (`run_sim.py --schedule fifo`, "
+                    f"{d['python2']}) | {ti['wall_s']:.2f} | {ti['cpu_s']:.2f} |")
     ph = d["phases"]
     br = "; ".join(f"{n} {s:.2f}" for n, s in ph["phases"])
-    py2 = d["python2"] or "no working `python2` on PATH"
+    py2 = ("" if ti else " Tiresias' simulator (Python 2) was not measured in this run: "
+           + (f"no `--tiresias`" if d["python2"] else "no Python 2 with numpy") + ".")
     note = (f"Measured by `python bench/bench_startup.py --repeat {d['repeat']}` on {d['machine']} ({d['date']}; "
             f"median of {d['repeat']} fresh processes, warm numba cache, "
             + ("warm bytecode cache" if d["bytecode_cache"] else "no bytecode cache (`PYTHONDONTWRITEBYTECODE`)")
             + (f"; before: `{d['baseline_rev']}`, measured in the same session" if base else "")
             + "). Wall time depends on how busy the machine is; CPU seconds are the child's user + sys.")
     tail = (f"\n\nPhases of the run, in seconds, one process (no overlap): {br}. Imported by the run: "
-            f"{', '.join(ph['modules']) or 'none of polars, pyarrow, scipy.linalg, matplotlib'}. Tiresias' simulator "
-            f"(Python 2) is not measured ({py2}).")
+            f"{', '.join(ph['modules']) or 'none of polars, pyarrow, scipy.linalg, matplotlib'}.{py2}")
     return note + "\n\n" + "\n".join(rows) + tail
 
 
@@ -162,22 +180,30 @@ def main() -> None:
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE as the environment has it")
     ap.add_argument("--no-readme", action="store_true")
+    ap.add_argument("--tiresias", metavar="DIR", help="Tiresias' simulator/ folder: measure it in the same session")
+    ap.add_argument("--python2", metavar="EXE", help="a Python 2.7 with numpy (default: python2.7 on PATH)")
     a = ap.parse_args()
     if not Path(TRACE).is_file():
         raise SystemExit(f"{TRACE}: not found (the shared peer traces)")
     bytecode = not a.no_bytecode
     d = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "repeat": a.repeat, "trace": TRACE, "cluster": CLUSTER,
          "bytecode_cache": bytecode or not os.environ.get("PYTHONDONTWRITEBYTECODE"),  # as the children ran
-         "numba_cache_dir": os.environ.get("NUMBA_CACHE_DIR"), "python2": python2(),
+         "numba_cache_dir": os.environ.get("NUMBA_CACHE_DIR"), "python2": python2(a.python2),
          "baseline_rev": None if a.no_baseline else a.baseline, "after": {}, "baseline": {}}
-    print(f"Tiresias' simulator needs Python 2: not measured ({d['python2'] or 'no working python2 on PATH'})")
+    tiresias = None
+    if a.tiresias:
+        if not d["python2"]:
+            raise SystemExit("--tiresias: no Python 2.7 with numpy (give --python2 EXE)")
+        if not (Path(a.tiresias) / "run_sim.py").is_file():
+            raise SystemExit(f"--tiresias {a.tiresias}: no run_sim.py there (give Tiresias' simulator/ folder)")
+        tiresias = (a.python2 or shutil.which("python2.7"), str(Path(a.tiresias).resolve()))
     with tempfile.TemporaryDirectory(prefix="fastblox-baseline-") as tmp:
         if not a.no_baseline:
             src = str(baseline_tree(a.baseline, Path(tmp)))
             d["baseline"] = measure(a.repeat, src, bytecode)
-        d["after"] = measure(a.repeat, None, bytecode)
+        d["after"] = measure(a.repeat, None, bytecode, tiresias)
     d["phases"] = phases(None, bytecode)
-    for name, what, _ in COMMANDS:
+    for name in d["after"]:
         r, b = d["after"][name], d["baseline"].get(name)
         print(f"{name:9s} {r['wall_s']:5.2f} s wall {r['cpu_s']:5.2f} CPU-s"
               + (f" | before {b['wall_s']:5.2f} s wall {b['cpu_s']:5.2f} CPU-s" if b else ""))
