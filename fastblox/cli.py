@@ -61,6 +61,20 @@ def _label(r) -> str:
         f", {r.num_jobs} jobs" if r.num_jobs else "")
 
 
+def _warn_once_about_load() -> None:
+    """Print the engine's offered-load warning on stderr, once (an endless stream runs in parts)."""
+    from . import engine
+
+    said = []
+
+    def say(msg: str) -> None:
+        if not said:
+            said.append(msg)
+            print(f"fastblox: {msg}", file=sys.stderr, flush=True)
+
+    engine.LOAD_NOTICE = say
+
+
 def cmd_run(a) -> int:
     from .engine import prewarm, spec_kind
     from .runner import run_spec
@@ -75,6 +89,7 @@ def cmd_run(a) -> int:
     kind = spec_kind(r)
     if kind is not None:
         prewarm(kind)  # overlaps loading the kernel with reading the trace
+    _warn_once_about_load()
     with _progress_line(a):
         res = run_spec(r)
     if a.out:
@@ -92,6 +107,10 @@ def cmd_run(a) -> int:
     return 0
 
 
+def _num(x) -> str:
+    return "n/a" if x is None or x != x else f"{x:.2f}"
+
+
 def format_summary(res, label: str) -> str:
     s, c = res.summary, res.config
     mode = "blox-compat" if c["blox_compat"] else c["time_model"]
@@ -99,9 +118,13 @@ def format_summary(res, label: str) -> str:
         f"fastblox: {label} on {c['cluster']} ({s['total_gpus']} GPUs)",
         f"  scheduler  {c['policy']} | placement {c['placement']} | admission {c['admission']} | {mode}"
         + (f" (R = {c['round_s']:g} s)" if mode != "events" else ""),
-        f"  jobs       {s['num_jobs']} simulated, {s['num_finished']} finished, {s['num_tracked']} tracked",
-        f"  JCT        mean {s['avg_jct_s']:,.1f} s | p50 {s['p50_jct_s']:,.1f} s | p99 {s['p99_jct_s']:,.1f} s",
-        f"  queueing   mean {s['avg_queue_s']:,.1f} s" + (f" | responsiveness {s['avg_responsiveness_s']:,.3f} s" if "avg_responsiveness_s" in s else ""),
+        f"  load       offered {_num(s.get('offered_load'))} (GPU-seconds asked / GPU-seconds between the first and "
+        f"last arrival{'; above 1 the queue only grows' if (s.get('offered_load') or 0) > 1 else ''})",
+        f"  jobs       {s['num_jobs']:,} in the workload, {s['num_finished']:,} finished, {s['num_tracked']:,} "
+        f"tracked (the statistics below are over the tracked jobs that finished)",
+        f"  JCT        mean {s['avg_jct_s']:,.1f} s | p50 {s['p50_jct_s']:,.1f} s | p99 {s['p99_jct_s']:,.1f} s "
+        f"(job completion time: finish - submit)",
+        f"  waiting    mean {s['avg_queue_s']:,.1f} s before the first start" + (f" | responsiveness {s['avg_responsiveness_s']:,.3f} s" if "avg_responsiveness_s" in s else ""),
         f"  makespan   {s['makespan_s']:,.0f} s | utilisation {100 * s['utilisation']:.1f}% | preemptions {s['num_preemptions']}",
         f"  fairness   rho (JCT / time alone) mean {s['rho_mean']:.2f} | p95 {s['rho_p95']:.2f} | max {s['rho_max']:.2f} | Jain {s['jain_index']:.3f}",
     ]

@@ -58,6 +58,21 @@ def _alloc_offsets(gpus: np.ndarray) -> np.ndarray:
     return off
 
 
+#: called with a message when a run's offered load is above 1 (the CLI prints it), before the run
+LOAD_NOTICE = None
+
+
+def _note_load(workload: Workload, cluster: Cluster) -> None:
+    from .results import offered_load
+
+    load = offered_load(workload, cluster.total_gpus)
+    if LOAD_NOTICE is not None and load > 1.0:
+        LOAD_NOTICE(f"warning: the offered load is {load:.2f} on {cluster.total_gpus:,} GPUs: the jobs ask for "
+                    f"{load:.2f}x the GPU-seconds the cluster has between the first and the last arrival, so the "
+                    f"queue grows for the whole run and the JCTs measure that backlog more than the scheduler "
+                    f"(a larger --cluster or a lower --load gives a steady state)")
+
+
 _WARM: set = set()
 #: called with a message when loading a kernel takes longer than ``NOTICE_AFTER_S`` (it is being
 #: compiled: an empty numba cache); the CLI prints it, the library stays quiet
@@ -659,7 +674,9 @@ def _check_args(workload, r: RunSpec):
         raise ConfigError(f"workload must be a fastblox Workload, got {type(workload).__name__}")
     if len(workload) == 0:
         raise WorkloadError(f"workload {workload.name!r} has no jobs")
-    return Cluster.parse(r.cluster), parts.Admission.parse(r.admission), _tracked_mask(workload, r.track)
+    c = Cluster.parse(r.cluster)
+    _note_load(workload, c)
+    return c, parts.Admission.parse(r.admission), _tracked_mask(workload, r.track)
 
 
 @dataclass

@@ -163,6 +163,14 @@ def fairness(jct: np.ndarray, alone: np.ndarray) -> dict:
     }
 
 
+def offered_load(w, total_gpus: int) -> float:
+    """The workload's GPU-seconds (durations at the reference speed × GPUs asked) over what
+    ``total_gpus`` GPUs hold between its first and its last arrival; above 1 the queue grows for
+    the whole run. NaN when that span is empty (fewer than two arrival times)."""
+    load = w.offered_load(int(total_gpus))
+    return float(load) if np.isfinite(load) else float("nan")
+
+
 def _summary(w, cluster, tracked, finish, first_start, n_preempt, attained_gpu, t0, t_end, sim_s, compile_s,
              alone=None) -> dict:
     done = finish >= 0
@@ -183,6 +191,7 @@ def _summary(w, cluster, tracked, finish, first_start, n_preempt, attained_gpu, 
         "num_preemptions": int(n_preempt.sum()),
         **fairness(jct, (w.duration_s if alone is None else alone)[m]),
         "total_gpus": int(cluster.total_gpus),
+        "offered_load": offered_load(w, cluster.total_gpus),
         "end_s": float(t_end),
         "sim_wall_s": float(sim_s),
         "compile_s": float(compile_s),

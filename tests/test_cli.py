@@ -18,6 +18,30 @@ def test_default_run_prints_summary(capsys):
         assert word in out
 
 
+def test_offered_load_is_stated_and_warned_about_above_one(tmp_path, capsys):
+    """Every run states its offered load; above 1 the CLI warns (once, before the run)."""
+    import fastblox
+
+    sub = [0.0, 100.0, 200.0, 300.0, 400.0]
+    gpus = [1, 2, 4, 1, 2]
+    dur = [300.0, 200.0, 100.0, 50.0, 400.0]
+    w = fastblox.Workload.from_arrays(submit_s=sub, num_gpus=gpus, duration_s=dur)
+    want = sum(g * d for g, d in zip(gpus, dur)) / (4 * 400.0)  # GPU-seconds / (GPUs x arrival span)
+    assert want > 1
+    assert fastblox.simulate(w, cluster="1x4").summary["offered_load"] == pytest.approx(want, rel=1e-12)
+    assert fastblox.simulate(w, cluster="2x4").summary["offered_load"] == pytest.approx(want / 2, rel=1e-12)
+    w.to_polars().write_parquet(tmp_path / "t.parquet")
+    for cluster, warned in (("1x4", True), ("2x4", False)):
+        assert main(["run", "--trace", str(tmp_path / "t.parquet"), "--cluster", cluster]) == 0
+        out, err = capsys.readouterr()
+        assert f"offered {want * (1 if warned else 0.5):.2f}" in out
+        assert err.count("offered load is") == (1 if warned else 0), err
+    # Blox's endless stream runs in growing parts: still one warning (overloaded, it stops
+    # incomplete at its bound: exit code 3)
+    assert main(["run", "--load", "9", "--cluster", "8x4", "--track", "10:30"]) == 3
+    assert capsys.readouterr().err.count("offered load is") == 1
+
+
 def test_out_dir_contract(tmp_path):
     assert main(["run", "--policy", "las", "--time-model", "rounds", "--out", str(tmp_path), "--series"]) == 0
     jobs = pl.read_parquet(tmp_path / "jobs.parquet")

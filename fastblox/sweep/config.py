@@ -55,7 +55,7 @@ TEXT_KEYS = ("track", "policy_opts", "failures")
 #: The version of what a point's files hold. Bump it whenever the same point would now write
 #: different bytes (a new column or summary figure, a changed meaning): every id changes, so every
 #: point of an older folder runs again instead of being mixed with the new ones.
-RESULTS_FORMAT = 2
+RESULTS_FORMAT = 3  # 3: the summary's offered_load
 #: Options naming files a point reads: their contents are part of its id.
 INPUT_KEYS = ("trace", "throughput", "cluster_events", "cluster")
 
