@@ -25,6 +25,7 @@ import llvmlite
 import numba
 from numba.core import caching, config
 
+from . import _lazy
 from ._calls import unliteral_calls
 
 # FASTBLOX_KERNEL_LINES=1: compile with line tables for profilers (bench/profile_kernel.py). Only
@@ -56,7 +57,7 @@ def source_digest() -> str:
             h.update(top.name.encode() + b"/" + p.relative_to(top).as_posix().encode() + b"\0")
             h.update(p.read_bytes() + b"\0")
     flags = (numba.__version__, llvmlite.__version__, sys.version, sorted(_LINES.items()),
-             config.BOUNDSCHECK)
+             config.BOUNDSCHECK, ("lazy helpers", _lazy.ENABLED))
     h.update(repr(flags).encode())
     return h.hexdigest()[:16]
 
@@ -150,6 +151,7 @@ def _defer_blas_probe() -> None:
 
 
 _defer_blas_probe()
+_lazy.install()
 
 _IMPL = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in numba 0.61
 if KernelCacheLocator not in _IMPL._locator_classes:

@@ -108,3 +108,32 @@ def test_processes_compile_a_kernel_one_at_a_time(tmp_path):
     assert float(out.strip()) >= released, "the second process went ahead while the first held the lock"
     with fengine._compile_lock("native:other"):  # another kernel's lock is independent
         pass
+
+
+def test_linked_only_kernels_get_no_machine_code_of_their_own():
+    """A kernel only other kernels call (no wrappers) is optimized and compiled to machine code
+    inside its callers only (kernels/_lazy.py), is cached as bitcode, and still yields an address
+    when one is asked for."""
+    import numba
+
+    from fastblox.kernels import _lazy
+
+    @numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+    def inner(x):
+        return x * 3 + 1
+
+    @numba.njit
+    def outer(x):
+        return inner(x) + inner(x + 1)
+
+    assert outer(2) == 7 + 10
+    lib = inner.overloads[inner.signatures[0]].library
+    name = inner.overloads[inner.signatures[0]].fndesc.llvm_func_name
+    if not _lazy.ENABLED:
+        return
+    assert _lazy._linked_only(lib)
+    assert not lib._codegen._engine.is_symbol_defined(name), "the helper was compiled to machine code on its own"
+    assert lib.serialize_using_object_code()[1] == "bitcode"
+    assert lib.get_pointer_to_function(name) != 0  # finalized on demand
+    assert not _lazy._linked_only(lib)
+    assert not _lazy._linked_only(outer.overloads[outer.signatures[0]].library)  # (it has its wrappers)
