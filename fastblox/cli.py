@@ -61,8 +61,10 @@ def _label(r) -> str:
         f", {r.num_jobs} jobs" if r.num_jobs else "")
 
 
-def _warn_once_about_load() -> None:
-    """Print the engine's offered-load warning on stderr, once (an endless stream runs in parts)."""
+@contextlib.contextmanager
+def _warn_once_about_load():
+    """Inside: the engine's offered-load warning goes to stderr, once (an endless stream runs in
+    parts); the library stays quiet again afterwards."""
     from . import engine
 
     said = []
@@ -73,6 +75,10 @@ def _warn_once_about_load() -> None:
             print(f"fastblox: {msg}", file=sys.stderr, flush=True)
 
     engine.LOAD_NOTICE = say
+    try:
+        yield
+    finally:
+        engine.LOAD_NOTICE = None
 
 
 def cmd_run(a) -> int:
@@ -89,8 +95,7 @@ def cmd_run(a) -> int:
     kind = spec_kind(r)
     if kind is not None:
         prewarm(kind)  # overlaps loading the kernel with reading the trace
-    _warn_once_about_load()
-    with _progress_line(a):
+    with _progress_line(a), _warn_once_about_load():
         res = run_spec(r)
     if a.out:
         res.write(a.out, blox_json=a.blox_json, blox_prefix=a.blox_prefix,
