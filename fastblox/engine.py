@@ -81,8 +81,8 @@ NOTICE_AFTER_S = 3.0
 #: CPU seconds each kernel took to compile on an empty cache, which the notice quotes (written by
 #: ``python bench/bench_compile.py``: its median, on the machine it names)
 # <!-- bench:compile-cpu:start -->
-COMPILE_CPU_S = {"compat": 30, "native:full": 62, "native:plan": 62, "native:queue": 33, "native:queue+events": 40,
-                 "native:static": 65}
+COMPILE_CPU_S = {"compat": 19, "native:full": 30, "native:plan": 29, "native:queue": 23, "native:queue+events": 19,
+                 "native:static": 35}
 # <!-- bench:compile-cpu:end -->
 
 
