@@ -164,9 +164,14 @@ def cmd_parts(a) -> int:
             if not o.name.startswith("_"):
                 print(f"  {'':14s}   --policy-opt {o.name}=... (default {o.default}): {o.help}")
     print("blox-compat policies: " + ", ".join(f"{k} ({v[0]})" for k, v in parts.BLOX_POLICIES.items()))
-    print("placements: " + ", ".join(parts.PLACEMENTS.names()))
-    print("admission: accept-all, load:THETA")
-    print("time models: " + ", ".join(parts.TIME_MODELS.names()))
+    for title, reg in (("placements", parts.PLACEMENTS), ("time models", parts.TIME_MODELS)):
+        print(f"{title}:")
+        for name in reg.names():
+            print(f"  {name:14s} {reg.meaning(name)}")
+    print("admission:")
+    print(f"  {'accept-all':14s} every arrived job joins the queue (the default)")
+    print(f"  {'load:THETA':14s} Blox's load-based accept: admit arrivals while the active jobs ask for at most "
+          "THETA x the cluster's GPUs; the rest wait outside, in arrival order")
     return 0
 
 

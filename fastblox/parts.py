@@ -22,13 +22,19 @@ class Registry:
     def __init__(self, kind: str):
         self.kind = kind
         self._items: dict = {}
+        self._meaning: dict = {}
 
-    def register(self, name: str, item, replace: bool = False):
+    def register(self, name: str, item, replace: bool = False, meaning: str = ""):
         key = name.lower()
         if key in self._items and not replace:
             raise ConfigError(f"a {self.kind} named {name!r} is already registered")
         self._items[key] = item
+        self._meaning[key] = meaning or getattr(item, "description", "")
         return item
+
+    def meaning(self, name: str) -> str:
+        """The one-line meaning ``name`` was registered with (``fastblox parts`` prints it)."""
+        return self._meaning.get(str(name).lower(), "")
 
     def get(self, name: str):
         try:
@@ -133,14 +139,19 @@ BLOX_POLICIES = {
 }
 
 PLACEMENTS = Registry("placement")
-PLACEMENTS.register("blox", enums.PL_BLOX)
-PLACEMENTS.register("first-fit", enums.PL_FIRST_FIT)
-PLACEMENTS.register("consolidated", enums.PL_CONSOLIDATED)
-PLACEMENTS.register("topology", enums.PL_TOPOLOGY)
+PLACEMENTS.register("blox", enums.PL_BLOX, meaning="Blox's scattered walk over the nodes: the GPUs taken must add up "
+                    "to the job's size exactly, else it waits (--blox-compat's placement)")
+PLACEMENTS.register("first-fit", enums.PL_FIRST_FIT, meaning="any free GPUs, lowest-numbered nodes first (the default)")
+PLACEMENTS.register("consolidated", enums.PL_CONSOLIDATED, meaning="the fewest nodes: the fullest node that holds the "
+                    "job when one can, else the emptiest nodes, only if they make the fewest possible; else it waits")
+PLACEMENTS.register("topology", enums.PL_TOPOLOGY, meaning="one node, else one rack, else anywhere (best fit at each "
+                    "level; racks from --cluster ...@NODES_PER_RACK)")
 
 TIME_MODELS = Registry("time model")
-TIME_MODELS.register("rounds", enums.TM_ROUNDS)
-TIME_MODELS.register("events", enums.TM_EVENTS)
+TIME_MODELS.register("rounds", enums.TM_ROUNDS, meaning="schedule at fixed boundaries every --round-s seconds "
+                     "(Blox, Gavel); a job finishing mid-round frees its GPUs at the next boundary")
+TIME_MODELS.register("events", enums.TM_EVENTS, meaning="schedule at every arrival, completion and cluster event, at "
+                     "its exact time")
 
 
 @dataclass(frozen=True)

@@ -176,3 +176,15 @@ def test_prewarm_loads_once_and_a_run_waits_for_it(monkeypatch):
     assert not th.is_alive() and leaked == []
     with pytest.raises(RuntimeError, match="no kernel"):
         engine._warm("broken")
+
+
+def test_parts_lists_every_part_with_its_meaning(capsys):
+    from fastblox import parts
+
+    assert main(["parts"]) == 0
+    out = capsys.readouterr().out
+    for reg in (parts.POLICIES, parts.PLACEMENTS, parts.TIME_MODELS):
+        for name in reg.names():
+            line = next((ln for ln in out.splitlines() if ln.split()[:1] == [name]), None)
+            assert line is not None and len(line.split()) > 4, f"{name}: no one-line meaning in `fastblox parts`"
+    assert "load:THETA" in out
