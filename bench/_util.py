@@ -96,6 +96,14 @@ def update_section(path: Path, section: str, text: str, comment: str = "") -> No
     Path(path).write_text(pat.sub(lambda _: f"{start}\n{text.rstrip()}\n{end}", s))
 
 
+#: the files that hold benchmark blocks (the tables are in docs/performance.md, a line or two in the README)
+BLOCK_FILES = (ROOT / "README.md", ROOT / "docs" / "performance.md")
+
+
 def update_readme(section: str, text: str) -> None:
-    """Replace the README block between ``<!-- bench:SECTION:start -->`` and ``...:end -->``."""
-    update_section(ROOT / "README.md", section, text)
+    """Replace the block between ``<!-- bench:SECTION:start -->`` and ``...:end -->`` in whichever
+    of :data:`BLOCK_FILES` holds it."""
+    for path in BLOCK_FILES:
+        if f"<!-- bench:{section}:start -->" in path.read_text():
+            return update_section(path, section, text)
+    raise SystemExit(f"no <!-- bench:{section}:start --> marker in " + ", ".join(p.name for p in BLOCK_FILES))

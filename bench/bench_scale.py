@@ -2,7 +2,7 @@
 100k jobs, FIFO / LAS / SRTF / Tiresias in events mode on clusters of 128 to 32,768 GPUs, and on
 the scaled cluster split into three GPU types.
 
-    python bench/bench_scale.py                # everything (~10 min on 2 cores), README + docs/img/scale.png
+    python bench/bench_scale.py                # everything (~10 min on 2 cores), docs/performance.md + docs/img/scale.png
     python bench/bench_scale.py --budget-s 3   # skip more of the congested runs
     python bench/bench_scale.py --no-readme --no-process
     python bench/bench_scale.py --profile 1000000,2801x8,las   # cProfile of one run (bench/out/scale.prof)
@@ -442,7 +442,7 @@ def readme_text(d: dict) -> str:
                   f"{prof['chunk']:,} completions, kernel CPU time): median {prof['first_tenth_us']:.2f} µs/step over the first tenth "
                   f"of the jobs, {prof['last_tenth_us']:.2f} µs/step over the last tenth"
                   + ("" if prof["exact"] else " (chunked run not identical to the uninterrupted one)") + "."]
-    L += ["", f"![scaling plot](docs/img/{IMG.name})"]
+    L += ["", f"![scaling plot](img/{IMG.name})"]  # (the block is in docs/performance.md)
     return "\n".join(L)
 
 
