@@ -58,7 +58,8 @@ def _alloc_offsets(gpus: np.ndarray) -> np.ndarray:
     return off
 
 
-#: called with a message when a run's offered load is above 1 (the CLI prints it), before the run
+#: called with a message when a run's offered load is above 1 (the CLI prints it), after the
+#: run's checks and before it starts
 LOAD_NOTICE = None
 
 
@@ -640,6 +641,7 @@ def _simulate_compat(workload: Workload, s: RunSpec) -> Result:
     c, adm, tracked = _check_args(workload, r)
     pl = parts.PLACEMENTS.get(r.placement)
     check_sizes(workload, c)  # (Blox's clusters have one GPU type: its largest gang is all of it)
+    _note_load(workload, c)
     blox_name, pol_code = parts.BLOX_POLICIES[r.policy]
     compile_s = _warm("compat")
     limits = r.limits()
@@ -674,9 +676,7 @@ def _check_args(workload, r: RunSpec):
         raise ConfigError(f"workload must be a fastblox Workload, got {type(workload).__name__}")
     if len(workload) == 0:
         raise WorkloadError(f"workload {workload.name!r} has no jobs")
-    c = Cluster.parse(r.cluster)
-    _note_load(workload, c)
-    return c, parts.Admission.parse(r.admission), _tracked_mask(workload, r.track)
+    return Cluster.parse(r.cluster), parts.Admission.parse(r.admission), _tracked_mask(workload, r.track)
 
 
 @dataclass
@@ -766,6 +766,7 @@ def prepare_native(workload: Workload, spec: "RunSpec | None" = None, defaults: 
     check_runnable(workload, c, sm)
     events = _events(r, workload, c)
     _start_down_ok(c, events)
+    _note_load(workload, c)  # (after every check: an error is the only line of a run that fails them)
     opts = _prepare_opts(pol, opts, workload, sm)
     cfg = r.replace(throughput=sm.table_name or None, cluster_events=None if events is None else events.source,
                     policy_opts=tuple(sorted((k, v) for k, v in opts.items() if not k.startswith("_"))))
