@@ -79,7 +79,7 @@ ERROR_PATHS = [
     # the other subcommands
     (["parts", "--bogus"], "unrecognized arguments"),
     (["trace", "inspect", "/no/such.csv"], "/no/such.csv"),
-    (["trace", "inspect", "{csv_bad}"], "bad.csv"),
+    (["trace", "inspect", "{csv_bad}", "--on-bad-rows", "error"], "bad.csv"),  # (inspect counts them by default)
     (["trace", "convert", "{csv_bad}", "-o", "{file}/x.parquet"], ""),
     (["sweep", "{toml_bad}", "--out", "{file}.d"], "not valid TOML"),
     (["sweep", "{toml_utf}", "--out", "{file}.d"], "not UTF-8"),

@@ -541,9 +541,11 @@ def test_cli_trace_commands(tmp_path, capsys, traces):
     from fastblox.cli import main
 
     src = traces / "philly-rfold" / "jobs.csv.gz"
-    assert main(["trace", "inspect", str(src)]) == 2
+    assert main(["trace", "inspect", str(src), "--on-bad-rows", "error"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "on_bad_rows='drop'" in err and "--on-bad-rows drop" in err
+    assert main(["trace", "inspect", str(src)]) == 0  # inspecting counts the bad rows by reason instead
+    assert "dropped    10 row(s) while reading, by reason: duration_s<=0: 10" in capsys.readouterr().out
     assert main(["trace", "inspect", str(src), "--on-bad-rows", "drop", "--cluster", "32x4"]) == 0
     out = capsys.readouterr().out
     assert "111,539 jobs" in out and "on 128 GPUs" in out and "duration_s<=0: 10" in out

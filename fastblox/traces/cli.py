@@ -29,11 +29,11 @@ def _option(s: str):
     return k, val
 
 
-def _common(p) -> None:
+def _common(p, bad_rows: str = "error") -> None:
     p.add_argument("--format", default=None, metavar="F",
                    help="trace format (default: detected from the name/header); see `fastblox trace formats`")
-    p.add_argument("--on-bad-rows", choices=["error", "drop"], default="error",
-                   help="stop at unusable rows with an error (default) or drop and count them")
+    p.add_argument("--on-bad-rows", choices=["error", "drop"], default=bad_rows,
+                   help=f"stop at unusable rows with an error or drop and count them, per reason (default {bad_rows})")
     p.add_argument("-o", "--option", action="append", type=_option, default=[], metavar="KEY=VALUE",
                    help="a reader option, e.g. duration=last (philly-log) or steps_per_s=table.json (gavel); repeatable")
 
@@ -134,7 +134,7 @@ def add_trace_commands(subparsers) -> None:
                          description="Read a trace and print its size, span, GPU-size mix, duration quantiles, "
                                      "inter-arrival CV, hour-of-day profile and (with --cluster) offered load.")
     ip.add_argument("path", metavar="PATH")
-    _common(ip)
+    _common(ip, bad_rows="drop")  # (inspecting is when one wants to see the bad rows: counted, not an error)
     ip.add_argument("--cluster", default=None, metavar="SPEC",
                     help="cluster for the offered load, e.g. 32x4 (with --on-bad-rows drop, larger jobs are dropped)")
     ip.add_argument("--json", action="store_true", help="print the summary as JSON")

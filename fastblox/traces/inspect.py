@@ -125,7 +125,10 @@ def format_inspect(d: dict) -> str:
                      "whole GPU; share in column gpu_fraction)")
     if d["columns"]:
         lines.append("  columns    " + ", ".join(d["columns"]))
-    if d["dropped"]:
-        total = sum(v for k, v in d["dropped"].items() if k != "resorted")
-        lines.append(f"  dropped    {total:,} row(s) while reading: " + ", ".join(f"{k}: {v:,}" for k, v in d["dropped"].items()))
+    bad = {k: v for k, v in d["dropped"].items() if k != "resorted"}
+    if bad:
+        lines.append(f"  dropped    {sum(bad.values()):,} row(s) while reading, by reason: "
+                     + ", ".join(f"{k}: {v:,}" for k, v in bad.items()))
+    if d["dropped"].get("resorted"):
+        lines.append(f"  resorted   {d['dropped']['resorted']:,} row(s) were out of submit order (kept, sorted stably)")
     return "\n".join(lines)
