@@ -27,7 +27,7 @@ _source_checkout_subpackages()
 
 from .cluster import Cluster
 from .dynamic import simulate_dynamic
-from .engine import prepare_native, simulate, simulate_blox_workload
+from .engine import DriveCode, prepare_native, simulate, simulate_blox_workload
 from .errors import ConfigError, FastbloxError, NoProgressError, SimulationError, TraceError, WorkloadError
 from .generators import blox_paper_workload, gavel_like_workload
 from .parts import POLICIES, PLACEMENTS, Admission, JobView, Policy, policy
@@ -38,7 +38,7 @@ from .spec import RunSpec
 from .workload import Workload
 
 __all__ = [
-    "Admission", "Cluster", "ConfigError", "FastbloxError", "JobView", "NoProgressError", "PLACEMENTS", "POLICIES", "Policy",
+    "Admission", "Cluster", "ConfigError", "DriveCode", "FastbloxError", "JobView", "NoProgressError", "PLACEMENTS", "POLICIES", "Policy",
     "Result", "RunSpec", "SimulationError", "TraceError", "Workload", "WorkloadError", "blox_paper_workload",
     "gavel_like_workload", "policy", "prepare_native", "run_spec", "simulate", "simulate_blox_workload", "simulate_dynamic",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import inspect
 import os
 import threading
@@ -56,6 +57,14 @@ def _alloc_offsets(gpus: np.ndarray) -> np.ndarray:
     off = np.zeros(gpus.shape[0] + 1, dtype=np.int64)
     np.cumsum(gpus, out=off[1:])
     return off
+
+
+class DriveCode(enum.IntEnum):
+    """How :meth:`NativeState.drive` stopped (an ``int``: compares equal to the kernel's codes)."""
+
+    FINISHED = kengine.FINISHED  # every tracked job has finished
+    DEADLOCK = kengine.DEADLOCK  # nothing runs and the waiting jobs can never be placed (``raise_if_stuck``)
+    PAUSED = kengine.PAUSED  # at ``stop_t``, or a limit between slices: ``drive`` again to go on
 
 
 #: called with a message when a run's offered load is above 1 (the CLI prints it), after the
@@ -469,8 +478,8 @@ class NativeState:
         code, self.series = kengine.advance(*self.kernel_args())
         return int(code)
 
-    def drive(self, stop_t: float = np.inf, slicer: Slicer | None = None) -> int:
-        """Advance to the end (or to ``stop_t``: ``PAUSED``), answering the policy's requests.
+    def drive(self, stop_t: float = np.inf, slicer: Slicer | None = None) -> DriveCode:
+        """Advance to the end (or to ``stop_t``: ``DriveCode.PAUSED``), answering the policy's requests.
         With a ``slicer`` the kernel runs in slices of ``slicer.budget`` passes, and between
         them ``slicer.between`` may raise :class:`~fastblox.slices.RunInterrupted` or stop the
         run (``PAUSED`` before ``stop_t``)."""
@@ -480,7 +489,7 @@ class NativeState:
             code = self.advance()
             if code == kengine.SLICE_END:
                 if slicer.between(self.progress):
-                    return kengine.PAUSED
+                    return DriveCode.PAUSED
                 self.ci[kengine.C_BUDGET] = slicer.budget
                 continue
             if code == kengine.NEED_KEYS:
@@ -493,10 +502,10 @@ class NativeState:
                     f"{kengine.no_progress_limit(len(self.w), len(self.events.t))} passes at one instant; "
                     "this is a bug in fastblox, please report it")
             else:
-                return code
+                return DriveCode(code)
             # Python policies return every step: the slicer looks in once a slice's time
             if slicer is not None and slicer.due() and slicer.between(self.progress):
-                return kengine.PAUSED
+                return DriveCode.PAUSED
 
     def progress(self) -> tuple:
         """``(simulated time, jobs finished, running, waiting, jobs)`` of the run (waiting: in

@@ -269,3 +269,14 @@ def test_progress_is_off_unless_a_terminal_or_asked(capsys):
     assert slices.PROGRESS is None and "fastblox: simulated" not in capsys.readouterr().err
     assert main(["run", "--num-jobs", "300", "--progress"]) == 0
     assert slices.PROGRESS is None  # put back after the run
+
+
+def test_drive_says_how_it_stopped():
+    """``NativeState.drive`` returns a ``fastblox.DriveCode`` (an int enum, equal to the kernel's codes)."""
+    from fastblox.kernels import engine as kengine
+
+    w = fastblox.gavel_like_workload(300, seed=1)
+    run = fastblox.prepare_native(w, cluster="8x4", policy="las")
+    code = run.state.drive(stop_t=24 * 3600)
+    assert code is fastblox.DriveCode.PAUSED and code == kengine.PAUSED and run.state.now <= 24 * 3600
+    assert run.state.drive() is fastblox.DriveCode.FINISHED
