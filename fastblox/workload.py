@@ -156,7 +156,8 @@ class Workload:
         if len(self) < 2:
             return float("nan")
         span = float(self.submit_s[-1] - self.submit_s[0])
-        return float((self.duration_s * self.num_gpus).sum() / (total_gpus * span)) if span > 0 else float("inf")
+        with np.errstate(over="ignore"):  # (times near float64's range: inf, not a warning)
+            return float((self.duration_s * self.num_gpus).sum() / (total_gpus * span)) if span > 0 else float("inf")
 
 
 #: the coarsest time resolution accepted, as a fraction of the shortest job
