@@ -25,6 +25,7 @@ import numpy as np
 
 from ._calls import helper
 from ._jit import jit
+from .admission import admit_to
 from .enums import DONE, NO_TIME, NOT_ARRIVED, POL_FIFO, POL_LAS, POL_LAS_GPU, POL_SJF, POL_SRTF, RUNNING, WAITING
 from .placement import assign, fit, fresh_nodes, release
 
@@ -206,15 +207,8 @@ def _admit(theta, total_gpus, demand, ov_head, next_arr, gpus, status, wq, wh, n
     """4. Admission of the arrived jobs into the sorted waiting queue (all of them, or while the
     GPU demand is within ``theta`` × the cluster). Returns ``(wh, nw, demand, first job not
     admitted, due_j, due_r, dn)``."""
-    if theta <= 0.0:
-        admit_to = next_arr
-    else:
-        added = 0
-        admit_to = ov_head
-        while demand + added <= theta * total_gpus and admit_to < next_arr:
-            added += gpus[admit_to]
-            admit_to += 1
-    for j in range(ov_head, admit_to):
+    last = admit_to(theta, total_gpus, demand, ov_head, next_arr, gpus)
+    for j in range(ov_head, last):
         status[j] = WAITING
         if wh + nw + 1 >= wq.shape[0]:
             wq[1:nw + 1] = wq[wh:wh + nw].copy()
@@ -224,7 +218,7 @@ def _admit(theta, total_gpus, demand, ov_head, next_arr, gpus, status, wq, wh, n
         demand += gpus[j]
         wait_from[j] = rnd
         due_j, due_r, dn = _due(due_j, due_r, dn, j, rnd)
-    return wh, nw, demand, admit_to, due_j, due_r, dn
+    return wh, nw, demand, last, due_j, due_r, dn
 
 
 @helper(inline=True)

@@ -39,6 +39,7 @@ from numba.extending import overload
 from ._calls import helper
 from ._jit import jit
 from ._prefetch import prefetch
+from .admission import admit_to
 from .enums import (
     ANY_TYPE,
     DONE,
@@ -817,23 +818,16 @@ def _arrivals(t, jobs, run, q, pp, ci, cf, total_gpus, next_arr, ov_head, wq_hea
     while next_arr < n_jobs and jobs.submit[next_arr] <= t:
         status[next_arr] = OVERFLOW
         next_arr += 1
-    if theta <= 0.0:
-        admit_to = next_arr
-    else:
-        added = 0
-        admit_to = ov_head
-        while demand + added <= theta * total_gpus and admit_to < next_arr:
-            added += jobs.gpus[admit_to]
-            admit_to += 1
+    last = admit_to(theta, total_gpus, demand, ov_head, next_arr, jobs.gpus)
     wakes = policy == POL_TIRESIAS or policy == POL_GITTINS
-    for j in range(ov_head, admit_to):
+    for j in range(ov_head, last):
         status[j] = WAITING
         run.wait_t[j] = t
         if wakes:
             run.qentry[j] = t  # (Tiresias' and Gittins' fields: other policies never touch them)
         wq_head, n_wait = enqueue(policy, j, t, jobs, run, q, pp, wq_head, n_wait, cf[CF_RESTART_S])
         demand += jobs.gpus[j]
-    return next_arr, admit_to, wq_head, n_wait, demand
+    return next_arr, last, wq_head, n_wait, demand
 
 
 @helper(nrt=False, inline=True)
