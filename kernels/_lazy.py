@@ -101,14 +101,14 @@ def _defines(lib, name) -> bool:
 
 
 def _pointer(self, name):
-    if _linked_only(self) and _defines(self, name):
+    if _linked_only(self):
+        if not _defines(self, name):
+            return 0  # (a wrapper it does not have: numba then makes no callable from it)
         # an address is wanted after all: finalize it as numba would have
         self._fastblox_full = True
         _optimize_final_module(self)
         _finalize_final_module(self)
         _flush_env(self._codegen)
-    elif _linked_only(self):
-        return 0  # (a wrapper it does not have: numba then makes no callable from it)
     return _get_pointer_to_function(self, name)
 
 

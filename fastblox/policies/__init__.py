@@ -12,18 +12,16 @@ that derives what a policy needs from the workload before a run (e.g. the Gittin
 
 from __future__ import annotations
 
-from pathlib import Path
-
 PREPARE: dict = {}
-
-_HERE = Path(__file__).resolve().parent
 
 
 def is_builtin(fn) -> bool:
-    """Whether a (jitted) key function is defined in a file of this package: only those are
-    compiled into the kernels, whose cache digest covers these files."""
+    """Whether a (jitted) key function is defined in a file the kernel cache's digest covers
+    (this package's, or ``kernels/``): only those are compiled into the kernels."""
+    from ..kernels._jit import is_source
+
     code = getattr(getattr(fn, "py_func", fn), "__code__", None)
-    return code is not None and Path(code.co_filename).resolve().parent == _HERE
+    return code is not None and is_source(code.co_filename)
 
 
 # the registry: one line per built-in policy (each module registers itself when imported)
