@@ -18,10 +18,14 @@ def workload_key(r: RunSpec) -> dict:
         key = {"kind": "trace", "path": r.trace, "format": r.format, "on_bad_rows": r.on_bad_rows}
         if r.on_bad_rows == "drop":
             key["max_gpus"] = drop_limit(r.cluster)
-        return key
-    key = {"kind": kind, "num_jobs": r.num_jobs, "seed": r.seed}
-    if kind in ("blox", "gavel") and r.load is not None:
-        key["load"] = r.load
+    else:
+        key = {"kind": kind, "num_jobs": r.num_jobs, "seed": r.seed}
+        if kind in ("blox", "gavel") and r.load is not None:
+            key["load"] = r.load
+    if r.target_load is not None:
+        from .cluster import Cluster
+
+        key.update(target_load=r.target_load, gpus=Cluster.parse(r.cluster).total_gpus)
     return key
 
 
@@ -35,6 +39,11 @@ def drop_limit(cluster) -> int:
 
 def build_workload(key: dict):
     """The workload of :func:`workload_key`'s ``key`` (Blox's stream: ``num_jobs`` must be set)."""
+    w = _source_workload(key)
+    return w if key.get("target_load") is None else w.at_offered_load(key["target_load"], key["gpus"])
+
+
+def _source_workload(key: dict):
     kind = key["kind"]
     if kind == "trace":
         from .traces import read_trace

@@ -45,6 +45,8 @@ MAX_JOBS = 50_000_000
 MIN_ROUND_S = 1e-3
 #: the lowest arrival rate of a generator (one job in ~114 years): below it times lose their precision
 MIN_LOAD = 1e-6
+#: the lowest --target-load (stretching a trace's arrivals a thousandfold keeps its times precise)
+MIN_TARGET_LOAD = 1e-3
 #: the policy name of dynamic selection (sweeps; the API has fastblox.simulate_dynamic)
 DYNAMIC = "dynamic"
 NATIVE = frozenset({"native"})
@@ -296,6 +298,11 @@ class RunSpec:
     num_jobs: int | None = option(None, job_count, "number of jobs of a generated workload (blox: an endless "
                                   "stream ended by --track; gavel: 2000; sample: all)", api=False, group="workload",
                                   column="int")
+    target_load: float | None = option(None, at_least(MIN_TARGET_LOAD, "GPU-seconds asked for per GPU-second"),
+                                        "stretch or compress the arrival times of a trace or the sample so that its "
+                                        "offered load on --cluster is X (GPU-seconds asked for / GPU-seconds between "
+                                        "the first and last arrival; 1 = just enough GPUs on average); default: the "
+                                        "times as recorded", api=False, group="workload", column="float")
     seed: int | None = option(None, seed_int, "seed of the generator and of --failures (blox: 1 as in Blox; others: 0)",
                               api=False, group="workload", column="int")
     # ---- the scheduler
@@ -475,6 +482,9 @@ def _check_source(s: RunSpec, kind: str) -> None:
             raise OptionError("format", f"applies to --trace only, not to --workload {kind}")
         if kind == "sample" and s.load is not None:
             raise OptionError("load", "applies to the generated workloads (blox, gavel) only, not to the sample")
+        if kind in ("blox", "gavel") and s.target_load is not None:
+            raise OptionError("target_load", f"rescales the arrivals of a trace or the sample; a generated workload "
+                              f"({kind}) sets its arrival rate with --load JOBS_PER_HOUR")
 
 
 def _resolve_dynamic(s: RunSpec) -> dict:

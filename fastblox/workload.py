@@ -9,6 +9,7 @@ Optional string/number columns (user, vc, model, status, gpu_type, ...) live in 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -150,6 +151,18 @@ class Workload:
         for k, v in self.extra.items():
             cols[k] = v.astype(str) if v.dtype == object else v
         return pl.DataFrame(cols)
+
+    def at_offered_load(self, load: float, total_gpus: int) -> "Workload":
+        """The same jobs with their arrival times stretched (or compressed) about the first one so
+        that :meth:`offered_load` on ``total_gpus`` GPUs is ``load``; order and durations unchanged."""
+        now = self.offered_load(total_gpus)
+        if not (np.isfinite(now) and now > 0):
+            raise WorkloadError(f"{self.name}: cannot rescale its arrivals to an offered load of {load:g}: "
+                                + ("it has fewer than two jobs" if len(self) < 2 else "all its jobs arrive at once"))
+        t0 = self.submit_s[0]
+        submit = t0 + (self.submit_s - t0) * (now / load)
+        _check_precision(submit - submit[0], self.duration_s)
+        return dataclasses.replace(self, submit_s=submit)
 
     def offered_load(self, total_gpus: int) -> float:
         """GPU-seconds asked for / (GPUs × span from first to last submit)."""

@@ -9,10 +9,12 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
 import fastblox
+import fastblox.datasets
 from fastblox.cli import main
 from fastblox.errors import ConfigError
 from fastblox.runner import drop_limit, workload_key
@@ -57,6 +59,7 @@ SOURCE_EXAMPLES = {
     "load": {"workload": "gavel", "num_jobs": 30, "load": 20.0},
     "num_jobs": {"workload": "sample", "num_jobs": 25},
     "seed": {"workload": "gavel", "num_jobs": 30, "seed": 3},
+    "target_load": {"trace": "TRACE", "target_load": 2.5},
 }
 
 
@@ -229,3 +232,35 @@ def test_signature_is_generated_from_the_spec():
     api = [f.name for f in dataclasses.fields(RunSpec) if f.metadata["api"]]
     assert list(params)[2:] == api
     assert params["restart_s"].default == 0.0 and params["policy"].default == "fifo"
+
+
+def test_target_load_rescales_arrivals_to_the_asked_load(tmp_path):
+    """--target-load X: the run's summary reports X on its cluster; durations and order are kept,
+    arrivals are stretched about the first one; a generated workload refuses it (it has --load)."""
+    from fastblox.runner import run_spec
+
+    base = fastblox.datasets.load_sample().head(300)
+    for x in (0.5, 3.0):
+        res = run_spec(RunSpec(workload="sample", num_jobs=300, cluster="8x8", target_load=x))
+        assert res.summary["offered_load"] == pytest.approx(x, rel=1e-12)
+        jobs = res.jobs.sort("job_id")
+        assert np.array_equal(jobs["duration_s"].to_numpy(), base.duration_s[np.argsort(base.job_id)])
+    w = base.at_offered_load(1.0, 64)
+    gaps = np.diff(w.submit_s) / np.where(np.diff(base.submit_s) > 0, np.diff(base.submit_s), 1)
+    assert np.allclose(gaps[np.diff(base.submit_s) > 0], base.offered_load(64) / 1.0)
+    with pytest.raises(ConfigError, match="--target-load: .*--load JOBS_PER_HOUR"):
+        RunSpec(workload="gavel", target_load=1.0).resolved()
+    with pytest.raises(ConfigError, match="--target-load: .*smallest supported"):
+        RunSpec(workload="sample", target_load=1e-9).resolved()
+
+
+def test_no_run_option_shares_a_name_with_a_summary_figure():
+    """A sweep's summary row holds the run options and the summary figures side by side, a figure
+    replacing an option of its name: only options whose figure is their resolved value may share
+    it (``num_jobs``: the jobs generated; ``reference_gpu``: the type used). An option named like
+    another figure (say ``offered_load`` for ``--target-load``) would hide what it asked for."""
+    from fastblox.sweep.config import PARAM_KEYS
+
+    res = fastblox.simulate(fastblox.gavel_like_workload(20, seed=0), cluster="4x4", record_series=True)
+    clash = set(PARAM_KEYS) & {k for k, v in res.summary.items() if not isinstance(v, dict)}
+    assert clash <= {"num_jobs", "reference_gpu"}
