@@ -42,3 +42,15 @@ __all__ = [
     "Result", "RunSpec", "SimulationError", "TraceError", "Workload", "WorkloadError", "blox_paper_workload",
     "gavel_like_workload", "policy", "prepare_native", "run_spec", "simulate", "simulate_blox_workload", "simulate_dynamic",
 ]
+
+#: subpackages loaded on first use (``fastblox.datasets.load_sample()``), not at import: start-up
+#: stays small for a run that needs none of them
+_LAZY_SUBMODULES = ("datasets", "traces", "plots", "report", "sweep", "experiments", "throughput")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'fastblox' has no attribute {name!r}")

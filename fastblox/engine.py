@@ -80,7 +80,8 @@ def _note_load(workload: Workload, cluster: Cluster) -> None:
         LOAD_NOTICE(f"warning: the offered load is {load:.2f} on {cluster.total_gpus:,} GPUs: the jobs ask for "
                     f"{load:.2f}x the GPU-seconds the cluster has between the first and the last arrival, so the "
                     f"queue grows for the whole run and the JCTs measure that backlog more than the scheduler "
-                    f"(a larger --cluster or a lower --load gives a steady state)")
+                    f"(a larger --cluster, a lower --load for a generated workload or --target-load below 1 for a trace "
+                    f"gives a steady state)")
 
 
 _WARM: set = set()
