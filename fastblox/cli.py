@@ -245,6 +245,7 @@ def _main(argv) -> int:
     from . import engine
 
     engine.COMPILE_NOTICE = lambda msg: print(f"fastblox: {msg}", file=sys.stderr, flush=True)
+    _one_line_warnings()
     try:
         return int(a.func(a) or 0)
     except FastbloxError as e:
@@ -258,6 +259,23 @@ def _main(argv) -> int:
         return _interrupted(argv)
     except BrokenPipeError:
         return 0
+
+
+def _one_line_warnings() -> None:
+    """fastblox's own warnings as ``fastblox: warning: MESSAGE`` (no file, line or class name)."""
+    import warnings
+
+    from .errors import FastbloxWarning
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, FastbloxWarning):
+            print(f"fastblox: warning: {message}", file=sys.stderr, flush=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
 
 
 def _interrupted(argv) -> int:

@@ -39,3 +39,8 @@ class SweepBusyError(FastbloxError):
 class NoProgressError(SimulationError):
     """The event loop stopped moving time (a bug of fastblox's, not of the input): raised instead
     of hanging, after more passes at one instant than any correct run makes."""
+
+
+class FastbloxWarning(UserWarning):
+    """Something the user should know that does not stop the work (``fastblox`` prints it as one
+    ``fastblox: warning: ...`` line)."""

@@ -38,6 +38,9 @@ class Workload:
     name: str = "workload"
     #: per-reason counts of rows dropped while reading (filled by trace readers)
     dropped: dict = field(default_factory=dict)
+    #: per reason, where its first rows are in the file: ``(row numbers, label, note)``, e.g.
+    #: ``([4, 9], "line", "line numbers count the header as line 1")`` (filled by trace readers)
+    dropped_where: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -51,6 +54,7 @@ class Workload:
         iter_time_s=None,
         name: str = "workload",
         dropped: dict | None = None,
+        dropped_where: dict | None = None,
         **extra,
     ) -> "Workload":
         """Validate, normalise dtypes and sort by submit time (stable).
@@ -108,7 +112,7 @@ class Workload:
             perm = np.argsort(submit, kind="stable")
             submit, gpus, dur, its, itt, ids = (a[perm] for a in (submit, gpus, dur, its, itt, ids))
             extra_arrays = {k: v[perm] for k, v in extra_arrays.items()}
-        return cls(ids, submit, gpus, dur, its, itt, extra_arrays, name, dict(dropped or {}))
+        return cls(ids, submit, gpus, dur, its, itt, extra_arrays, name, dict(dropped or {}), dict(dropped_where or {}))
 
     # ------------------------------------------------------------------ views
     def __len__(self) -> int:
@@ -134,7 +138,7 @@ class Workload:
         return Workload(
             self.job_id[idx], self.submit_s[idx], self.num_gpus[idx], self.duration_s[idx],
             self.iterations[idx], self.iter_time_s[idx], {k: v[idx] for k, v in self.extra.items()},
-            self.name, dict(self.dropped),
+            self.name, dict(self.dropped), dict(self.dropped_where),
         )
 
     def to_polars(self):

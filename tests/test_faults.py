@@ -40,7 +40,7 @@ def _bad_files(tmp: Path) -> dict:
     f["csv_bad"].write_text("job_id,submit_time_s,duration_s,num_gpus\n0,0,100,1\n1,10,abc,1\n")
     f["rep_bad"].mkdir()
     (f["rep_bad"] / "summary.parquet").write_text("not parquet")
-    f["gavel"].write_text("A3C\tpython3 main.py\trl\t--max-steps\t0\t25832\t1\t1\t-1.000000\t57\n")  # no .neutral.csv
+    f["gavel"].write_text("NoSuchModel\tpython3 main.py\trl\t--max-steps\t0\t25832\t1\t1\t-1.000000\t57\n")  # not in the table
     return {k: str(v) for k, v in f.items()}
 
 
@@ -64,7 +64,7 @@ ERROR_PATHS = [
     (["run", "--blox-compat", "--restart-s", "5"], "drop --restart-s"),
     (["run", "--failures", "1:1"], "--num-jobs N with --workload blox"),
     (["run", "--trace", "{csv_bad}"], "bad.csv"),
-    (["run", "--trace", "{gavel}"], "neutral"),
+    (["run", "--trace", "{gavel}"], "no v100 throughput for 1 (job_type, GPUs) pair(s)"),
     (["run", "--trace", "/no/such/file.csv"], "/no/such/file.csv"),
     # sizes and floats that would exhaust memory or time, or lose the answer
     (["run", "--trace", "{huge}"], "asks for 1000000000 GPUs"),

@@ -297,12 +297,18 @@ def finish(raw: RawJobs, *, path, on_bad_rows: str = "error", max_gpus=None, nam
 
     alive = np.ones(n, dtype=bool)
     dropped: dict = {}
+    where: dict = {}  # reason -> the first rows' numbers
+
+    def drop(reason: str, hit: np.ndarray) -> None:
+        dropped[reason] = dropped.get(reason, 0) + int(hit.sum())
+        where[reason] = (where.get(reason, []) + [int(r) for r in rows[hit][:SHOW_ROWS]])[:SHOW_ROWS]
+
     failures = []  # (reason, hit mask, column, what)
     for reason, mask, column, what in checks:
         hit = np.asarray(mask, dtype=bool) & alive
         if hit.any():
             if on_bad_rows == "drop":
-                dropped[reason] = dropped.get(reason, 0) + int(hit.sum())
+                drop(reason, hit)
             else:
                 failures.append((reason, hit, column, what))
             alive &= ~hit
@@ -312,7 +318,7 @@ def finish(raw: RawJobs, *, path, on_bad_rows: str = "error", max_gpus=None, nam
     for reason, mask in raw.filters:
         hit = np.asarray(mask, dtype=bool) & alive
         if hit.any():
-            dropped[reason] = dropped.get(reason, 0) + int(hit.sum())
+            drop(reason, hit)
             alive &= ~hit
 
     # duplicate ids among the rows still alive: the first occurrence stays
@@ -324,7 +330,7 @@ def finish(raw: RawJobs, *, path, on_bad_rows: str = "error", max_gpus=None, nam
             bad = np.zeros(n, dtype=bool)
             bad[idx[dup]] = True
             if on_bad_rows == "drop":
-                dropped[R_ID_DUP] = int(bad.sum())
+                drop(R_ID_DUP, bad)
                 alive &= ~bad
             else:
                 idcol = col("job_id") if raw.job_id is not None else raw.columns.get("source_id", col("job_id"))
@@ -335,18 +341,11 @@ def finish(raw: RawJobs, *, path, on_bad_rows: str = "error", max_gpus=None, nam
     order = None
     if len(keep) > 1:
         late = s_keep[1:] < np.maximum.accumulate(s_keep)[:-1]
-        if late.any():
-            if on_bad_rows == "drop":
-                dropped[R_RESORTED] = int(late.sum())
-                order = np.argsort(s_keep, kind="stable")
-            else:
-                bad_rows = rows[keep[1:][late]]
-                raise TraceError(
-                    f"submit times are not sorted: {int(late.sum())} row(s) are submitted before an earlier row "
-                    f"({_rows_text(bad_rows, raw.row_label)}; {raw.row_note}). Pass on_bad_rows='drop' "
-                    f"(--on-bad-rows drop) to sort them; they are counted as Workload.dropped['{R_RESORTED}']",
-                    path=path, column=col("submit_time_s"),
-                )
+        if late.any():  # not bad data: kept, sorted stably and counted (in either mode)
+            hit = np.zeros(n, dtype=bool)
+            hit[keep[1:][late]] = True
+            drop(R_RESORTED, hit)
+            order = np.argsort(s_keep, kind="stable")
     if order is not None:
         keep = keep[order]
 
@@ -362,7 +361,8 @@ def finish(raw: RawJobs, *, path, on_bad_rows: str = "error", max_gpus=None, nam
         submit[keep], gpus[keep].astype(np.int64), duration_s=dur[keep], job_id=ids,
         iterations=None if raw.iterations is None else raw.iterations[keep],
         iter_time_s=None if raw.iter_time_s is None else raw.iter_time_s[keep],
-        name=name or default_name(path), dropped=dropped, **extra,
+        name=name or default_name(path), dropped=dropped,
+        dropped_where={k: (v, raw.row_label, raw.row_note) for k, v in where.items()}, **extra,
     )
     return w
 

@@ -165,8 +165,8 @@ def read_pollux(path, *, on_bad_rows="error", max_gpus=None, name=None, app_dura
       ``batch_size`` kept; ``job_id`` = 0-based row number.
     * ``philly.csv`` (``timestamp,duration,num_gpus,gpu_time,cluster``): ``submit_time_s`` =
       timestamp − earliest timestamp (no time zone), ``vc`` = cluster, ``job_id`` = 0-based row
-      number (as in the shared ``jobs.csv.gz``). The raw file is not sorted: pass
-      ``on_bad_rows="drop"`` to sort it (counted as ``resorted``)."""
+      number (as in the shared ``jobs.csv.gz``). The raw file is not sorted: it is sorted stably
+      on reading (the rows out of order counted as ``resorted``)."""
     data = _core.read_bytes(path)
     df, lines = _core.read_csv_strings(path, data)
     cols = {c.lower() for c in df.columns}

@@ -22,9 +22,11 @@ second per job type, GPU count and GPU type). The reader therefore needs one of,
 2. ``neutral=``: the matching neutral CSV (``job_id,submit_time,num_gpu,duration,job_type,total_steps``,
    as in ``peer-traces/*.neutral.csv``), whose ``duration`` is taken row by row after checking that
    every row matches (arrival time, GPUs, steps, job type);
-3. nothing: the file ``<stem>.neutral.csv[.gz]`` beside the trace is used as in (2) when it exists.
+3. nothing: the built-in table, as ``steps_per_s="builtin"`` with ``worker_type=`` (V100 by default).
+   A ``<stem>.neutral.csv[.gz]`` beside the trace is not read (a stale one would change the run
+   times unseen); a :class:`~fastblox.errors.FastbloxWarning` says it is there and how to use it.
 
-Otherwise reading stops with a TraceError that says so. Row numbers in messages are line numbers.
+Row numbers in messages are line numbers.
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ def read_gavel(path, *, on_bad_rows="error", max_gpus=None, name=None, steps_per
     jtypes = _core.text(df["job_type"])
     n = df.height
 
+    if steps_per_s is None and neutral is None:
+        steps_per_s = "builtin"
+        _note_sibling(path)
     table = _as_throughput_table(steps_per_s)
     if table is not None:
         sps, missing = _table_steps_per_s(table, str(worker_type), jtypes, gpus)
@@ -146,18 +151,7 @@ def read_gavel(path, *, on_bad_rows="error", max_gpus=None, name=None, steps_per
             dur = np.where(sps > 0, steps / sps, np.nan)
         dcol = "total_steps/steps_per_s"
     else:
-        src = Path(str(neutral)) if neutral is not None else sibling_neutral(path)
-        if src is None:
-            raise TraceError(
-                "a Gavel trace has no run time; pass steps_per_s= or neutral=. Options: "
-                "steps_per_s='builtin' (Gavel's published throughputs bundled with fastblox; worker_type= picks "
-                "the GPU type, default v100; -o steps_per_s=builtin on the command line); steps_per_s=PATH.csv "
-                "(a throughput CSV: model,gpu_type,num_gpus,iters_per_s); steps_per_s= a dict or JSON file "
-                "({job_type: steps/s}, {job_type: {gpus: steps/s}} or Gavel's throughputs JSON with worker_type=); "
-                "neutral=PATH (the matching .neutral.csv). None was given and no <stem>.neutral.csv is beside "
-                "the trace",
-                path=path,
-            )
+        src = Path(str(neutral))
         dur = _neutral_durations(path, src, jtypes, gpus, steps, submit)
         dcol = f"duration of {src.name}"
 
@@ -170,6 +164,18 @@ def read_gavel(path, *, on_bad_rows="error", max_gpus=None, name=None, steps_per
     raw.extra["priority_weight"] = _core.num(df["priority_weight"])
     raw.extra["slo"] = _core.num(df["SLO"])
     return _core.finish(raw, path=path, on_bad_rows=on_bad_rows, max_gpus=max_gpus, name=name, fmt="gavel")
+
+
+def _note_sibling(path) -> None:
+    import warnings
+
+    from ..errors import FastbloxWarning
+
+    sib = sibling_neutral(path)
+    if sib is not None:
+        warnings.warn(f"{path}: run times from the built-in throughput table (V100); {sib.name} beside it is not "
+                      f"read (to take its durations: `fastblox trace convert TRACE OUT.parquet -o neutral={sib}`"
+                      f", or read_trace(path, neutral=...))", FastbloxWarning, stacklevel=4)
 
 
 def _as_throughput_table(value):

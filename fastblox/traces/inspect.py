@@ -55,6 +55,8 @@ def inspect(workload: Workload, total_gpus: int | None = None) -> dict:
     out["hour_of_day"] = [int(x) for x in prof]
     out["peak_hour_ratio"] = float(prof.max() / prof.mean()) if n and prof.mean() > 0 else float("nan")
     out["dropped"] = {str(k): int(v) for k, v in w.dropped.items()}
+    out["dropped_where"] = {str(k): {"rows": list(v[0]), "label": v[1], "note": v[2]}
+                            for k, v in w.dropped_where.items()}
     cols = []
     if np.isfinite(w.iterations).any():
         cols.append("iterations")
@@ -101,7 +103,7 @@ def format_inspect(d: dict) -> str:
         rest = d["jobs"] - sum(c for _, c in top)
         shown = sorted(top) + [("other", rest)]
     lines.append("  GPUs/job   " + ", ".join(f"{k}: {c:,} ({100 * c / n:.1f}%)" for k, c in shown))
-    lines.append(f"             mean {d['mean_gpus']:.2f} GPUs; {d['gpu_hours']:,.0f} GPU-hours in total")
+    lines.append(f"             mean {d['mean_gpus']:.2f} GPUs; {_amount(d['gpu_hours'])} GPU-hours in total")
     q = d["duration_s"]
     lines.append("  duration   " + " | ".join(f"{k} {_dur(q[k])}" for k in ("p0", "p10", "p50", "p90", "p99", "p100"))
                  + f" | mean {_dur(q['mean'])}")
@@ -126,9 +128,27 @@ def format_inspect(d: dict) -> str:
     if d["columns"]:
         lines.append("  columns    " + ", ".join(d["columns"]))
     bad = {k: v for k, v in d["dropped"].items() if k != "resorted"}
+    where = d.get("dropped_where", {})
+    notes = sorted({w["note"] for w in where.values()})
     if bad:
-        lines.append(f"  dropped    {sum(bad.values()):,} row(s) while reading, by reason: "
-                     + ", ".join(f"{k}: {v:,}" for k, v in bad.items()))
+        lines.append(f"  dropped    {sum(bad.values()):,} row(s) while reading, by reason"
+                     + (f" ({'; '.join(notes)})" if notes else "") + ":")
+        lines += [f"               {k}: {v:,}{_where(where.get(k), v)}" for k, v in bad.items()]
     if d["dropped"].get("resorted"):
-        lines.append(f"  resorted   {d['dropped']['resorted']:,} row(s) were out of submit order (kept, sorted stably)")
+        k = d["dropped"]["resorted"]
+        lines.append(f"  resorted   {k:,} row(s) were out of submit order (kept, sorted stably){_where(where.get('resorted'), k)}")
     return "\n".join(lines)
+
+
+def _where(w: dict | None, count: int) -> str:
+    """`` (lines 4, 9 and 3 more)``: the first rows of a reason, as the trace numbers them."""
+    if not w or not w["rows"]:
+        return ""
+    shown = ", ".join(str(r) for r in w["rows"])
+    more = f" and {count - len(w['rows']):,} more" if count > len(w["rows"]) else ""
+    return f" ({w['label']}{'s' if count > 1 else ''} {shown}{more})"
+
+
+def _amount(x: float) -> str:
+    """Whole units with thousands separators, three significant digits below 100 (0.0417, not 0)."""
+    return f"{x:,.0f}" if abs(x) >= 100 or x == 0 else f"{x:.3g}"
