@@ -94,7 +94,9 @@ def jct_cdf(jct_by_label: dict, stem, title: str = "JCT CDF", unit_s: float = HO
 
 
 def label_of(row: dict, cols) -> str:
-    """A line's label from a row's values: the policy upper-cased (``SRTF``), others as they are."""
+    """A line's label from a row's values: the policy upper-cased (``SRTF``), the load as ``load 8``,
+    look-ahead and period in hours, switches by name (``preempt`` / ``no preempt``), other numbers
+    with their name (``restart_s=30``), other text as it is (``16x8``, ``load:1.2``)."""
     cols = [cols] if isinstance(cols, str) else list(cols)
     out = []
     for c in cols:
@@ -105,10 +107,13 @@ def label_of(row: dict, cols) -> str:
             out.append(f"({v / HOUR:g} h {'look-ahead' if c == 'horizon_s' else 'period'})")
         elif c == "policy":
             out.append(str(v).upper())
-        elif isinstance(v, float) and v.is_integer():
-            out.append(f"{c} {int(v)}" if c == "load" else str(int(v)))
+        elif isinstance(v, bool):
+            out.append(c if v else f"no {c}")  # a switch: "preempt" / "no preempt"
+        elif isinstance(v, (int, float)):  # a number means nothing without its name: "load 8", "restart_s=30"
+            v = int(v) if isinstance(v, float) and v.is_integer() else v
+            out.append(f"{c} {v}" if c == "load" else f"{c}={v}")
         else:
-            out.append(f"{c} {v}" if c == "load" else str(v))
+            out.append(str(v))
     return " ".join(out)
 
 
