@@ -111,7 +111,8 @@ def run_labels(runs: list[Run]) -> list[str]:
     the folder's name when none differ or two labels would be the same."""
     from .plots import label_of
 
-    cols = _policy_first(_varying([r.config for r in runs], PARAM_KEYS))
+    configs = [r.config for r in runs]
+    cols = _independent(configs, _policy_first(_varying(configs, PARAM_KEYS)))
     labels = [label_of({c: _hashable(r.config.get(c)) for c in cols}, cols) if cols else "" for r in runs]
     if not all(labels) or len(set(labels)) < len(labels):
         names = [r.path.name or str(r.path) for r in runs]
@@ -173,13 +174,27 @@ def sweep_axes(params: list[dict]) -> tuple[list[str], bool, bool]:
     """``(lines, load_varies, seeds_vary)``: the varying parameters that name a line (all but
     the load and the seed), and whether the load and the seed vary."""
     varying = _varying(params, PARAM_KEYS)
-    return (_policy_first([c for c in varying if c not in (X_KEY, SPREAD_KEY)]), X_KEY in varying,
-            SPREAD_KEY in varying)
+    lines = _independent(params, _policy_first([c for c in varying if c not in (X_KEY, SPREAD_KEY)]))
+    return lines, X_KEY in varying, SPREAD_KEY in varying
 
 
 def _policy_first(cols: list[str]) -> list[str]:
     """Labels read ``LAS 16x8``: the policy first, the rest in declaration order."""
     return sorted(cols, key=lambda c: c != "policy")
+
+
+def _independent(rows: list[dict], cols: list[str]) -> list[str]:
+    """``cols`` without those fixed by the ones before them (``preempt`` follows from the policy,
+    ``num_jobs`` from the cluster in a ``cases`` axis): they would only lengthen the labels."""
+    keep: list[str] = []
+    for c in cols:
+        seen: dict = {}
+        for r in rows:
+            k = json.dumps([r.get(x) for x in keep], default=str)
+            seen.setdefault(k, set()).add(json.dumps(r.get(c), sort_keys=True, default=str))
+        if not keep or any(len(v) > 1 for v in seen.values()):
+            keep.append(c)
+    return keep
 
 
 def _fmt(v) -> str:
