@@ -179,6 +179,9 @@ def avg_jct_vs_load(summary, stem, metric: str = "avg_jct_s", by="policy", x: st
     # line styles by the second column; an unset value (None) gets the solid line
     seconds = sorted({k[1] for k in keys}, key=lambda v: (v is not None, str(v))) if len(cols) > 1 else []
     markers = {}
+    # with error bars, lines side by side at each x (1.2 % of the x range apart) so each bar shows
+    span = float(agg[x].max() - agg[x].min()) if agg.height else 0.0
+    dodge = 0.012 * span if nmax > 1 and len(keys) > 1 else 0.0
     for i, key in enumerate(keys):
         d = agg.filter(*[pl.col(c).is_null() if v is None else pl.col(c) == v for c, v in zip(cols, key)])
         if seconds:  # colour and marker by the first column, line style by the second
@@ -194,7 +197,7 @@ def avg_jct_vs_load(summary, stem, metric: str = "avg_jct_s", by="policy", x: st
         err = None
         if nmax > 1:
             err = np.vstack([mean - d["lo"].to_numpy() / unit_s, d["hi"].to_numpy() / unit_s - mean])
-        ax.errorbar(d[x].to_numpy(), mean, yerr=err, capsize=3 if err is not None else 0, elinewidth=1.0,
+        ax.errorbar(d[x].to_numpy() + dodge * (i - (len(keys) - 1) / 2), mean, yerr=err, capsize=3 if err is not None else 0, elinewidth=1.0,
                     label=label_of(dict(zip(cols, key)), cols), linewidth=1.6, **st)
     if reference is not None and reference.height:
         _draw_reference(ax, reference, cols, x, metric, unit_s, markers, reference_label)
