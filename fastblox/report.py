@@ -25,7 +25,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em a
 h1{font-size:1.6em} h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
 th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right}
-th{background:#f3f3f3} td.s{text-align:left} .wide{overflow-x:auto;max-width:100%}
+th{background:#f3f3f3} td{white-space:nowrap} td.s{text-align:left} .wide{overflow-x:auto;max-width:100%}
 figure{display:inline-block;margin:.5em;vertical-align:top} figure img{max-width:560px;border:1px solid #eee}
 figure{max-width:560px} figcaption{font-size:.85em;color:#444;text-align:left}
 figcaption .file{color:#999;font-size:.9em} .const{font-size:.85em;color:#444}
