@@ -31,8 +31,10 @@ def add_experiment_commands(sub) -> None:
     p.set_defaults(func=cmd_experiment)
 
     r = sub.add_parser("report", help="write a self-contained HTML report of a results folder",
-                       description="Write RESULTS_DIR/report.html: the summary table(s) and every PNG figure "
-                       "of a sweep or experiment folder, images embedded.")
+                       description="Write RESULTS_DIR/report.html: the summary table(s) (only the columns that "
+                       "vary; constant ones listed once above) and every PNG figure with its caption, images "
+                       "embedded, of a run, sweep or experiment folder. A run or sweep folder without figures gets "
+                       "its standard figures drawn first (as `fastblox plot` does).")
     r.add_argument("results_dir", metavar="RESULTS_DIR")
     r.add_argument("--out", metavar="FILE", default=None, help="where to write (default: RESULTS_DIR/report.html)")
     r.set_defaults(func=cmd_report)

@@ -333,7 +333,7 @@ def _cell(v, div: float, base) -> str:
         return "n/a"
     text = f"{v / div:,.2f}" if div != 1.0 else f"{v:,.0f}"
     if base is not None:
-        text += f" (x{v / base:.2f})" if base and base == base else " (x-)"
+        text += (f" (x{v / base:,.2f})" if v / base < 100 else f" (x{v / base:,.0f})") if base and base == base else " (x-)"
     return text
 
 

@@ -46,7 +46,8 @@ def _save(fig, stem, caption: str | None = None) -> list[Path]:
     title = _title_of(fig)
     fig.tight_layout()
     fig.savefig(paths[0], dpi=120, metadata={"Title": title, "Description": caption or title})
-    fig.savefig(paths[1], metadata={"Title": title, "Subject": caption or title})
+    # no creation date: the same figure gives the same bytes
+    fig.savefig(paths[1], metadata={"Title": title, "Subject": caption or title, "CreationDate": None})
     plt.close(fig)
     return paths
 
