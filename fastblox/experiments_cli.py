@@ -23,7 +23,7 @@ def add_experiment_commands(sub) -> None:
     )
     p.add_argument("name", metavar="NAME", help=f"one of: {', '.join(EXPERIMENTS)}")
     p.add_argument("--out", metavar="DIR", required=True, help="output folder (created; reused to resume)")
-    p.add_argument("--quick", action="store_true", help="a smaller grid (a few seconds)")
+    p.add_argument("--quick", action="store_true", help="a smaller grid and 2 seeds instead of 3 (seconds to a minute)")
     p.add_argument("--executor", choices=["local", "threads", "serial", "ray"], default="threads",
                    help="how the sweep's points run (default: threads)")
     p.add_argument("--workers", type=positive_int, default=None, help="threads or processes (default: CPU count)")

@@ -63,6 +63,13 @@ def test_plot_run_folder(runs, capsys, tmp_path):
     assert cap.startswith("Cumulative distribution of the job completion times") and "the run" in cap
 
 
+def test_figures_are_deterministic(runs, tmp_path):
+    for d in ("a", "b"):
+        assert main(["plot", str(runs[0]), "--out", str(tmp_path / d)]) == 0
+    for f in ("jct_cdf.png", "jct_cdf.pdf", "timeseries.pdf"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+
+
 def test_plot_runs_overlaid_labels(runs, tmp_path):
     # the options that differ: the policy (preempt follows from it and is left out of the label)
     assert run_labels([read_run(p) for p in runs]) == ["LAS", "FIFO"]
