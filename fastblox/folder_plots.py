@@ -216,7 +216,7 @@ def plot_sweep(root: Path, out: Path) -> list[Path]:
     """The standard figures of a sweep folder (see the module's docstring)."""
     import polars as pl
 
-    from .plots import avg_jct_vs_load, bar_chart, jct_cdf, timeseries
+    from .plots import avg_jct_vs_load, bar_chart, jct_cdf
 
     s = _read(root / SWEEP_FILE)
     if s.height == 0:
