@@ -201,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_sweep_commands(sub)
     add_experiment_commands(sub)
+    from .plot_cli import add_plot_commands
+
+    add_plot_commands(sub)
     return ap
 
 

@@ -23,7 +23,7 @@ tracked jobs run) and the backlog drains after the last arrival.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -31,6 +31,12 @@ from .errors import ConfigError
 from .outputs import json_text, prepare_dir
 
 FIG6_LOADS = [1, 2, 3, 4, 5, 6, 7, 8, 9]
+#: every recipe of a generated workload runs these seeds (seed 1 is Blox's); ``--quick`` the first two
+SEEDS = (1, 2, 3)
+QUICK_SEEDS = SEEDS[:2]
+GAVEL_SEEDS = (0, 1, 2)  # Gavel's generator: seed 0 by default
+#: Blox's published Figure 6 values, where there are any (``datasets/README.md`` says what was found)
+FIG6_PUBLISHED = "blox_fig6_published.csv"
 FIG6_QUICK_LOADS = [2, 5, 8]
 POLICIES = ["fifo", "las", "srtf"]
 WITH_DYNAMIC = POLICIES + ["dynamic"]
@@ -63,13 +69,16 @@ class Figure:
     at: dict = field(default_factory=dict)
     label: tuple = ("policy",)
     opts: dict = field(default_factory=dict)
+    caption: str = ""  # what the figure shows (may name selected values); the report's caption
 
 
 @dataclass(frozen=True)
 class Recipe:
     """A named experiment: the sweep ``{"base": base, "grid": grid}`` (``quick`` replaces keys of
-    either table, ``{"base": {...}, "grid": {...}}``), the summary's sort order, its figures, and
-    ``derive(summary) -> summary`` adding columns the figures plot (optional)."""
+    either table, ``{"base": {...}, "grid": {...}}``), the summary's sort order, its figures,
+    ``derive(summary) -> summary`` adding columns the figures plot (optional), and the ``seeds``
+    every grid point runs with (``quick_seeds`` with ``--quick``; empty: the base's one seed).
+    Lines against the load show the mean over the seeds with min-max error bars."""
 
     name: str
     description: str
@@ -79,14 +88,21 @@ class Recipe:
     quick: dict = field(default_factory=dict)
     sort: tuple = ("policy", "load")
     derive: Callable | None = None
+    seeds: tuple = ()  # every grid point once per seed (empty: the base's one seed)
+    quick_seeds: tuple = ()
 
     def config(self, quick: bool = False) -> dict:
         base, grid = dict(self.base), dict(self.grid)
         if quick:
             base.update(self.quick.get("base", {}))
             grid.update(self.quick.get("grid", {}))
-        return {"name": self.name + ("-quick" if quick else ""), "description": self.description,
-                "base": base, "grid": grid}
+        cfg = {"name": self.name + ("-quick" if quick else ""), "description": self.description,
+               "base": base, "grid": grid}
+        seeds = self.quick_seeds if quick else self.seeds
+        if seeds:
+            base.pop("seed", None)
+            cfg["seeds"] = list(seeds)
+        return cfg
 
 
 RECIPES: dict[str, Recipe] = {}
@@ -129,7 +145,7 @@ def run_experiment(name: str, out_dir, quick: bool = False, executor: str = "thr
     s = res.summary
     if recipe.derive is not None:
         s = recipe.derive(s)
-    s = s.sort([c for c in recipe.sort if c in s.columns], nulls_last=True)
+    s = s.sort([c for c in [*recipe.sort, "seed"] if c in s.columns], nulls_last=True)
     files: dict = {}
     s.write_csv(out / "summary.csv")
     files.update(summary=out / "summary.parquet", summary_csv=out / "summary.csv", sweep=out / "sweep.toml")
@@ -139,6 +155,7 @@ def run_experiment(name: str, out_dir, quick: bool = False, executor: str = "thr
             continue
         names = {k: _fmt(rows[k][0]) for k in fig.at if k in rows.columns}
         stem, title = fig.stem.format(**names), fig.title.format(**names)
+        fig = replace(fig, caption=fig.caption.format(**names))
         paths = FIGURE_KINDS[fig.kind](fig, rows, out, out / stem, title)
         if paths:
             files[f"{stem}_png"], files[f"{stem}_pdf"] = paths
@@ -180,10 +197,28 @@ def _side_table(out: Path, point_id: str, name: str):
     return pl.read_parquet(p) if p.exists() else None
 
 
-def _labels(fig: Figure, rows) -> list:
+def _by_label(fig: Figure, rows) -> dict:
+    """``{label: [row, ...]}``: the summary rows of each line, in seed order (several when the
+    recipe runs several seeds)."""
     from .plots import label_of
 
-    return [(label_of(r, fig.label), r) for r in rows.iter_rows(named=True)]
+    out: dict = {}
+    for r in rows.sort("seed").iter_rows(named=True):
+        out.setdefault(label_of(r, fig.label), []).append(r)
+    return out
+
+
+def _seeds_note(groups: dict, pooled: bool) -> str:
+    n = max((len(v) for v in groups.values()), default=0)
+    if n <= 1:
+        return ""
+    if pooled:
+        return f" Each curve pools the tracked jobs of {n} seeds."
+    return f" Shown: seed {next(iter(groups.values()))[0]['seed']} (one of {n} seeds)."
+
+
+def _caption(fig: Figure, title: str, note: str = "") -> str:
+    return (fig.caption or title.rstrip(".") + ".") + note
 
 
 def _fig_vs_load(fig, rows, out, stem, title):
@@ -191,64 +226,83 @@ def _fig_vs_load(fig, rows, out, stem, title):
 
     opts = dict(fig.opts)
     opts.setdefault("by", list(fig.label) if len(fig.label) > 1 else fig.label[0])
-    return avg_jct_vs_load(rows, stem, title=title, **opts)
+    if "reference" in opts:  # a bundled table of published points
+        opts["reference"] = _reference(opts["reference"])
+    return avg_jct_vs_load(rows, stem, title=title, caption=fig.caption or None, **opts)
+
+
+def _reference(name: str):
+    import polars as pl
+
+    from .datasets import sample_path
+
+    return pl.read_csv(sample_path(name), comment_prefix="#")
 
 
 def _fig_bars(fig, rows, out, stem, title):
     from .plots import bar_chart
 
-    return bar_chart(rows, stem, title=title, **fig.opts)
+    return bar_chart(rows, stem, title=title, caption=fig.caption or None, **fig.opts)
 
 
 def _fig_cdf(fig, rows, out, stem, title):
+    import polars as pl
+
     from .plots import jct_cdf
 
-    return jct_cdf({lab: _jobs(out, r["point_id"])["jct_s"] for lab, r in _labels(fig, rows)}, stem, title=title)
+    groups = _by_label(fig, rows)
+    jct = {lab: pl.concat([_jobs(out, r["point_id"])["jct_s"] for r in rs]) for lab, rs in groups.items()}
+    return jct_cdf(jct, stem, title=title, caption=_caption(fig, title, _seeds_note(groups, pooled=True)))
 
 
-def _series_of(fig, rows, out) -> dict:
-    ser = {lab: _side_table(out, r["point_id"], "series") for lab, r in _labels(fig, rows)}
-    return {k: v for k, v in ser.items() if v is not None}
+def _first_seed_tables(fig, rows, out, name: str):
+    groups = _by_label(fig, rows)
+    tabs = {lab: _side_table(out, rs[0]["point_id"], name) for lab, rs in groups.items()}
+    return {k: v for k, v in tabs.items() if v is not None}, _seeds_note(groups, pooled=False)
 
 
 def _fig_timeseries(fig, rows, out, stem, title):
     from .plots import timeseries
 
-    ser = _series_of(fig, rows, out)
-    return timeseries(ser, stem, title=title) if ser else None
+    ser, note = _first_seed_tables(fig, rows, out, "series")
+    return timeseries(ser, stem, title=title, caption=_caption(fig, title, note)) if ser else None
 
 
 def _fig_preemptions(fig, rows, out, stem, title):
     from .plots import preemptions
 
-    ser = _series_of(fig, rows, out)
-    return preemptions(ser, stem, title=title) if ser else None
+    ser, note = _first_seed_tables(fig, rows, out, "series")
+    return preemptions(ser, stem, title=title, caption=_caption(fig, title, note)) if ser else None
 
 
 def _fig_policy_timeline(fig, rows, out, stem, title):
     from .plots import policy_timeline
 
-    per = {lab: _side_table(out, r["point_id"], "periods") for lab, r in _labels(fig, rows)}
-    per = {k: v for k, v in per.items() if v is not None}
-    return policy_timeline(per, stem, title=title) if per else None
+    per, note = _first_seed_tables(fig, rows, out, "periods")
+    return policy_timeline(per, stem, title=title, caption=_caption(fig, title, note)) if per else None
 
 
 def _fig_policy_shares(fig, rows, out, stem, title):
     from .plots import policy_shares
 
     cands = rows["candidates"][0].split(",")
-    return policy_shares(rows, stem, cands, title=title, **fig.opts)
+    note = " Shares averaged over the seeds of each load." if rows["seed"].n_unique() > 1 else ""
+    return policy_shares(rows, stem, cands, title=title, caption=_caption(fig, title, note), **fig.opts)
 
 
 def _fig_jct_by_gpus(fig, rows, out, stem, title):
-    """Mean JCT of the tracked jobs per gang size, one bar per line label."""
+    """Mean JCT of the tracked jobs per gang size, one bar per line label (seeds pooled)."""
+    import polars as pl
+
     from .plots import metric_by_group
 
+    groups = _by_label(fig, rows)
     vals = {}
-    for lab, r in _labels(fig, rows):
-        j = _jobs(out, r["point_id"]).group_by("num_gpus").agg(_mean_jct())
+    for lab, rs in groups.items():
+        j = pl.concat([_jobs(out, r["point_id"]) for r in rs]).group_by("num_gpus").agg(_mean_jct())
         vals[lab] = dict(zip(j["num_gpus"].to_list(), j["jct_s"].to_list()))
-    return metric_by_group(vals, stem, xlabel="GPUs per job", ylabel="average JCT (h)", title=title)
+    return metric_by_group(vals, stem, xlabel="GPUs per job", ylabel="average JCT (h)", title=title,
+                           caption=_caption(fig, title, _seeds_note(groups, pooled=True)))
 
 
 def _mean_jct():
@@ -281,10 +335,13 @@ for _r in (
         "Blox Figure 6: FIFO/LAS/SRTF avg JCT vs load (1..9 jobs/h), Blox paper workload, 32x4, compat mode, "
         "jobs 3000..4000 tracked",
         base={**BLOX_BASE, "record_series": True}, grid={"policy": POLICIES, "load": FIG6_LOADS},
-        quick={"grid": {"load": FIG6_QUICK_LOADS}},
+        quick={"grid": {"load": FIG6_QUICK_LOADS}}, seeds=SEEDS, quick_seeds=QUICK_SEEDS,
         figures=(
             Figure(_VS, "avg_jct_vs_load", "Blox Fig. 6: average JCT of jobs 3000-4000 (32x4 GPUs, compat)",
-                   opts={"ylabel": "average JCT (h)"}),
+                   opts={"ylabel": "average JCT (h)", "reference": FIG6_PUBLISHED,
+                         "reference_label": "Blox (published)"},
+                   caption="Blox Fig. 6 replayed: average JCT of the tracked jobs 3000-4000 of Blox's paper "
+                           "workload on 32x4 GPUs (compat mode) against the arrival rate, per policy."),
             Figure(_VS, "avg_responsiveness_vs_load", "average responsiveness (submit to first round scheduled)",
                    opts={"metric": "avg_responsiveness_s", "ylabel": "average responsiveness (h)"}),
             Figure("cdf", "jct_cdf_load{load}", "JCT CDF of jobs 3000-4000 at load {load} jobs/h", at={"load": "max"}),
@@ -299,7 +356,8 @@ for _r in (
         "Blox Figures 12-13: LAS/SRTF/FIFO x accept-all vs load-based admission (load:1.0..1.5) at load 9 jobs/h, "
         "32x4, compat mode",
         base={**BLOX_BASE, "load": 9}, grid={"policy": ["las", "srtf", "fifo"], "admission": ADMISSIONS},
-        quick={"grid": {"admission": ADMISSIONS_QUICK}}, sort=("policy", "admission"),
+        quick={"grid": {"admission": ADMISSIONS_QUICK}}, sort=("policy", "admission"), seeds=SEEDS,
+        quick_seeds=QUICK_SEEDS,
         figures=(
             Figure("bars", "avg_jct_by_admission", "Blox Figs. 12-13: average JCT at load 9 jobs/h by admission",
                    opts={"ylabel": "average JCT (h)"}),
@@ -333,7 +391,7 @@ for _r in (
         base={k: v for k, v in NATIVE_BLOX_BASE.items() if k != "horizon_s"},
         grid={"policy": WITH_DYNAMIC, "load": SATURATION_LOADS, "horizon_s": [3600, 21600]},
         quick={"base": NATIVE_BLOX_QUICK, "grid": {"load": [6, 9]}},
-        sort=("policy", "horizon_s", "load"),
+        sort=("policy", "horizon_s", "load"), seeds=SEEDS, quick_seeds=QUICK_SEEDS,
         figures=(
             Figure(_VS, "avg_jct_vs_load", "average JCT: dynamic selection vs fixed policies (32x4)",
                    label=("policy", "horizon_s"), opts={"ylabel": "average JCT (h)"}),
@@ -350,7 +408,7 @@ for _r in (
         "FIFO/LAS/SRTF (and dynamic selection) on Blox's workload beyond the paper's loads: 8..16 jobs/h "
         "(offered 1.06..2.1x the GPUs), 32x4, native engine, 300 s rounds, 4,000 jobs, 1000..2999 tracked",
         base=NATIVE_BLOX_BASE, grid={"policy": WITH_DYNAMIC, "load": [8, 10, 12, 14, 16]},
-        quick={"base": NATIVE_BLOX_QUICK, "grid": {"load": [10, 14]}},
+        quick={"base": NATIVE_BLOX_QUICK, "grid": {"load": [10, 14]}}, seeds=SEEDS, quick_seeds=QUICK_SEEDS,
         figures=(
             Figure(_VS, "avg_jct_vs_load", "average JCT beyond the paper's loads (32x4)",
                    opts={"ylabel": "average JCT (h)"}),
@@ -366,7 +424,8 @@ for _r in (
         base={"workload": "gavel", "seed": 0, "num_jobs": 2000, "cluster": "32x4", "time_model": "rounds",
               "round_s": 300, "period_s": 3600, "horizon_s": 21600, "lookahead": "known"},
         grid={"policy": WITH_DYNAMIC, "load": [2, 3, 3.5, 4, 4.5, 5]},
-        quick={"base": {"num_jobs": 400}, "grid": {"load": [2, 5]}},
+        quick={"base": {"num_jobs": 400}, "grid": {"load": [2, 5]}}, seeds=GAVEL_SEEDS,
+        quick_seeds=GAVEL_SEEDS[:2],
         figures=(
             Figure(_VS, "avg_jct_vs_load", "Gavel's job mix: average JCT (32x4)",
                    opts={"ylabel": "average JCT (h)"}),
@@ -391,7 +450,7 @@ for _r in (
             {"cluster": "32x4", "load": 7, "num_jobs": 600, "track": "100:499"},
             {"cluster": "128x4", "load": LARGE_SCALE * 7, "num_jobs": LARGE_SCALE * 600,
              "track": f"{LARGE_SCALE * 100}:{LARGE_SCALE * 500 - 1}"}]}},
-        sort=("cluster", "policy", "load"), derive=_per_128_gpus,
+        sort=("cluster", "policy", "load"), derive=_per_128_gpus, seeds=SEEDS, quick_seeds=QUICK_SEEDS,
         figures=(
             Figure(_VS, "avg_jct_vs_load", "average JCT on 32x4 and 128x4 at the same load per GPU",
                    label=("policy", "cluster"),
@@ -411,6 +470,7 @@ for _r in (
         grid={"policy": HETERO_POLICIES, "load": [1, 2, 3, 4]},
         quick={"base": {"num_jobs": 120}, "grid": {"policy": ["fifo", "tiresias", "gavel", "gavel-las-agnostic"],
                                                    "load": [3]}},
+        seeds=GAVEL_SEEDS, quick_seeds=GAVEL_SEEDS[:2],
         figures=(
             Figure(_VS, "avg_jct_vs_load", "average JCT on v100/p100/k80 (36 GPUs each)",
                    opts={"ylabel": "average JCT (h)"}),

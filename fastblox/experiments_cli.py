@@ -23,7 +23,7 @@ def add_experiment_commands(sub) -> None:
     )
     p.add_argument("name", metavar="NAME", help=f"one of: {', '.join(EXPERIMENTS)}")
     p.add_argument("--out", metavar="DIR", required=True, help="output folder (created; reused to resume)")
-    p.add_argument("--quick", action="store_true", help="a smaller grid (a few seconds)")
+    p.add_argument("--quick", action="store_true", help="a smaller grid and 2 seeds instead of 3 (seconds to a minute)")
     p.add_argument("--executor", choices=["local", "threads", "serial", "ray"], default="threads",
                    help="how the sweep's points run (default: threads)")
     p.add_argument("--workers", type=positive_int, default=None, help="threads or processes (default: CPU count)")
@@ -31,8 +31,10 @@ def add_experiment_commands(sub) -> None:
     p.set_defaults(func=cmd_experiment)
 
     r = sub.add_parser("report", help="write a self-contained HTML report of a results folder",
-                       description="Write RESULTS_DIR/report.html: the summary table(s) and every PNG figure "
-                       "of a sweep or experiment folder, images embedded.")
+                       description="Write RESULTS_DIR/report.html: the summary table(s) (only the columns that "
+                       "vary; constant ones listed once above) and every PNG figure with its caption, images "
+                       "embedded, of a run, sweep or experiment folder. A run or sweep folder without figures gets "
+                       "its standard figures drawn first (as `fastblox plot` does).")
     r.add_argument("results_dir", metavar="RESULTS_DIR")
     r.add_argument("--out", metavar="FILE", default=None, help="where to write (default: RESULTS_DIR/report.html)")
     r.set_defaults(func=cmd_report)

@@ -2,8 +2,11 @@
 experiment): its summary table(s) and every PNG figure in it, embedded as base64 (no external files).
 
 The table is ``summary.parquet`` of the folder when there is one, else every ``summary*.parquet``
-found below it (one table each). Parameter columns that hold the same value in every row are
-listed once above the table instead of repeated in it.
+found below it (one table each); a run folder's ``summary.json`` gives a one-row table. Columns
+that hold the same value in every row are listed once above the table instead of repeated in it,
+and columns empty in every row are left out (and named). Each figure's caption is the one stored
+in its PNG (:func:`fastblox.plots.caption_of`). A run or sweep folder without figures gets its
+standard ones drawn first (:func:`fastblox.folder_plots.plot_folders`).
 """
 
 from __future__ import annotations
@@ -14,20 +17,18 @@ import json
 import math
 from pathlib import Path
 
-from .sweep.config import PARAM_KEYS
+from .errors import ConfigError
 
-#: the sweep parameter columns (derived from fastblox.RunSpec through the sweep config)
-PARAM_COLS = ("point_id",) + PARAM_KEYS
-HOUR_COLS_SUFFIX = "_s"
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 h1{font-size:1.6em} h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
 th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right}
-th{background:#f3f3f3} td.s{text-align:left}
+th{background:#f3f3f3} td{white-space:nowrap} td.s{text-align:left} .wide{overflow-x:auto;max-width:100%}
 figure{display:inline-block;margin:.5em;vertical-align:top} figure img{max-width:560px;border:1px solid #eee}
-figcaption{font-size:.85em;color:#555;text-align:center} .const{font-size:.85em;color:#444}
+figure{max-width:560px} figcaption{font-size:.85em;color:#444;text-align:left}
+figcaption .file{color:#999;font-size:.9em} .const{font-size:.85em;color:#444}
 """
 
 
@@ -45,24 +46,36 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _table_html(df) -> str:
-    rows = df.to_dicts()
-    const = {}
-    cols = []
+def _empty(v) -> bool:
+    return v is None or v == "" or (isinstance(v, float) and math.isnan(v))
+
+
+def split_columns(df) -> tuple[list[str], dict, list[str]]:
+    """``(shown, constant, empty)``: the columns whose values differ between rows (``point_id``
+    always), those with one value in every row (``{column: value}``; with one row, none), and
+    those empty in every row (null, NaN or ``""``)."""
+    shown, const, empty = [], {}, []
     for c in df.columns:
         vals = df[c].to_list()
-        if c in PARAM_COLS and c != "point_id" and len(rows) > 1 and all(v == vals[0] for v in vals):
+        if all(_empty(v) for v in vals):
+            empty.append(c)
+        elif c != "point_id" and len(vals) > 1 and all(v == vals[0] for v in vals):
             const[c] = vals[0]
-        elif c in PARAM_COLS and all(v is None or v == "" for v in vals):
-            continue
         else:
-            cols.append(c)
+            shown.append(c)
+    return shown, const, empty
+
+
+def _table_html(df) -> str:
+    rows = df.to_dicts()
+    cols, const, empty = split_columns(df)
     out = []
     if const:
-        items = ", ".join(f"<b>{html.escape(k)}</b> = {html.escape(_fmt(v))}" for k, v in const.items()
-                          if v not in (None, ""))
+        items = ", ".join(f"<b>{html.escape(k)}</b> = {html.escape(_fmt(v))}" for k, v in const.items())
         out.append(f'<p class="const">Same in every row: {items}</p>')
-    out.append("<table><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr></thead><tbody>")
+    if empty:
+        out.append(f'<p class="const">Empty in every row (not shown): {html.escape(", ".join(empty))}</p>')
+    out.append('<div class="wide"><table><thead><tr>' + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr></thead><tbody>")
     for r in rows:
         cells = []
         for c in cols:
@@ -73,8 +86,25 @@ def _table_html(df) -> str:
                 text += f" ({v / 3600:.1f} h)"
             cells.append(f"<td{cls}>{html.escape(text)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "\n".join(out)
+
+
+def _run_table(root: Path):
+    """A run folder's ``summary.json`` (configuration and summary) as a one-row table."""
+    import polars as pl
+
+    doc = _read(root / "summary.json", lambda p: json.loads(p.read_text()))
+    row = {k: v for k, v in {**doc.get("config", {}), **doc.get("summary", {})}.items()
+           if not isinstance(v, (dict, list))}
+    return pl.DataFrame([row], infer_schema_length=None)
+
+
+def _caption(png: Path, root: Path) -> str:
+    """The caption stored in the figure (:func:`fastblox.plots.caption_of`), else its file name."""
+    from .plots import caption_of
+
+    return caption_of(png) or png.stem.replace("_", " ")
 
 
 def _summaries(root: Path) -> list[Path]:
@@ -84,11 +114,33 @@ def _summaries(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("summary*.parquet") if not p.name.startswith("."))
 
 
-def write_report(results_dir, out=None, title: str | None = None) -> Path:
-    """Write ``<results_dir>/report.html`` (or ``out``) and return its path."""
-    import polars as pl
+def _pngs(root: Path) -> list[Path]:
+    """The folder's figures (not those under ``points/``): summaries against a parameter first,
+    then distributions, then the rest; by path within each."""
+    def rank(p: Path) -> tuple:
+        n = p.stem
+        return (0 if "_vs_" in n or "_by_" in n else 1 if "cdf" in n else 2, str(p.relative_to(root)))
 
-    from .errors import ConfigError
+    return sorted((p for p in root.rglob("*.png") if "points" not in p.relative_to(root).parts), key=rank)
+
+
+def _draw(root: Path) -> list[Path]:
+    """A run or sweep folder without figures: draw its standard ones (``fastblox plot``); other
+    folders: none."""
+    from .folder_plots import default_out, folder_kind, plot_folders
+
+    try:
+        folder_kind(root)
+    except ConfigError:
+        return []
+    plot_folders([root], out=default_out(root))
+    return _pngs(root)
+
+
+def write_report(results_dir, out=None, title: str | None = None, plot: bool = True) -> Path:
+    """Write ``<results_dir>/report.html`` (or ``out``) and return its path. A run or sweep
+    folder without PNG figures gets its standard figures drawn first (``plot=False``: not)."""
+    import polars as pl
 
     root = Path(results_dir)
     if not root.is_dir():
@@ -104,25 +156,32 @@ def write_report(results_dir, out=None, title: str | None = None) -> Path:
         parts.append(f"<p>{html.escape(meta.get('description', ''))}{q}</p>")
     sums = _summaries(root)
     parts.append("<h2>Summary</h2>")
-    if not sums:
+    is_run = not sums and (root / "summary.json").is_file()
+    if is_run:
+        parts.append(_table_html(_run_table(root)))
+    elif not sums:
         parts.append("<p>No summary*.parquet found.</p>")
     for p in sums:
         df = _read(p, pl.read_parquet)
-        sort = [c for c in ("cluster", "policy", "admission", "load") if c in df.columns]
+        sort = [c for c in ("cluster", "policy", "admission", "load", "seed") if c in df.columns]
         if sort:
             df = df.sort(sort)
         if len(sums) > 1 or p.parent != root:
             parts.append(f"<h3>{html.escape(str(p.relative_to(root)))}</h3>")
         parts.append(f"<p>{df.height} rows; times in seconds (hours in brackets).</p>")
         parts.append(_table_html(df))
-    pngs = sorted(p for p in root.rglob("*.png") if "points" not in p.relative_to(root).parts)
+    pngs = _pngs(root)
+    if not pngs and plot:
+        pngs = _draw(root)
     parts.append("<h2>Figures</h2>")
     if not pngs:
         parts.append("<p>No PNG figures found.</p>")
     for p in pngs:
         b64 = base64.b64encode(p.read_bytes()).decode("ascii")
-        cap = html.escape(str(p.relative_to(root)))
-        parts.append(f'<figure><img src="data:image/png;base64,{b64}" alt="{cap}"><figcaption>{cap}</figcaption></figure>')
+        rel = html.escape(str(p.relative_to(root)))
+        cap = html.escape(_caption(p, root))
+        parts.append(f'<figure><img src="data:image/png;base64,{b64}" alt="{cap}">'
+                     f'<figcaption>{cap} <span class="file">{rel}</span></figcaption></figure>')
     parts.append("</body></html>\n")
     dest = Path(out) if out is not None else root / "report.html"
     tmp = dest.with_name(f".{dest.name}.tmp")

@@ -1,6 +1,7 @@
 """Named experiments, their figures and the HTML report."""
 
 import argparse
+import re
 
 import polars as pl
 import pytest
@@ -29,9 +30,10 @@ def test_fig6_quick_files(fig6):
 def test_fig6_quick_summary(fig6):
     out, _ = fig6
     s = pl.read_parquet(out / "summary.parquet")
-    assert s.height == 9
-    assert sorted(set(s["load"].to_list())) == [2.0, 5.0, 8.0]
-    at8 = {r["policy"]: r for r in s.filter(pl.col("load") == 8.0).iter_rows(named=True)}
+    assert s.height == 18  # 3 policies x 3 loads x 2 seeds
+    assert sorted(set(s["load"].to_list())) == [2.0, 5.0, 8.0] and set(s["seed"]) == {1, 2}
+    # Blox's seed (1)
+    at8 = {r["policy"]: r for r in s.filter((pl.col("load") == 8.0) & (pl.col("seed") == 1)).iter_rows(named=True)}
     fifo = at8["fifo"]
     # Blox's Figure 6: SRTF's average JCT is far below FIFO's at high load.
     assert at8["srtf"]["avg_jct_s"] < fifo["avg_jct_s"]
@@ -50,6 +52,20 @@ def test_report(fig6):
     assert '<img src="data:image/png;base64,' in text
     assert "<table>" in text and "avg_jct_s" in text and "srtf" in text
     assert text.count("<img") == 5
+    # captions say what each figure shows, from the recipe (not file names), with the seeds' spread
+    caps = re.findall(r"<figcaption>(.*?) <span", text)
+    assert len(caps) == 5
+    fig6 = next(c for c in caps if c.startswith("Blox Fig. 6 replayed"))
+    assert "mean of 2 seeds; error bars span the min-max across seeds" in fig6
+    assert "not joined by lines: 3 values of load" in fig6  # quick mode: 2, 5, 8 are not a curve
+    assert "Blox (published): no numeric values available, none drawn." in fig6
+    assert any("pools the tracked jobs of 2 seeds" in c for c in caps)
+    assert any("Shown: seed 1 (one of 2 seeds)" in c for c in caps)
+    # constant columns listed once, always-empty ones left out of the table
+    head = re.search(r"<thead>(.*?)</thead>", text).group(1)
+    assert "<th>policy</th>" in head and "<th>load</th>" in head and "<th>seed</th>" in head
+    assert "<th>workload</th>" not in head and "<b>workload</b> = blox" in text
+    assert "<th>trace</th>" not in head and "Empty in every row (not shown): " in text
 
 
 def test_report_finds_nested_summaries(fig6, tmp_path):
@@ -86,7 +102,7 @@ def test_cli(fig6, tmp_path):
 def test_admission_quick(tmp_path):
     files = run_experiment("blox-admission", tmp_path, quick=True)
     s = pl.read_parquet(files["summary"])
-    assert s.height == 6 and set(s["admission"]) == {"accept-all", "load:1.2"}
+    assert s.height == 12 and set(s["admission"]) == {"accept-all", "load:1.2"} and set(s["seed"]) == {1, 2}
     assert files["avg_jct_by_admission_png"].exists()
 
 
@@ -142,7 +158,9 @@ def test_hetero_cluster_quick(tmp_path):
     s = pl.read_parquet(tmp_path / "summary.parquet")
     assert set(s["policy"]) == {"fifo", "tiresias", "gavel", "gavel-las-agnostic"}
     assert (s["throughput_table"] == "gavel").all() and (s["jobs_with_known_model"] == 120).all()
-    by = {r["policy"]: r for r in s.iter_rows(named=True)}
+    assert set(s["seed"]) == {0, 1}
+    by = {r["policy"]: r for r in s.group_by("policy").agg(pl.col("avg_jct_s").mean()).iter_rows(named=True)}
     # Gavel's heterogeneity-aware allocation beats its agnostic twin on the mixed cluster
     assert by["gavel"]["avg_jct_s"] < by["gavel-las-agnostic"]["avg_jct_s"]
+    by = {r["policy"]: r for r in s.iter_rows(named=True)}
     assert by["gavel"]["time_model"] == "rounds" and by["fifo"]["time_model"] == "events"
