@@ -34,7 +34,10 @@ EXPECTED = (f"a run folder ({' and '.join(RUN_FILES)}, as `fastblox run --out DI
             f"({SWEEP_FILE} and points/, as `fastblox sweep` and `fastblox experiment` write)")
 #: parameters that only decide where a figure's points lie, never a line of their own
 SPREAD_KEY = "seed"
-X_KEY = "load"
+#: the parameters that set a load, each with its axis label: a generator's arrival rate, or the
+#: offered load a trace's arrivals were rescaled to (``target_load``); the first that varies is x
+LOAD_KEYS = {"target_load": "offered load (GPU-seconds asked / GPU-seconds available)",
+             "load": "load (jobs per hour)"}
 HOUR = 3600.0
 
 
@@ -60,9 +63,10 @@ class Run:
     path: Path
     summary: dict
     config: dict
+    jobs_file: Path | None = None  # default: path / jobs.parquet (a sweep point: points/<id>.parquet)
 
     def jobs(self):
-        return _read(self.path / "jobs.parquet")
+        return _read(self.jobs_file or self.path / "jobs.parquet")
 
     def tracked_jct(self):
         import polars as pl
@@ -71,8 +75,24 @@ class Run:
         return j.filter(pl.col("tracked"))["jct_s"] if "tracked" in j.columns else j["jct_s"]
 
     def series(self):
-        p = self.path / "series.parquet"
+        p = self.path / "series.parquet" if self.jobs_file is None else self.jobs_file.with_suffix(".series.parquet")
         return _read(p) if p.is_file() else None
+
+
+def sweep_runs(root) -> list[Run]:
+    """The finished points of a sweep folder, each as a :class:`Run` (its summary, its parameters
+    as the configuration, its jobs), ordered by the parameters that vary (the policy first)."""
+    root = Path(root)
+    s = _read(root / SWEEP_FILE)
+    params = point_params(root, s)
+    cols = _policy_first(_varying(params, PARAM_KEYS))
+    runs = []
+    for pid, par in sorted(zip(s["point_id"].to_list(), params),
+                           key=lambda t: [(t[1].get(c) is None, str(t[1].get(c)) if not isinstance(t[1].get(c), (int, float))
+                                           else t[1].get(c)) for c in cols]):
+        doc = json.loads((root / "points" / f"{pid}.json").read_text())
+        runs.append(Run(root / "points" / pid, doc["summary"], par, root / "points" / f"{pid}.parquet"))
+    return runs
 
 
 def read_run(path) -> Run:
@@ -170,12 +190,14 @@ def point_params(root: Path, summary) -> list[dict]:
     return out
 
 
-def sweep_axes(params: list[dict]) -> tuple[list[str], bool, bool]:
-    """``(lines, load_varies, seeds_vary)``: the varying parameters that name a line (all but
-    the load and the seed), and whether the load and the seed vary."""
+def sweep_axes(params: list[dict]) -> tuple[list[str], str | None, bool]:
+    """``(lines, load_key, seeds_vary)``: the varying parameters that name a line (all but the
+    load and the seed), the load parameter that varies (:data:`LOAD_KEYS`; None if none does)
+    and whether the seed varies."""
     varying = _varying(params, PARAM_KEYS)
-    lines = _independent(params, _policy_first([c for c in varying if c not in (X_KEY, SPREAD_KEY)]))
-    return lines, X_KEY in varying, SPREAD_KEY in varying
+    x = next((k for k in LOAD_KEYS if k in varying), None)
+    lines = _independent(params, _policy_first([c for c in varying if c not in (x, SPREAD_KEY)]))
+    return lines, x, SPREAD_KEY in varying
 
 
 def _policy_first(cols: list[str]) -> list[str]:
@@ -221,16 +243,17 @@ def plot_sweep(root: Path, out: Path) -> list[Path]:
     s = _read(root / SWEEP_FILE)
     if s.height == 0:
         raise ConfigError(f"{root / SWEEP_FILE} has no rows: no point of the sweep has finished")
-    lines, load_varies, seeds_vary = sweep_axes(point_params(root, s))
+    lines, x, seeds_vary = sweep_axes(point_params(root, s))
     name = root.resolve().name
     paths: list[Path] = []
     by = lines or ["policy"]
     nseeds = s[SPREAD_KEY].n_unique() if SPREAD_KEY in s.columns else 1
     pooled = f" Each curve pools the tracked jobs of {nseeds} seeds." if seeds_vary else ""
-    if load_varies:
+    if x is not None:
         for metric, what in (("avg_jct_s", "average JCT"), ("p99_jct_s", "p99 JCT")):
             stem = f"{metric.removesuffix('_s')}_vs_load"
-            paths += avg_jct_vs_load(s, out / stem, metric=metric, by=by, title=f"{name}: {what} vs load",
+            paths += avg_jct_vs_load(s, out / stem, metric=metric, by=by, x=x, xlabel=LOAD_KEYS[x],
+                                     title=f"{name}: {what} vs load",
                                      ylabel=f"{what} (h)",
                                      caption=f"{what} of the tracked jobs against the load, one line per "
                                              f"{' / '.join(by)}.")
@@ -248,9 +271,9 @@ def plot_sweep(root: Path, out: Path) -> list[Path]:
             paths += bar_chart(t, out / stem, group=group, bars=bars, metric=metric, ylabel=f"{what} (h)",
                                title=f"{name}: {what} by {' and '.join(lines)}",
                                caption=f"{what} of the tracked jobs by {' and '.join(lines)}.")
-    loads = sorted(s[X_KEY].unique().to_list(), key=lambda v: (v is None, v or 0)) if load_varies else [None]
+    loads = sorted(s[x].unique().to_list(), key=lambda v: (v is None, v or 0)) if x is not None else [None]
     for load in loads:
-        rows = s if load is None else s.filter(pl.col(X_KEY) == load)
+        rows = s if load is None else s.filter(pl.col(x) == load)
         groups = _groups(rows, lines)
         jct = {lab: pl.concat([_point_jobs(root, r["point_id"])["jct_s"] for r in rs]) for lab, rs in groups.items()}
         at = "" if load is None else f" at load {_fmt(load)}"
@@ -258,17 +281,17 @@ def plot_sweep(root: Path, out: Path) -> list[Path]:
         paths += jct_cdf(jct, out / stem, title=f"{name}: JCT CDF of the tracked jobs{at}",
                          caption=f"Cumulative distribution of the tracked jobs' completion times{at}, one curve "
                                  f"per {' / '.join(lines) or 'point'}, log scale.{pooled}")
-    paths += _sweep_series(root, s, lines, loads[-1], name, out)
+    paths += _sweep_series(root, s, lines, x, loads[-1], name, out)
     return paths
 
 
-def _sweep_series(root: Path, s, lines, load, name: str, out: Path) -> list[Path]:
+def _sweep_series(root: Path, s, lines, x, load, name: str, out: Path) -> list[Path]:
     """Cluster state over time at ``load`` (the highest; None: every point), first seed of each line."""
     import polars as pl
 
     from .plots import timeseries
 
-    rows = s if load is None else s.filter(pl.col(X_KEY) == load)
+    rows = s if load is None else s.filter(pl.col(x) == load)
     series = {}
     seed = None
     for lab, rs in _groups(rows, lines).items():
@@ -363,9 +386,9 @@ def compare_runs(paths, out=None) -> tuple[str, list[Path]]:
     from .plots import jct_cdf
 
     paths = [Path(p) for p in paths]
-    if len(paths) < 2:
-        raise ConfigError("compare: give at least two run folders")
-    runs = [read_run(p) for p in paths]
+    runs = [r for p in paths for r in ([read_run(p)] if folder_kind(p) == "run" else sweep_runs(p))]
+    if len(runs) < 2:
+        raise ConfigError("compare: give at least two runs (run folders, or a sweep folder of several points)")
     labels = run_labels(runs)
     dest = Path(out) if out is not None else paths[0]
     figs = jct_cdf({lab: r.tracked_jct() for lab, r in zip(labels, runs)}, dest / "compare_jct_cdf",

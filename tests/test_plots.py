@@ -126,10 +126,8 @@ def test_plot_errors(tmp_path, runs, load_sweep, capsys):
         assert err.count("\n") == 1 and err.startswith("fastblox: error: ") and msg in err, err
     assert main(["plot", str(runs[0]), str(load_sweep)]) == 2
     assert "give run folders or sweep folders, not both" in capsys.readouterr().err
-    assert main(["compare", str(runs[0]), str(load_sweep)]) == 2
-    assert f"{load_sweep} is a sweep folder, not a run folder" in capsys.readouterr().err
     assert main(["compare", str(runs[0])]) == 2
-    assert "at least two run folders" in capsys.readouterr().err
+    assert "at least two runs (run folders, or a sweep folder of several points)" in capsys.readouterr().err
     assert folder_kind(runs[0]) == "run" and folder_kind(load_sweep) == "sweep"
 
 
@@ -185,3 +183,30 @@ def test_report_of_run_folder(runs, tmp_path):
     text = write_report(d).read_text()
     assert text.count("<img") == 3 and "<th>avg_jct_s</th>" in text and "<th>policy</th>" in text
     assert np.isfinite(read_run(d).summary["avg_jct_s"])
+
+
+def test_compare_a_sweep_folder_compares_its_points(load_sweep, tmp_path, capsys):
+    """A sweep's points are runs too: one row each, labelled by what varies, relative to the first."""
+    import polars as pl
+
+    assert main(["compare", str(load_sweep), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    s = pl.read_parquet(load_sweep / "summary.parquet")
+    rows = [ln for ln in out.splitlines() if ln.startswith(("FIFO", "SRTF"))]
+    assert len(rows) == s.height == 8
+    assert [r.split("  ")[0] for r in rows[:3]] == ["FIFO load 3 seed=0", "FIFO load 3 seed=1", "FIFO load 6 seed=0"]
+    assert "(x1.00)" in rows[0] and "(x1.00)" not in rows[1]
+    assert (tmp_path / "compare_jct_cdf.png").exists()
+
+
+def test_target_load_is_the_x_axis_of_a_trace_sweep(tmp_path):
+    """A trace swept over --target-load is drawn against the offered load it was rescaled to."""
+    from fastblox.folder_plots import sweep_axes
+
+    root = _sweep(tmp_path / "tl", {"policy": ["fifo", "las"], "target_load": [0.5, 0.7, 0.9, 1.1]},
+                  workload="sample", num_jobs=200, cluster="4x8")
+    assert main(["plot", str(root)]) == 0
+    assert {"avg_jct_vs_load", "p99_jct_vs_load"} <= _pngs(root)
+    assert "jct_cdf_load0.5" in {p.stem for p in root.glob("*.png")}
+    params = [{"policy": p, "target_load": x} for p in ("fifo", "las") for x in (0.5, 1.0)]
+    assert sweep_axes(params) == (["policy"], "target_load", False)
