@@ -39,14 +39,12 @@ def _fastblox_exe() -> str:
     return exe
 
 
-@pytest.fixture(scope="module")
-def tutorial(tmp_path_factory):
-    """Run the page; returns the folder it ran in and each command's output."""
-    work = tmp_path_factory.mktemp("tutorial")
+def run_steps(text: str, work: Path) -> dict:
+    """Run the steps of ``text`` in ``work`` (given the clone's ``datasets/``); each command's output."""
     shutil.copytree(ROOT / "datasets", work / "datasets")
     env = {**os.environ, "PATH": f"{Path(_fastblox_exe()).parent}{os.pathsep}{os.environ['PATH']}"}
     outputs = {}
-    for kind, payload in steps(PAGE.read_text()):
+    for kind, payload in steps(text):
         if kind == "file":
             (work / payload[0]).write_text(payload[1])
             continue
@@ -54,7 +52,23 @@ def tutorial(tmp_path_factory):
         p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, f"{payload!r} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
         outputs[payload] = p.stdout + p.stderr
-    return work, outputs
+    return outputs
+
+
+@pytest.fixture(scope="module")
+def tutorial(tmp_path_factory):
+    """Run the page; returns the folder it ran in and each command's output."""
+    work = tmp_path_factory.mktemp("tutorial")
+    return work, run_steps(PAGE.read_text(), work)
+
+
+@pytest.mark.slow
+def test_the_readme_quick_start_runs_word_for_word(tmp_path):
+    """The README's quick start, in a folder that has only what a clone has (its datasets/)."""
+    section = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    outputs = run_steps(section, tmp_path)
+    assert len(outputs) >= 8 and (tmp_path / "out" / "fig6" / "report.html").exists()
+    assert (tmp_path / "out" / "sweep" / "report.html").exists()
 
 
 def test_the_page_has_the_study_in_it():
