@@ -38,7 +38,7 @@ class RandomSampler:
     def ask(self, n: int) -> list[dict]:
         return [{k.name: k.clean(self._draw(k)) for k in self.knobs} for _ in range(n)]
 
-    def tell(self, values: list) -> None:
+    def tell(self, outcomes: list) -> None:
         """Random search learns nothing."""
 
     def _draw(self, k):
@@ -66,7 +66,7 @@ class TPESampler:
         self.dists = {k.name: _distribution(optuna, k) for k in knobs}
         with warnings.catch_warnings():  # constant_liar is marked experimental
             warnings.simplefilter("ignore")
-            sampler = optuna.samplers.TPESampler(seed=seed, constant_liar=batch > 1)
+            sampler = optuna.samplers.TPESampler(seed=seed, constant_liar=batch > 1, constraints_func=_violation)
         self.study = optuna.create_study(direction="minimize" if direction == "min" else "maximize", sampler=sampler)
         self.pending: list = []
 
@@ -76,15 +76,26 @@ class TPESampler:
             self.pending = [self.study.ask(self.dists) for _ in range(n)]
         return [{k.name: k.clean(t.params[k.name]) for k in self.knobs} for t in self.pending]
 
-    def tell(self, values: list) -> None:
-        """``values``: the objective of each trial asked last, or None (failed, incomplete)."""
+    def tell(self, outcomes: list) -> None:
+        """``outcomes``: ``(objective, unfinished)`` of each trial asked last; objective None: the
+        trial failed (Optuna ignores it). A trial whose runs stopped with ``unfinished`` tracked
+        jobs is infeasible (a constraint violated by that much), so TPE learns to avoid it while
+        its biased objective never makes it a best."""
         state = self.optuna.trial.TrialState
-        for t, v in zip(self.pending, values):
+        for t, (v, unfinished) in zip(self.pending, outcomes):
             if v is None:
                 self.study.tell(t, state=state.FAIL)
             else:
+                t.set_user_attr(VIOLATION, float(unfinished))
                 self.study.tell(t, float(v))
         self.pending = []
+
+
+VIOLATION = "unfinished_tracked_jobs"
+
+
+def _violation(frozen) -> list:
+    return [frozen.user_attrs.get(VIOLATION, 0.0)]
 
 
 def _distribution(optuna, k):

@@ -181,7 +181,7 @@ def _trial_row(cfg: SearchConfig, trial: int, rnd: int, values: dict, points: li
     """One row of search.parquet: the trial's knob values, status and objective (mean over its
     points, one per seed; the standard deviation over them, 0 for one seed)."""
     row = {"trial": trial, "round": rnd, "status": "failed", **values, "objective": math.nan,
-           "objective_std": math.nan, "num_seeds": len(points), "complete": False,
+           "objective_std": math.nan, "num_seeds": len(points), "complete": False, "unfinished": 0,
            "seeds": ",".join(str(p.params["seed"]) for p in points),
            "point_ids": ",".join(p.id for p in points), "error": err}
     vals, complete = [], True
@@ -196,7 +196,9 @@ def _trial_row(cfg: SearchConfig, trial: int, rnd: int, values: dict, points: li
             row["error"] = f"run {p.id}: its results cannot be read ({type(e).__name__})"
             return row
         vals.append(float(summary.get(cfg.objective, math.nan)))
-        complete &= bool(summary.get("complete", True))
+        if not summary.get("complete", True):
+            complete = False
+            row["unfinished"] += _unfinished(out, p.id)
     if err is not None or not vals:
         return row
     a = np.asarray(vals)
@@ -207,10 +209,19 @@ def _trial_row(cfg: SearchConfig, trial: int, rnd: int, values: dict, points: li
         row["error"] = f"{cfg.objective} is not a number (no tracked job finished?)"
     elif not complete:
         row["status"] = "incomplete"
-        row["error"] = "a run stopped before its tracked jobs finished (see its stop_reason); not a candidate"
+        row["error"] = (f"{row['unfinished']} tracked jobs had not finished when the runs stopped (see their "
+                        "stop_reason): the objective leaves them out; not a candidate")
     else:
         row["status"] = "ok"
     return row
+
+
+def _unfinished(out: Path, pid: str) -> int:
+    """Tracked jobs of a run that had not finished when it stopped (from its per-job table)."""
+    import polars as pl
+
+    jobs = pl.read_parquet(point_paths(out, pid)[0], columns=["tracked", "finish_s"])
+    return int((jobs["tracked"] & jobs["finish_s"].is_nan()).sum())
 
 
 def _better(cfg: SearchConfig, a: float, b: float) -> bool:
@@ -333,7 +344,7 @@ class _Run:
         first = len(self.rows)
         new = [_trial_row(self.cfg, first + i, rnd, v, pts, err, failures, self.out)
                for i, (v, pts, err) in enumerate(trials)]
-        sampler.tell([r["objective"] if r["status"] == "ok" else None for r in new])
+        sampler.tell([(None if r["status"] == "failed" else r["objective"], r["unfinished"]) for r in new])
         self.rows.extend(new)
         _write_results(self.out, self.cfg, self.rows)
 

@@ -59,7 +59,7 @@ FLOAT_DIGITS = 6
 #: The columns of search.parquet besides the knobs' (which follow KNOBS_AFTER), with their types;
 #: a knob cannot have one of these names.
 TRIAL_COLUMNS = {"trial": "int", "round": "int", "status": "str", "objective": "float", "objective_std": "float",
-                 "best_so_far": "float", "num_seeds": "int", "complete": "bool", "seeds": "str", "point_ids": "str",
+                 "best_so_far": "float", "num_seeds": "int", "complete": "bool", "unfinished": "int", "seeds": "str", "point_ids": "str",
                  "error": "str"}
 KNOBS_AFTER = "status"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
