@@ -229,7 +229,8 @@ def _better(cfg: SearchConfig, a: float, b: float) -> bool:
 
 
 def _best(cfg: SearchConfig, rows: list) -> dict | None:
-    """best.json: the first trial with the best objective among the successful ones."""
+    """best.json: the first trial with the best objective among the successful ones; ``ties``: the
+    other trials with exactly that objective (e.g. thresholds at which admission never binds)."""
     best = None
     for r in rows:
         if r["status"] == "ok" and (best is None or _better(cfg, r["objective"], best["objective"])):
@@ -238,6 +239,7 @@ def _best(cfg: SearchConfig, rows: list) -> dict | None:
         return None
     return {"objective": cfg.objective, "direction": cfg.direction, "value": best["objective"],
             "std": best["objective_std"], "trial": best["trial"], "params": {k.name: best[k.name] for k in cfg.knobs},
+            "ties": [r["trial"] for r in rows if r is not best and r["status"] == "ok" and r["objective"] == best["objective"]],
             "seeds": [int(s) for s in best["seeds"].split(",")], "point_ids": best["point_ids"].split(","),
             "num_trials": len(rows), "num_ok": sum(r["status"] == "ok" for r in rows), "sampler": cfg.sampler}
 
@@ -321,6 +323,7 @@ class _Run:
     rows: list = field(default_factory=list)
     ran: list = field(default_factory=list)
     reused: set = field(default_factory=set)
+    ran_ids: set = field(default_factory=set)
     errors: dict = field(default_factory=dict)
 
     def round(self, sampler, n: int, rnd: int) -> None:
@@ -338,6 +341,7 @@ class _Run:
         for pid, msg, typ in self.ex.run(todo, self.prog):
             if msg is None:
                 self.ran.append(pid)
+                self.ran_ids.add(pid)
             else:
                 failures[pid] = msg
                 self.errors[pid] = {"error": msg, "type": typ, "params": next(p.params for p in todo if p.id == pid)}
@@ -356,7 +360,8 @@ class _Run:
             seen.add(p.id)
             state = point_state(self.out, p.id)
             if state == "done":
-                self.reused.add(p.id)
+                if p.id not in self.ran_ids:  # in the folder before this call (not a value drawn again)
+                    self.reused.add(p.id)
                 continue
             if state != "missing":
                 if self.notice:

@@ -55,8 +55,15 @@ def cmd_search(a) -> int:
     b = res.best
     knobs = ", ".join(f"{k} = {v!r}" for k, v in b["params"].items())
     spread = f" ± {b['std']:,.6g} over seeds {b['seeds']}" if len(b["seeds"]) > 1 else ""
+    ties = ""
+    names = list(b["params"])
+    tied = sorted({tuple(r[k] for k in names) for r in res.trials.filter(res.trials["trial"].is_in(b["ties"]))
+                  .iter_rows(named=True)} - {tuple(b["params"].values())})
+    if tied:
+        vals = "; ".join(", ".join(f"{k} = {v!r}" for k, v in zip(names, t)) for t in tied)
+        ties = f"\n  the same {res.objective} (exactly) at: {vals}"
     print(f"  best {res.objective} ({b['direction']}): {b['value']:,.6g}{spread} at {knobs} (trial {b['trial']}) "
-          f"-> {res.out_dir / 'best.json'}, {res.out_dir / 'search.png'}")
+          f"-> {res.out_dir / 'best.json'}, {res.out_dir / 'search.png'}{ties}")
     return 1 if (res.trials["status"] == "failed").any() else 0
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+HOUR = 3600.0
+
 
 def plot_search(table, cfg, path: Path) -> Path:
     import matplotlib
@@ -21,16 +23,18 @@ def plot_search(table, cfg, path: Path) -> Path:
     fig, axes = plt.subplots(1, ncols, figsize=(4.6 * ncols, 3.8), squeeze=False)
     axes = axes[0]
     ok = (table["status"] == "ok").to_numpy()
-    y = table["objective"].to_numpy()
-    err = table["objective_std"].to_numpy()
+    unit = HOUR if cfg.objective.endswith("_s") else 1.0  # seconds are drawn in hours
+    y = table["objective"].to_numpy() / unit
+    err = table["objective_std"].to_numpy() / unit
     trial = table["trial"].to_numpy()
-    label = f"{cfg.objective} ({'lower' if cfg.direction == 'min' else 'higher'} is better)"
+    label = (f"{cfg.objective.removesuffix('_s')}{' (h)' if unit == HOUR else ''}, "
+             f"{'lower' if cfg.direction == 'min' else 'higher'} is better")
     seeds = int(table["num_seeds"].max() or 1)
     ebar = err if seeds > 1 else None
 
     ax = axes[0]
     ax.errorbar(trial[ok], y[ok], yerr=None if ebar is None else ebar[ok], fmt="o", ms=4, alpha=0.8, label="trial")
-    ax.step(trial, table["best_so_far"].to_numpy(), where="post", color="C3", label="best so far")
+    ax.step(trial, table["best_so_far"].to_numpy() / unit, where="post", color="C3", label="best so far")
     _mark_incomplete(ax, trial, table, y)
     ax.set_xlabel("trial")
     ax.set_ylabel(label)
@@ -48,7 +52,8 @@ def plot_search(table, cfg, path: Path) -> Path:
             ax.set_xticks(range(len(ticks)), ticks, rotation=30 if max(map(len, ticks)) > 6 else 0)
         elif k.log:
             ax.set_xscale("log")
-        ax.set_xlabel(k.name + ("" if k.option else " (in [base])"))
+        ax.set_xlabel(k.name if k.option else f"{k.name}: " + ", ".join(
+            f"{key} = {v!r}" for key, v in cfg.base.items() if "{" + k.name + "}" in str(v)))
         ax.set_ylabel(label)
     fig.tight_layout()
     path = Path(path)
