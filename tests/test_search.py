@@ -118,6 +118,25 @@ def test_template_values_reach_the_runs():
     assert cfg.points_for({"p": 2.0})[0].params["policy_opts"] == "promote=2.0"
 
 
+def test_the_docs_configs_are_valid_and_the_example_is_the_shipped_file():
+    import re
+    import tomllib
+
+    text = (ROOT / "docs" / "search.md").read_text()
+    blocks = [tomllib.loads(b) for b in re.findall(r"```toml\n(.*?)```", text, re.S)]
+    assert len(blocks) == 2
+    for b in blocks:
+        load_search_config(b, base_dir=ROOT)
+    shipped = tomllib.loads((ROOT / "datasets" / "sweeps" / "search_admission.toml").read_text())
+    shipped.pop("name")
+    assert blocks[0] == shipped
+    fixed = tomllib.loads((ROOT / "datasets" / "sweeps" / "search_admission_fixed.toml").read_text())
+    # the twin differs in the arrival stream only
+    assert {k: v for k, v in fixed["base"].items() if k != "num_jobs"} == {
+        k: v for k, v in shipped["base"].items() if k != "track"}
+    assert fixed["search"] == shipped["search"] and fixed["seeds"] == shipped["seeds"]
+
+
 # ----------------------------------------------------------------------------- random search
 def test_random_search_is_deterministic_and_executor_independent(tmp_path):
     a = run_search(ADMISSION, tmp_path / "a", executor="serial", progress=False)

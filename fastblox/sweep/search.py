@@ -119,8 +119,7 @@ class _Progress:
         sys.stderr.flush()
 
     def end_line(self) -> None:
-        if self.enabled:
-            self._draw(force=True)
+        if self.enabled and self.last:
             sys.stderr.write("\n")
             sys.stderr.flush()
 
