@@ -140,7 +140,7 @@ def test_the_docs_configs_are_valid_and_the_example_is_the_shipped_file():
 # ----------------------------------------------------------------------------- random search
 def test_random_search_is_deterministic_and_executor_independent(tmp_path):
     a = run_search(ADMISSION, tmp_path / "a", executor="serial", progress=False)
-    b = run_search(ADMISSION, tmp_path / "b", executor="threads", workers=2, progress=False)
+    run_search(ADMISSION, tmp_path / "b", executor="threads", workers=2, progress=False)
     assert (tmp_path / "a" / "search.parquet").read_bytes() == (tmp_path / "b" / "search.parquet").read_bytes()
     assert (tmp_path / "a" / "best.json").read_text() == (tmp_path / "b" / "best.json").read_text()
     t = a.trials
@@ -232,12 +232,37 @@ def test_another_search_in_the_folder_is_refused(tmp_path):
     assert _trials(tmp_path).height == 6  # untouched
 
 
+def test_failed_runs_fail_their_trial_only(tmp_path, capsys):
+    cfg = tmp_path / "f.toml"  # gavel-like jobs ask for up to 8 GPUs: 1x4 cannot run them
+    cfg.write_text('[base]\nworkload = "gavel"\nnum_jobs = 100\n[search]\nobjective = "avg_jct_s"\ntrials = 6\n'
+                   'batch = 3\n[search.space]\ncluster = ["8x4", "1x4"]\n')
+    assert main(["search", str(cfg), "--out", str(tmp_path / "o"), "--executor", "serial"]) == 1
+    t = _trials(tmp_path / "o")
+    bad = t.filter(pl.col("cluster") == "1x4")
+    assert bad.height > 0 and (bad["status"] == "failed").all() and bad["objective"].is_nan().all()
+    assert bad["error"].str.contains("WorkloadError|GPUs").all(), bad["error"].to_list()
+    assert (t.filter(pl.col("cluster") == "8x4")["status"] == "ok").all()
+    errors = json.loads((tmp_path / "o" / "errors.json").read_text())
+    assert [e["params"]["cluster"] for e in errors.values()] == ["1x4"]
+    best = json.loads((tmp_path / "o" / "best.json").read_text())
+    assert best["params"] == {"cluster": "8x4"} and best["num_ok"] == t.height - bad.height
+    assert "best avg_jct_s (min)" in capsys.readouterr().out
+
+
+def test_point_timeout_fails_the_trials_it_stops(tmp_path):
+    res = run_search(_cfg(FIFO_RESTART, trials=2, batch=2), tmp_path, executor="serial", point_timeout=0.001,
+                     progress=False)
+    assert res.best is None and (res.trials["status"] == "failed").all()
+    assert res.trials["error"].str.contains("timed out").all() and len(res.errors) == 2
+    assert json.loads((tmp_path / "best.json").read_text()) is None
+
+
 # ----------------------------------------------------------------------------- TPE
 def test_tpe_is_deterministic_and_learns_the_feasible_region(tmp_path):
     pytest.importorskip("optuna")
     cfg = _cfg(FIFO_RESTART, sampler="tpe", trials=14, batch=2)
     a = run_search(cfg, tmp_path / "a", executor="serial", progress=False)
-    b = run_search(cfg, tmp_path / "b", executor="threads", workers=2, progress=False)
+    run_search(cfg, tmp_path / "b", executor="threads", workers=2, progress=False)
     assert (tmp_path / "a" / "search.parquet").read_bytes() == (tmp_path / "b" / "search.parquet").read_bytes()
     t = a.trials
     assert (t["status"] == "ok").all() and t.height == 14

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from .config import PARAM_KEYS, PARAM_TYPES, SweepConfig, _canon_key, dump_toml, load_config
+from .config import PARAM_KEYS, PARAM_TYPES, _canon_key, dump_toml, load_config
 
 #: The summary figures a search can optimise and whether lower ("min") or higher ("max") is better.
 OBJECTIVES = {
@@ -292,7 +292,7 @@ def _knobs(space, base: dict) -> list:
         option = ck in PARAM_KEYS and name not in used
         if option:
             if ck in base:
-                raise _err(label, f"also set in [base]; a knob's value comes from the search, set it in one place only")
+                raise _err(label, "also set in [base]; a knob's value comes from the search, set it in one place only")
             if ck == "seed":
                 raise _err(label, "the workload's seed is not a knob: give seeds = [..] to average every trial over seeds")
             name = ck
