@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from .._argtypes import positive_float, positive_int
-from ..errors import ConfigError
+from .._argtypes import positive_int
+from .cli import add_executor_options
 
 
 def add_search_commands(sub) -> None:
@@ -23,26 +23,16 @@ def add_search_commands(sub) -> None:
         "Rerunning the same command resumes: finished trials are read back, not run again.",
     )
     p.add_argument("config", metavar="CONFIG.toml", help="the search config")
-    p.add_argument("--out", metavar="DIR", required=True, help="output folder (created; reused to resume)")
-    p.add_argument("--executor", choices=["local", "threads", "serial", "ray"], default="local",
-                   help="local: a process pool (default); threads: a thread pool; serial: one by one; "
-                        "ray: a Ray cluster (pip install 'fastblox[ray]')")
-    p.add_argument("--workers", type=positive_int, default=None, help="processes or threads (default: CPU count)")
+    add_executor_options(p, "fail its trial (the run is in errors.json)")
     p.add_argument("--trials", type=positive_int, default=None, metavar="N",
                    help="number of trials (default: the config's [search] trials); more than a finished search "
                         "had extends it")
-    p.add_argument("--ray-address", default=None, metavar="ADDR", help="address of a running Ray cluster (ray executor)")
-    p.add_argument("--point-timeout", type=positive_float, default=None, metavar="SECONDS",
-                   help="stop a run that lasts longer than this (local and serial executors); its trial fails")
-    p.add_argument("--quiet", action="store_true", help="no progress line even on a terminal")
     p.set_defaults(func=cmd_search)
 
 
 def cmd_search(a) -> int:
     from .search import run_search
 
-    if a.ray_address and a.executor != "ray":
-        raise ConfigError("--ray-address needs --executor ray")
     res = run_search(a.config, a.out, executor=a.executor, workers=a.workers, trials=a.trials,
                      progress=not a.quiet, ray_address=a.ray_address, point_timeout=a.point_timeout, notice=_notice)
     statuses = res.trials["status"].value_counts(sort=True)
