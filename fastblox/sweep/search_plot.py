@@ -17,6 +17,7 @@ def plot_search(table, cfg, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     knobs = cfg.knobs
     ncols = 1 + len(knobs)
@@ -37,6 +38,7 @@ def plot_search(table, cfg, path: Path) -> Path:
     ax.step(trial, table["best_so_far"].to_numpy() / unit, where="post", color="C3", label="best so far")
     _mark_incomplete(ax, trial, table, y)
     ax.set_xlabel("trial")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(label)
     ax.set_title(f"{cfg.sampler} search, {table.height} trials" + (f", mean of {seeds} seeds" if seeds > 1 else ""))
     ax.legend(fontsize=8)
