@@ -272,6 +272,28 @@ def test_tpe_is_deterministic_and_learns_the_feasible_region(tmp_path):
     assert a.best["params"]["restart_s"] == t["restart_s"].min()
 
 
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_every_kind_of_knob_stays_in_its_range(tmp_path, sampler):
+    if sampler == "tpe":
+        pytest.importorskip("optuna")
+    cfg = {"base": {"workload": "blox", "load": 8, "policy": "tiresias", "policy_opts": {"promote": "{promote}"}},
+           "search": {"objective": "rho_p95", "sampler": sampler, "trials": 12, "batch": 4, "seed": 5, "space": {
+               "restart_s": {"low": 0, "high": 90, "step": 30},           # float on a grid
+               "num_jobs": {"low": 50, "high": 400, "log": True},         # an int option, log-uniform
+               "promote": {"low": 0.5, "high": 8.0, "log": True},         # a float template variable
+               "placement": ["first-fit", "consolidated"]}}}               # choices
+    t = run_search(cfg, tmp_path, executor="threads", workers=2, progress=False).trials
+    assert t.schema["num_jobs"] == pl.Int64 and t.schema["restart_s"] == pl.Float64 and t.schema["placement"] == pl.Utf8
+    assert set(t["restart_s"]) <= {0.0, 30.0, 60.0, 90.0}
+    assert t["num_jobs"].is_between(50, 400).all() and t["promote"].is_between(0.5, 8.0).all()
+    assert set(t["placement"]) <= {"first-fit", "consolidated"} and (t["status"] == "ok").all()
+    # what each trial ran is what the table says
+    for row in t.iter_rows(named=True):
+        doc = json.loads((tmp_path / "points" / f"{row['point_ids']}.json").read_text())["params"]
+        assert (doc["restart_s"], doc["num_jobs"], doc["placement"]) == (row["restart_s"], row["num_jobs"], row["placement"])
+        assert doc["policy_opts"] == f"promote={row['promote']!r}"
+
+
 def test_tpe_without_optuna_is_one_line_before_any_work(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna -> ImportError
     cfg = tmp_path / "s.toml"
