@@ -200,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .sweep.cli import add_sweep_commands
 
     add_sweep_commands(sub)
+    from .sweep.search_cli import add_search_commands
+
+    add_search_commands(sub)
     add_experiment_commands(sub)
     from .plot_cli import add_plot_commands
 

@@ -24,6 +24,13 @@ def add_sweep_commands(sub) -> None:
         "into --out DIR. Points already in DIR are skipped, so an interrupted sweep resumes.",
     )
     p.add_argument("config", metavar="CONFIG.toml", help="the sweep config")
+    add_executor_options(p, "record it in errors.json")
+    p.set_defaults(func=cmd_sweep)
+
+
+def add_executor_options(p, on_timeout: str) -> None:
+    """--out and the executor's options, shared by ``sweep`` and ``search``; ``on_timeout`` says
+    what becomes of a point stopped by --point-timeout."""
     p.add_argument("--out", metavar="DIR", required=True, help="output folder (created; reused to resume)")
     p.add_argument("--executor", choices=["local", "threads", "serial", "ray"], default="local",
                    help="local: a process pool (default); threads: a thread pool; serial: one by one; "
@@ -32,9 +39,8 @@ def add_sweep_commands(sub) -> None:
     p.add_argument("--ray-address", default=None, metavar="ADDR", help="address of a running Ray cluster (ray executor)")
     p.add_argument("--point-timeout", type=positive_float, default=None, metavar="SECONDS",
                    help="stop a point that runs longer than this (wall time; local and serial executors) and "
-                        "record it in errors.json (default: no limit)")
+                        f"{on_timeout} (default: no limit)")
     p.add_argument("--quiet", action="store_true", help="no progress line even on a terminal")
-    p.set_defaults(func=cmd_sweep)
 
 
 def cmd_sweep(a) -> int:

@@ -190,17 +190,31 @@ class _Pool:
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
         try:
-            while self.queue or any(w.assigned for w in self.workers):
-                self._feed()
-                ready = set(wait_any([w.conn for w in self.workers] + [w.proc.sentinel for w in self.workers],
-                                     timeout=self._wait_s()))
-                for w in list(self.workers):
-                    if (w.conn in ready or w.proc.sentinel in ready) and not (self._drain(w) and w.proc.is_alive()):
-                        self._died(w)
-                if self.timeout is not None:
-                    self._time_out(time.monotonic())
+            self._loop()
         finally:
             self._stop_all()
+
+    def submit(self, todo, prog, results: list) -> None:
+        """Run another batch on the same workers (a search's next round); returns when it is done.
+        On an exception (Ctrl-C) the caller must call :meth:`close`."""
+        self.queue.extend(todo)
+        self.by_id.update((p.id, p) for p in todo)
+        self.prog, self.results = prog, results
+        self._loop()
+
+    def close(self) -> None:
+        self._stop_all()
+
+    def _loop(self) -> None:
+        while self.queue or any(w.assigned for w in self.workers):
+            self._feed()
+            ready = set(wait_any([w.conn for w in self.workers] + [w.proc.sentinel for w in self.workers],
+                                 timeout=self._wait_s()))
+            for w in list(self.workers):
+                if (w.conn in ready or w.proc.sentinel in ready) and not (self._drain(w) and w.proc.is_alive()):
+                    self._died(w)
+            if self.timeout is not None:
+                self._time_out(time.monotonic())
 
     def _stop_all(self) -> None:
         old = ignore_sigint()
@@ -245,3 +259,9 @@ def run_pool(todo: list, out_dir: str, workers: int, prog, results: list, point_
     """Run ``todo`` on ``workers`` worker processes, appending ``(id, error or None, error type)``
     to ``results`` as points finish (so an interrupted run keeps what finished)."""
     _Pool(todo, out_dir, max(1, min(workers, len(todo))), prog, results, point_timeout, notice).run()
+
+
+def worker_pool(out_dir: str, workers: int, point_timeout: float | None = None, notice=None) -> _Pool:
+    """Worker processes kept across batches (a search's rounds, so that the workers start and load
+    the kernels once): ``submit(todo, prog, results)`` runs a batch, ``close()`` stops them."""
+    return _Pool([], out_dir, max(1, workers), None, [], point_timeout, notice)

@@ -213,7 +213,7 @@ def _execute(todo: list, out: Path, executor: str, workers, prog, results: list,
 
 
 @contextlib.contextmanager
-def sweep_lock(out: Path):
+def sweep_lock(out: Path, what: str = "sweep"):
     """Hold an exclusive ``flock`` on ``out/.lock`` (which then names this process) for the
     duration; raise :class:`SweepBusyError` at once when another process holds it. The OS
     drops the lock when its holder exits, however it exits."""
@@ -228,7 +228,7 @@ def sweep_lock(out: Path):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            raise SweepBusyError(f"--out {out}: another sweep is running into this folder (pid {holder}); "
+            raise SweepBusyError(f"--out {out}: another {what} is running into this folder (pid {holder}); "
                                  "wait for it to end, or give another --out") from None
         except OSError as e:  # a file system without locks (some network mounts)
             raise ConfigError(f"--out {out}: cannot lock {path}: {e.strerror or e}; give a folder on a local "
