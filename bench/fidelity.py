@@ -103,7 +103,7 @@ def run_all(yarn: str | None = None) -> list[dict]:
             out.append({"simulator": "Tiresias", "run": f"{cl_name} {short}", "policy": pol, "note": note,
                         "ours_s": wall, "theirs_cpu_s": float(summ[run]["cpu_s"]),
                         **compare(res, run, float(summ[run]["avg_jct_s"]))})
-    gw = read_trace(SHARED / "gavel_n2000_lam400_s0.trace")
+    gw = read_trace(SHARED / "gavel_n2000_lam400_s0.trace", steps_per_s="builtin")
     for short, (pol, note) in GAVEL_RUNS.items():
         run = f"n2000_{short}"
         cl = GAVEL_CLUSTERS[short.split("_")[0]]

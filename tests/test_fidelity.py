@@ -23,7 +23,7 @@ def tiresias_trace(shared):
 
 @pytest.fixture(scope="module")
 def gavel_trace(shared):
-    return read_trace(shared / "peer-traces" / "gavel_n2000_lam400_s0.trace")
+    return read_trace(shared / "peer-traces" / "gavel_n2000_lam400_s0.trace", steps_per_s="builtin")
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -165,6 +166,7 @@ def _check(w: Workload) -> None:
     inspect(w, total_gpus=64)
 
 
+@pytest.mark.filterwarnings("ignore::fastblox.errors.FastbloxWarning")  # g.trace has a .neutral.csv beside it
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(corrupted())
 def test_corrupted_files_raise_only_fastblox_errors(case):
@@ -183,6 +185,7 @@ def test_corrupted_files_raise_only_fastblox_errors(case):
             assert np.all(w.num_gpus <= max_gpus)
 
 
+@pytest.mark.filterwarnings("ignore::fastblox.errors.FastbloxWarning")  # g.trace has a .neutral.csv beside it
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(BASES))
 def test_uncorrupted_bases_read(base):
