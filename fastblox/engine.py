@@ -180,8 +180,11 @@ def native_kind(ci) -> str:
 
 
 def state_kind(st: "NativeState") -> str:
-    """The ``_warm`` kind of a native run's state (with ``+events`` when it has node events)."""
-    return native_kind(st.ci) + ("+events" if st.events.t.shape[0] else "")
+    """The ``_warm`` kind of a native run's state (with ``+events`` when it has node events, and
+    ``+user:DIGEST`` for a user policy compiled into the kernel: a kernel of its own)."""
+    user = getattr(st.pp, "fn", None)
+    return (native_kind(st.ci) + ("+events" if st.events.t.shape[0] else "")
+            + (f"+user:{user.digest}" if user is not None else ""))
 
 
 def kind_of(scheduler, preempt: bool | None = None) -> str:
@@ -233,8 +236,13 @@ def _warm_now(kind: str) -> float:
         if kind == "native":
             st.advance()
         else:
-            path, _, events = kind.split(":", 1)[1].partition("+")
-            if events:
+            path, *flags = kind.split(":", 1)[1].split("+")
+            user = [f.partition(":")[2] for f in flags if f.startswith("user:")]
+            if user:  # (the user policy the kind names, as the run has it: fastblox.userpol)
+                from .userpol import POLICIES as USER
+
+                st._set_policy(USER[user[0]], {})
+            if "events" in flags:
                 st.events = KEvents(np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
             kengine.load(kengine.PATHS[path], *st.kernel_args())
     _WARM.add(kind)
@@ -296,11 +304,17 @@ def _run_compat(*args, **kw):
     return kcompat.run_blox(*_compat_args(*args, **kw))
 
 
-def _policy_params(policy: parts.Policy, opts: dict) -> PolicyParams:
+def _policy_params(policy: parts.Policy, opts: dict, w: Workload) -> PolicyParams:
+    """The kernel's policy parameters (a compiled user policy's: ``kernels.userpol.UserParams``)."""
     thr = np.asarray(opts.get("thresholds", ()), dtype=np.float64).reshape(-1)
     gx = np.asarray(opts.get("_gittins_x", [0.0]), dtype=np.float64)
     gv = np.asarray(opts.get("_gittins_v", [0.0]), dtype=np.float64)
-    return _writable(PolicyParams(thr, gx, gv))
+    pp = _writable(PolicyParams(thr, gx, gv))
+    if policy.job_fn is not None:
+        from . import userpol
+
+        return userpol.params(policy, pp, w)
+    return pp
 
 
 def _writable(nt):
@@ -402,7 +416,6 @@ class NativeState:
             victims_pos=np.empty(n, dtype=np.int64), run_suffix=np.empty(n + 1, dtype=np.int64),
             tmp=np.empty(max(c.total_gpus, 1), dtype=np.int64),
         )
-        self.pp = _policy_params(policy, opts)
         self.series = np.empty((1024 if series else 1, kengine.SERIES_COLS))
         self.si = np.zeros(kengine.I_SIZE, dtype=np.int64)
         self.si[kengine.I_TRACKED_LEFT] = int(tracked.sum())
@@ -434,7 +447,7 @@ class NativeState:
         ci[kengine.C_PY] = int(policy.fn is not None or policy.planner is not None)
         cf[kengine.CF_PROMOTE] = float(opts.get("promote", 0.0))
         cf[kengine.CF_THEMIS_F] = float(opts.get("f", 0.0))
-        self.pp = _policy_params(policy, opts)
+        self.pp = _policy_params(policy, opts, self.w)
         self.planner = policy.planner(self, opts) if policy.planner is not None else None
 
     def set_policy(self, policy: parts.Policy, opts: dict | None = None, preempt: bool | None = None) -> None:
@@ -463,6 +476,8 @@ class NativeState:
         new.s = Scratch(*(a.copy() for a in self.s))
         new.series = self.series.copy()
         new.si, new.sf, new.ci, new.cf = self.si.copy(), self.sf.copy(), self.ci.copy(), self.cf.copy()
+        if hasattr(self.pp, "err"):  # (a compiled user policy's error record: each copy its own)
+            new.pp = self.pp._replace(err=self.pp.err.copy())
         new.planner = self.planner.copy(new) if self.planner is not None and hasattr(self.planner, "copy") else (
             self.policy.planner(new, self.opts) if self.policy.planner is not None else None)
         return new
@@ -496,6 +511,10 @@ class NativeState:
                 self._answer_keys()
             elif code == kengine.NEED_PLAN:
                 self._answer_plan()
+            elif code == kengine.USER_ERROR:
+                from .userpol import error_message
+
+                raise ConfigError(error_message(self.policy, self.pp, self.w))
             elif code == kengine.NO_PROGRESS:
                 raise NoProgressError(
                     f"the replay stopped making progress at t={self.now!r} s (policy {self.policy.name!r}): more than "

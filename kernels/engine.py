@@ -48,6 +48,7 @@ from .enums import (
     KIND_PLAN,
     NO_RUN,
     OVERFLOW,
+    POL_CUSTOM,
     POL_GITTINS,
     POL_TIRESIAS,
     RUNNING,
@@ -56,6 +57,7 @@ from .enums import (
 )
 from .placement import assign, release, set_node_bit, spans
 from .rates import launch_rate
+from .userpol import is_user, user_failed, user_key
 from .walk import place, sort_jobs, stable_order, walk
 
 INF = np.inf
@@ -68,6 +70,7 @@ PAUSED = 3
 NEED_PLAN = 4
 SLICE_END = 5  # the call made its budget of ci[C_BUDGET] passes (a slice of the run): call again
 NO_PROGRESS = 6  # time stopped moving: a bug of the kernel's (the guard below), never a property of the input
+USER_ERROR = 7  # a compiled user policy failed (raised, or a non-finite key): ``pp.err`` says how (kernels/userpol.py)
 
 # slots of the int scalar state ``si``
 I_N_ACTIVE = 0
@@ -306,9 +309,10 @@ def policy_key(policy, j, t, running, el, jobs, run, pp, restart_s):
     return _key_fns("key")[policy](j, t, running, el, jobs, run, pp, restart_s)
 
 
-def policy_keys(policy, t, jobs, run, s, na, restart_s, lease_s, f):
+def policy_keys(policy, t, jobs, run, s, na, restart_s, lease_s, f, pp):
     """A ``KIND_FULL`` built-in policy's keys of the ``na`` active jobs, into ``s.keys`` by
-    position (and ``s.prio`` by job: 0 for jobs that go first, 1 for the others)."""
+    position (and ``s.prio`` by job: 0 for jobs that go first, 1 for the others); a compiled
+    user policy's (``pp`` a ``UserParams``) from its key of each job."""
     _key_fns("keys")[policy](t, jobs, run, s, na, restart_s, lease_s, f)
 
 
@@ -325,14 +329,19 @@ def _key_fns(field: str) -> dict:
     return out
 
 
-def _chain(field: str, args: str, default: str):
-    """A function ``if policy == CODE: return FN(ARGS)`` over the built-in key functions."""
+def _chain(field: str, args: str, default: str, extra: str = "", user=None, user_args: str = ""):
+    """A function ``chain(policy, ARGS EXTRA)``: ``if policy == CODE: return FN(ARGS)`` over the
+    built-in key functions; with ``user``, first ``if policy == POL_CUSTOM: return
+    user(USER_ARGS)`` (a compiled user policy)."""
     fns = sorted(_key_fns(field).items())
-    lines = [f"def chain(policy, {args}):"]
+    lines = [f"def chain(policy, {args}{extra}):"]
+    if user is not None:
+        lines.append(f"    if policy == {int(POL_CUSTOM)}:\n        return user({user_args})")
     for code, _ in fns:
         lines.append(f"    if policy == {int(code)}:\n        return k{int(code)}({args})")
     lines.append(f"    return {default}")
     ns = {f"k{int(code)}": fn for code, fn in fns}
+    ns["user"] = user
     exec("\n".join(lines), ns)  # (generated from integer codes and fixed names only)
     return ns["chain"]
 
@@ -991,7 +1000,7 @@ def _step_full(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, 
     py = ci[C_PY] != 0
     na = n_active
     if not py:
-        policy_keys(ci[C_POLICY], t, jobs, run, s, na, cf[CF_RESTART_S], cf[CF_ROUND_S], cf[CF_THEMIS_F])
+        policy_keys(ci[C_POLICY], t, jobs, run, s, na, cf[CF_RESTART_S], cf[CF_ROUND_S], cf[CF_THEMIS_F], pp)
     stable_order(s.keys, s.prio, s.active, na, s.order)
     if not py:
         for a in range(na):
@@ -1266,12 +1275,30 @@ def _ov_path_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n
 
 @overload(policy_key, jit_options=_OV)
 def _ov_policy_key(policy, j, t, running, el, jobs, run, pp, restart_s):
-    return _chain("key", "j, t, running, el, jobs, run, pp, restart_s", "0, 0.0")
+    args = "j, t, running, el, jobs, run, pp, restart_s"
+    if is_user(pp):
+        return _chain("key", args, "0, 0.0", "", user_key, "policy, " + args)
+    return _chain("key", args, "0, 0.0")
 
 
 @overload(policy_keys, jit_options=_OV_NRT)  # (Themis' keys sort: they allocate)
-def _ov_policy_keys(policy, t, jobs, run, s, na, restart_s, lease_s, f):
-    return _chain("keys", "t, jobs, run, s, na, restart_s, lease_s, f", "None")
+def _ov_policy_keys(policy, t, jobs, run, s, na, restart_s, lease_s, f, pp):
+    args = "t, jobs, run, s, na, restart_s, lease_s, f"
+    if is_user(pp):
+        return _chain("keys", args, "None", ", pp", _user_keys, "policy, t, jobs, run, s, na, restart_s, pp")
+    return _chain("keys", args, "None", ", pp")
+
+
+@helper(inline=True)
+def _user_keys(policy, t, jobs, run, s, na, restart_s, pp):
+    """A compiled user policy's keys of the ``na`` active jobs, re-computed now (a policy that
+    reads the time): ``s.keys`` by position, its ranks in ``s.prio`` by job (reset to 0 after the
+    order is made)."""
+    for a in range(na):
+        j = s.active[a]
+        r, k = rank_key(policy, j, t, jobs, run, pp, restart_s)
+        s.prio[j] = r
+        s.keys[a] = k
 
 
 # ------------------------------------------------------------------------------- the driver
@@ -1319,6 +1346,8 @@ def _advance(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf
     t, busy, last_b, dirty, lost = sf[F_T], sf[F_BUSY_GPU_S], sf[F_LAST_B], sf[F_DIRTY], sf[F_LOST_GPU_S]
     code = FINISHED
     while True:
+        if user_failed(pp):
+            break
         if pending == 0:
             t_clu = INF
             if ev is not None:
@@ -1407,6 +1436,8 @@ def _advance(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf
             idle = 0
         if record:
             series, n_series = _record(series, n_series, t, ns + n_pre, free, nw, nr, demand, total_gpus)
+    if user_failed(pp):
+        code = USER_ERROR
     _store(si, sf, n_active, next_arr, ov_head, tracked_left, heap_n, n_steps, n_running, demand, started, n_preempt,
            n_series, pending, n_wait, wq_head, n_ro, next_ev, wake_n, n_fail, n_migrate, idle, t, busy, last_b, dirty,
            lost)

@@ -1,0 +1,169 @@
+"""User policies compiled into the kernel (``fastblox.policy(..., per_job=True)``).
+
+A per-job policy is ``key(job, now) -> key`` or ``-> (rank, key)``: ``job`` is a :class:`JobView`
+of one job (its fields are that job's numbers), lower ``(rank, key)`` runs first, ties go to the
+earlier arrival. fastblox compiles it with numba (a ``numba.njit`` function is used as it is)
+into the simulation kernel, which then calls it with no Python per step:
+
+* a function that does not read ``now`` has a key that cannot move while the job waits (a
+  waiting job's fields do not change): it is keyed when it starts waiting, and running jobs when
+  preemption is considered, like the built-in ``las`` (the sorted-queue path);
+* a function that reads ``now`` re-keys every active job at every step (like Themis).
+
+The kernel is compiled once per function (about as long as a built-in policy's path) and cached
+on disk under a digest of the function's code, its file and the values it closes over
+(:func:`digest`): editing the function, or the file it is in, compiles it again.
+"""
+
+from __future__ import annotations
+
+import dis
+import hashlib
+import marshal
+import types as pytypes
+
+import numpy as np
+
+from .errors import ConfigError
+from .kernels import enums
+from .kernels import userpol as kuser
+
+_DEPTH = 3  # how deep the digest follows functions the policy calls
+#: digest -> the Policy last run with that function (to compile its kernel ahead: ``engine._warm``)
+POLICIES: dict = {}
+
+
+def _value_bytes(v, depth: int, seen: set) -> bytes:
+    """Bytes standing for a value a function reads (a global or a closure cell)."""
+    py = getattr(v, "py_func", v)
+    if isinstance(py, pytypes.FunctionType):
+        return _function_bytes(py, depth - 1, seen) if depth > 0 and id(py) not in seen else py.__qualname__.encode()
+    if isinstance(v, pytypes.ModuleType):
+        return b"module:" + v.__name__.encode()
+    if isinstance(v, np.ndarray):
+        return b"array:" + str(v.dtype).encode() + repr(v.shape).encode() + v.tobytes()
+    return repr(v).encode()[:10_000]
+
+
+def _function_bytes(fn, depth: int, seen: set) -> bytes:
+    seen.add(id(fn))
+    code = fn.__code__
+    out = [fn.__module__.encode() if fn.__module__ else b"", fn.__qualname__.encode(), marshal.dumps(code)]
+    try:
+        with open(code.co_filename, "rb") as f:
+            out.append(f.read())
+    except OSError:
+        pass
+    names = set()
+    stack = [code]
+    while stack:  # the globals read by it and by the functions nested in it
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, pytypes.CodeType))
+    g = fn.__globals__
+    for n in sorted(names):
+        if n in g:
+            out.append(n.encode() + b"=" + _value_bytes(g[n], depth, seen))
+    for cell in fn.__closure__ or ():
+        try:
+            out.append(_value_bytes(cell.cell_contents, depth, seen))
+        except ValueError:  # an empty cell
+            out.append(b"<empty>")
+    return b"\0".join(out)
+
+
+def digest(fn) -> str:
+    """A digest of what the compiled kernel of ``fn`` depends on: its code, its name, the bytes of
+    its file, the values of the globals and closure cells it reads (functions it calls: theirs,
+    a few levels deep), numba's jit options. Imported modules count by name only."""
+    py = getattr(fn, "py_func", fn)
+    h = hashlib.sha256(_function_bytes(py, _DEPTH, set()))
+    h.update(repr(sorted(getattr(fn, "targetoptions", {}).items())).encode())
+    return h.hexdigest()[:20]
+
+
+def reads_now(fn) -> bool:
+    """Whether ``fn(job, now)`` reads its second argument (conservatively: any load of it)."""
+    py = getattr(fn, "py_func", fn)
+    code = py.__code__
+    if code.co_argcount < 2:
+        return False
+    name = code.co_varnames[1]
+    if name in code.co_cellvars:
+        return True  # a nested function reads it
+    return any(ins.argval == name and ins.opname.startswith("LOAD_") for ins in dis.get_instructions(code))
+
+
+def row_type():
+    """The numba type of one job's :class:`JobView` as the kernel builds it."""
+    from numba.core import types
+
+    from .parts import JobView
+
+    f8, i8 = types.float64, types.int64
+    return types.NamedTuple([i8, f8, i8, f8, f8, f8, f8, types.int8, i8], JobView)
+
+
+def _check_return(name: str, ret) -> bool:
+    """Whether a per-job policy's return type is a ``(rank, key)`` pair (else one number); raises
+    :class:`ConfigError` for anything else."""
+    from numba.core import types
+
+    real = (types.Integer, types.Float, types.Boolean)
+    if isinstance(ret, real):
+        return False
+    if isinstance(ret, types.BaseTuple) and len(ret) == 2 and isinstance(ret[0], (types.Integer, types.Boolean)) \
+            and isinstance(ret[1], real):
+        return True
+    raise ConfigError(f"policy {name!r} must return one real number per job, or a (rank, key) pair of an integer and a "
+                      f"real number; it returns {ret}")
+
+
+def compile_for_job(name: str, fn):
+    """Compile ``fn`` for one job (numba; a plain function is jitted here) and register it for the
+    kernel. Returns ``(dispatcher, digest)``. Raises :class:`ConfigError` in one line when it does
+    not compile for one job or returns something other than numbers."""
+    import numba
+    from numba.core.errors import NumbaError
+
+    disp = fn if isinstance(fn, numba.core.dispatcher.Dispatcher) else numba.njit(fn)
+    sig = (row_type(), numba.types.float64)
+    try:
+        disp.compile(sig)
+    except NumbaError as e:
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip() and not ln.startswith("\x1b")), "")
+        raise ConfigError(f"policy {name!r} does not compile for one job (a per-job policy gets one job's numbers, "
+                          f"not arrays): {first}") from None
+    ret = disp.overloads[sig].signature.return_type
+    pair = _check_return(name, ret)
+    d = digest(fn)
+    kuser.REGISTRY[d] = (disp, pair)
+    return disp, d
+
+
+def make_policy(name: str, fn, preemptive: bool = True, description: str = ""):
+    """A :class:`~fastblox.parts.Policy` running per-job key function ``fn`` inside the kernel."""
+    from .parts import Policy
+
+    kind = enums.KIND_FULL if reads_now(fn) else enums.KIND_STATIC
+    return Policy(name, enums.POL_CUSTOM, preemptive, True, description, kind=kind, job_fn=fn)
+
+
+def params(policy, base, w):
+    """The kernel's policy parameters for ``policy`` compiled per job (``base``: its
+    ``PolicyParams``; ``w``: the workload)."""
+    _, d = compile_for_job(policy.name, policy.job_fn)
+    POLICIES[d] = policy
+    return kuser.UserParams(base.thresholds, base.gittins_x, base.gittins_v,
+                            np.ascontiguousarray(w.job_id, dtype=np.int64),
+                            np.ascontiguousarray(w.duration_s, dtype=np.float64),
+                            np.zeros(kuser.ERR_SIZE), kuser.UserFn(d))
+
+
+def error_message(policy, pp, w) -> str:
+    """The one-line error of a run stopped by ``USER_ERROR``."""
+    code, j, t, k = int(pp.err[0]), int(pp.err[1]), float(pp.err[2]), float(pp.err[3])
+    job = f"job {int(w.job_id[j])}"
+    if code == kuser.ERR_RAISED:
+        return f"policy {policy.name!r} raised an exception at t = {t:g} s keying {job} (compiled per job)"
+    return f"policy {policy.name!r} must return finite priorities: it returned {k!r} at t = {t:g} s for {job}"
