@@ -11,15 +11,14 @@ into the simulation kernel, which then calls it with no Python per step:
 * a function that reads ``now`` re-keys every active job at every step (like Themis).
 
 The kernel is compiled once per function (about as long as a built-in policy's path) and cached
-on disk under a digest of the function's code, its file and the values it closes over
-(:func:`digest`): editing the function, or the file it is in, compiles it again.
+on disk under a digest of the function's code and the values it reads (:func:`digest`):
+editing the function, or a function or constant of its module that it uses, compiles it again.
 """
 
 from __future__ import annotations
 
 import dis
 import hashlib
-import marshal
 import types as pytypes
 
 import numpy as np
@@ -45,15 +44,20 @@ def _value_bytes(v, depth: int, seen: set) -> bytes:
     return repr(v).encode()[:10_000]
 
 
+def _code_bytes(code) -> bytes:
+    """A code object's bytes without its file name and line numbers (moving a function in its
+    file does not recompile it): bytecode, names, constants, nested code, recursively."""
+    parts = [code.co_code, repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+                                 code.co_argcount, code.co_kwonlyargcount, code.co_flags)).encode()]
+    for k in code.co_consts:
+        parts.append(_code_bytes(k) if isinstance(k, pytypes.CodeType) else repr(k).encode())
+    return b"\1".join(parts)
+
+
 def _function_bytes(fn, depth: int, seen: set) -> bytes:
     seen.add(id(fn))
     code = fn.__code__
-    out = [fn.__module__.encode() if fn.__module__ else b"", fn.__qualname__.encode(), marshal.dumps(code)]
-    try:
-        with open(code.co_filename, "rb") as f:
-            out.append(f.read())
-    except OSError:
-        pass
+    out = [fn.__qualname__.encode(), _code_bytes(code), repr(fn.__defaults__).encode()]
     names = set()
     stack = [code]
     while stack:  # the globals read by it and by the functions nested in it
@@ -73,9 +77,11 @@ def _function_bytes(fn, depth: int, seen: set) -> bytes:
 
 
 def digest(fn) -> str:
-    """A digest of what the compiled kernel of ``fn`` depends on: its code, its name, the bytes of
-    its file, the values of the globals and closure cells it reads (functions it calls: theirs,
-    a few levels deep), numba's jit options. Imported modules count by name only."""
+    """A digest of what the compiled kernel of ``fn`` depends on: its code and name, the values of
+    the globals and closure cells it reads (of the functions it calls: their code and values, a
+    few levels deep), numba's jit options. Imported modules count by name only (an edit inside
+    an imported module of your own does not recompile: give the policy a new name, or clear the
+    cache)."""
     py = getattr(fn, "py_func", fn)
     h = hashlib.sha256(_function_bytes(py, _DEPTH, set()))
     h.update(repr(sorted(getattr(fn, "targetoptions", {}).items())).encode())
