@@ -199,3 +199,25 @@ def test_the_kernel_of_a_user_policy_is_cached_on_disk(tmp_path):
     runs = [float(subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                                  check=True).stdout.split()[-1]) for _ in range(2)]
     assert runs[0] > 5.0 and runs[1] < 3.0, runs
+
+
+def doc_examples() -> list[str]:
+    """The python blocks of docs/policies.md's *Write your own policy*, in order."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "policies.md").read_text()
+    section = text[text.index("# Write your own policy"):]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+@pytest.mark.slow
+def test_the_docs_examples_run():
+    """Each block runs, in order, in one namespace (they assert what they show)."""
+    blocks = doc_examples()
+    assert len(blocks) >= 4
+    ns: dict = {}
+    for b in blocks:
+        exec(compile(b.replace('fastblox.policy("', 'fastblox.policy(replace=True, name="'), "policies.md", "exec"),
+             ns)
+    assert fastblox.POLICIES.get("my-las").job_fn is ns["my_las"]
