@@ -567,20 +567,16 @@ class NativeState:
         return self.s.active[: self.si[kengine.I_N_ACTIVE]]
 
     def job_view(self, idx: np.ndarray | None = None) -> parts.JobView:
-        """The active jobs' columns at the current time (for user policies)."""
+        """The active jobs' columns at the current time (for user policies): new arrays, which
+        the policy may keep."""
+        from .kernels.userpol import view_columns
+
         idx = self.active_idx() if idx is None else idx
-        t = self.now
-        r = self.run
-        running = r.status[idx] == enums.RUNNING
-        el = np.where(running, t - r.launch_t[idx], 0.0)
-        restart = self.cf[kengine.CF_RESTART_S]
-        w = self.w
-        left = r.work_left[idx] - np.maximum(0.0, el - restart) * r.rate[idx] * running
-        return parts.JobView(
-            job_id=w.job_id[idx], submit_s=w.submit_s[idx], num_gpus=w.num_gpus[idx], duration_s=w.duration_s[idx],
-            attained_s=r.attained[idx] + el, attained_gpu_s=r.attained_gpu[idx] + el * r.held[idx],
-            remaining_s=left / self.jobs.ref_rate[idx], running=running.astype(np.int8), num_preemptions=r.n_preempt[idx],
-        )
+        r, w = self.run, self.w
+        return parts.JobView(*view_columns(
+            idx, self.now, float(self.cf[kengine.CF_RESTART_S]), w.job_id, w.submit_s, w.num_gpus, w.duration_s,
+            r.status, r.launch_t, r.attained, r.attained_gpu, r.held, r.work_left, r.rate, self.jobs.ref_rate,
+            r.n_preempt))
 
     def _answer_keys(self) -> None:
         view = self.job_view()

@@ -151,8 +151,9 @@ def make_policy(name: str, fn, preemptive: bool = True, description: str = ""):
     """A :class:`~fastblox.parts.Policy` running per-job key function ``fn`` inside the kernel."""
     from .parts import Policy
 
-    kind = enums.KIND_FULL if reads_now(fn) else enums.KIND_STATIC
-    return Policy(name, enums.POL_CUSTOM, preemptive, True, description, kind=kind, job_fn=fn)
+    if reads_now(fn):
+        return Policy(name, enums.POL_CUSTOM_FULL, preemptive, True, description, kind=enums.KIND_FULL, job_fn=fn)
+    return Policy(name, enums.POL_CUSTOM, preemptive, True, description, job_fn=fn)
 
 
 def params(policy, base, w):

@@ -154,3 +154,40 @@ def _ov_user_failed(pp):
     if is_user(pp):
         return lambda pp: pp.err[0] != ERR_NONE
     return lambda pp: False
+
+
+# ----------------------------------------------------------------- the view of the Python form
+from ._jit import jit  # noqa: E402
+from .enums import RUNNING  # noqa: E402
+
+
+@jit
+def view_columns(idx, t, restart_s, job_id, submit, num_gpus, duration, status, launch_t, attained, attained_gpu,
+                 held, work_left, rate, ref_rate, n_preempt):
+    """The columns of a ``JobView`` of jobs ``idx`` at ``t``, as new arrays in its field order,
+    each element computed as ``NativeState.job_view`` computed it with numpy (the same operations
+    in the same order: the same bits), in one pass instead of a dozen."""
+    m = idx.shape[0]
+    ids = np.empty(m, dtype=job_id.dtype)
+    sub = np.empty(m, dtype=submit.dtype)
+    gpus = np.empty(m, dtype=num_gpus.dtype)
+    dur = np.empty(m, dtype=duration.dtype)
+    att = np.empty(m)
+    att_gpu = np.empty(m)
+    rem = np.empty(m)
+    running = np.empty(m, dtype=np.int8)
+    npre = np.empty(m, dtype=n_preempt.dtype)
+    for a in range(m):
+        j = idx[a]
+        ids[a] = job_id[j]
+        sub[a] = submit[j]
+        gpus[a] = num_gpus[j]
+        dur[a] = duration[j]
+        r = status[j] == RUNNING
+        el = t - launch_t[j] if r else 0.0
+        att[a] = attained[j] + el
+        att_gpu[a] = attained_gpu[j] + el * held[j]
+        rem[a] = (work_left[j] - max(0.0, el - restart_s) * rate[j] * (1.0 if r else 0.0)) / ref_rate[j]
+        running[a] = 1 if r else 0
+        npre[a] = n_preempt[j]
+    return ids, sub, gpus, dur, att, att_gpu, rem, running, npre

@@ -319,7 +319,7 @@ def test_every_builtin_policy_is_one_file():
     here = Path(policies.__file__).parent
     for name in parts.POLICIES.names():
         p = parts.POLICIES.get(name)
-        module = inspect.getmodule(p.fn or p.planner or p.key or p.keys)
+        module = inspect.getmodule(p.fn or p.job_fn or p.planner or p.key or p.keys)
         if not module.__name__.startswith("fastblox."):
             continue  # (a user policy or planner some other test registered)
         assert Path(module.__file__).parent == here, name

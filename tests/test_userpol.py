@@ -221,3 +221,34 @@ def test_the_docs_examples_run():
         exec(compile(b.replace('fastblox.policy("', 'fastblox.policy(replace=True, name="'), "policies.md", "exec"),
              ns)
     assert fastblox.POLICIES.get("my-las").job_fn is ns["my_las"]
+
+
+def numpy_job_view(st):
+    """``NativeState.job_view`` as it was computed with numpy (the reference of ``view_columns``)."""
+    from fastblox.kernels import engine as kengine
+
+    idx = st.active_idx()
+    t, r, w = st.now, st.run, st.w
+    running = r.status[idx] == enums.RUNNING
+    el = np.where(running, t - r.launch_t[idx], 0.0)
+    left = r.work_left[idx] - np.maximum(0.0, el - st.cf[kengine.CF_RESTART_S]) * r.rate[idx] * running
+    return fastblox.JobView(
+        job_id=w.job_id[idx], submit_s=w.submit_s[idx], num_gpus=w.num_gpus[idx], duration_s=w.duration_s[idx],
+        attained_s=r.attained[idx] + el, attained_gpu_s=r.attained_gpu[idx] + el * r.held[idx],
+        remaining_s=left / st.jobs.ref_rate[idx], running=running.astype(np.int8), num_preemptions=r.n_preempt[idx])
+
+
+def test_the_job_view_kernel_gives_numpy_s_columns_to_the_bit():
+    w = workload(400, seed=2)
+    st = fastblox.prepare_native(w, cluster="2x8", policy=lambda jobs, now: jobs.attained_s, restart_s=30.0).state
+    seen = 0
+    for stop in (5e4, 2e5, 6e5):
+        st.drive(stop)
+        got, want = st.job_view(), numpy_job_view(st)
+        assert len(want.job_id) > 0
+        for f in fastblox.JobView._fields:
+            a, b = getattr(got, f), getattr(want, f)
+            assert a.dtype == b.dtype, f
+            np.testing.assert_array_equal(a, b, err_msg=f)
+        seen += int(want.running.sum())
+    assert seen > 0
