@@ -147,11 +147,12 @@ def compile_for_job(name: str, fn):
     return disp, d
 
 
-def make_policy(name: str, fn, preemptive: bool = True, description: str = ""):
-    """A :class:`~fastblox.parts.Policy` running per-job key function ``fn`` inside the kernel."""
+def make_policy(name: str, fn, preemptive: bool = True, description: str = "", reads_time: bool | None = None):
+    """A :class:`~fastblox.parts.Policy` running per-job key function ``fn`` inside the kernel
+    (``reads_time``: whether its key reads ``now``; None: :func:`reads_now` decides)."""
     from .parts import Policy
 
-    if reads_now(fn):
+    if reads_now(fn) if reads_time is None else reads_time:
         return Policy(name, enums.POL_CUSTOM_FULL, preemptive, True, description, kind=enums.KIND_FULL, job_fn=fn)
     return Policy(name, enums.POL_CUSTOM, preemptive, True, description, job_fn=fn)
 
@@ -174,3 +175,106 @@ def error_message(policy, pp, w) -> str:
     if code == kuser.ERR_RAISED:
         return f"policy {policy.name!r} raised an exception at t = {t:g} s keying {job} (compiled per job)"
     return f"policy {policy.name!r} must return finite priorities: it returned {k!r} at t = {t:g} s for {job}"
+
+
+# ------------------------------------------------------------------------------- composition
+def _fifo(job, now):
+    return job.submit_s
+
+
+def _las(job, now):
+    return job.attained_s
+
+
+def _las_gpu(job, now):
+    return job.attained_gpu_s
+
+
+def _srtf(job, now):
+    return job.remaining_s
+
+
+def _sjf(job, now):
+    return job.duration_s
+
+
+def _fewest_gpus(job, now):
+    return job.num_gpus
+
+
+def _most_gpus(job, now):
+    return -job.num_gpus
+
+
+def _fewest_preemptions(job, now):
+    return job.num_preemptions
+
+
+def _running_first(job, now):
+    return 1 - job.running
+
+
+#: the named parts :func:`compose` takes: name -> (per-job function, its meaning). Keys (any
+#: number) and ranks (integers: usable as the first part)
+PARTS = {
+    "fifo": (_fifo, "submit time (FIFO's key)"),
+    "las": (_las, "wall-seconds attained (LAS's key)"),
+    "las-gpu": (_las_gpu, "GPU-seconds attained (LAS-GPU's key)"),
+    "srtf": (_srtf, "remaining seconds (SRTF's key)"),
+    "sjf": (_sjf, "duration (SJF's key)"),
+    "fewest-gpus": (_fewest_gpus, "GPUs asked for (rank)"),
+    "most-gpus": (_most_gpus, "minus the GPUs asked for (rank)"),
+    "fewest-preemptions": (_fewest_preemptions, "times suspended (rank)"),
+    "running-first": (_running_first, "0 for running jobs, 1 for waiting ones (rank)"),
+}
+_JITTED: dict = {}
+
+
+def _part(p, what: str):
+    """A named part's (or a per-job function's) numba dispatcher."""
+    import numba
+
+    if isinstance(p, str):
+        if p not in PARTS:
+            raise ConfigError(f"compose: unknown {what} part {p!r}; choose one of: {', '.join(sorted(PARTS))}, "
+                              "or give a per-job function")
+        if p not in _JITTED:
+            _JITTED[p] = numba.njit(PARTS[p][0])
+        return _JITTED[p]
+    if not callable(p):
+        raise ConfigError(f"compose: the {what} part must be a name or a per-job function, got {p!r}")
+    return p if isinstance(p, numba.core.dispatcher.Dispatcher) else numba.njit(p)
+
+
+def tiresias_queue(thresholds):
+    """A rank part: Tiresias' queue of a job, the number of ``thresholds`` (GPU-seconds) at or
+    below the GPU-seconds it has attained (queue 0 first). Without Tiresias' starvation
+    promotion; the built-in ``tiresias`` has it."""
+    import numba
+
+    thr = tuple(float(x) for x in np.atleast_1d(np.asarray(thresholds, dtype=np.float64)))
+    if not thr or list(thr) != sorted(thr):
+        raise ConfigError(f"tiresias_queue: give one or more ascending thresholds in GPU-seconds, got {thresholds!r}")
+
+    def tiresias_queue(job, now):
+        k = 0
+        for x in thr:
+            if job.attained_gpu_s >= x:
+                k += 1
+        return k
+
+    return numba.njit(tiresias_queue)
+
+
+def compose(rank, key, name: str | None = None, preemptive: bool = True, description: str = ""):
+    """A per-job policy ordering by ``rank`` (an integer-valued part), then by ``key`` among equal
+    ranks: each a name of :data:`PARTS` or a per-job function ``fn(job, now)``. Returns the
+    :class:`~fastblox.parts.Policy` (run it, or register it with ``fastblox.POLICIES.register``)."""
+    r, k = _part(rank, "rank"), _part(key, "key")
+
+    def composed(job, now):
+        return r(job, now), k(job, now)
+
+    label = f"{getattr(rank, '__name__', rank)}+{getattr(key, '__name__', key)}"
+    return make_policy(name or label, composed, preemptive, description or f"{label} (composed)",
+                       reads_time=reads_now(r) or reads_now(k))

@@ -252,3 +252,28 @@ def test_the_job_view_kernel_gives_numpy_s_columns_to_the_bit():
             np.testing.assert_array_equal(a, b, err_msg=f)
         seen += int(want.running.sum())
     assert seen > 0
+
+
+def test_compose_refuses_unknown_parts_and_a_real_valued_rank():
+    with pytest.raises(fastblox.ConfigError, match="unknown rank part 'fewest'; choose one of: fifo"):
+        userpol.compose("fewest", "las")
+    with pytest.raises(fastblox.ConfigError, match="pair of an integer and a real number"):
+        fastblox.simulate(workload(20), cluster="2x4", policy=userpol.compose("las", "fifo"))
+    with pytest.raises(fastblox.ConfigError, match="ascending thresholds"):
+        userpol.tiresias_queue([10.0, 5.0])
+
+
+def test_composed_parts_digest_apart():
+    a, b = userpol.compose("fewest-gpus", "las"), userpol.compose("fewest-gpus", "srtf")
+    assert userpol.digest(a.job_fn) != userpol.digest(b.job_fn)
+    assert userpol.digest(a.job_fn) == userpol.digest(userpol.compose("fewest-gpus", "las").job_fn)
+    assert userpol.digest(userpol.tiresias_queue([1.0]).py_func) != userpol.digest(userpol.tiresias_queue([2.0]).py_func)
+    assert a.kind == enums.KIND_STATIC
+    assert userpol.compose("fewest-gpus", aged_las).kind == enums.KIND_FULL
+
+
+@pytest.mark.slow
+def test_a_composed_policy_equals_the_same_function_written_out():
+    w = workload(300, seed=5)
+    same_jobs(fastblox.simulate(w, cluster="4x8", policy=userpol.compose("fewest-gpus", "las")),
+              fastblox.simulate(w, cluster="4x8", policy=compiled(fewest_gpus_then_las)))
