@@ -255,7 +255,7 @@ def test_the_job_view_kernel_gives_numpy_s_columns_to_the_bit():
 
 
 def test_compose_refuses_unknown_parts_and_a_real_valued_rank():
-    with pytest.raises(fastblox.ConfigError, match="unknown rank part 'fewest'; choose one of: fifo"):
+    with pytest.raises(fastblox.ConfigError, match="unknown rank part 'fewest'; choose one of: fewest-gpus, "):
         userpol.compose("fewest", "las")
     with pytest.raises(fastblox.ConfigError, match="pair of an integer and a real number"):
         fastblox.simulate(workload(20), cluster="2x4", policy=userpol.compose("las", "fifo"))
