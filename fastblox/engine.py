@@ -194,6 +194,12 @@ def kind_of(scheduler, preempt: bool | None = None) -> str:
     ci[kengine.C_KIND] = pol.kind
     ci[kengine.C_PY] = int(pol.fn is not None or pol.planner is not None)
     ci[kengine.C_PREEMPT] = int(pol.preemptive if preempt is None else preempt)
+    if pol.job_fn is not None:  # (a per-job user policy: a kernel of its own, as state_kind names it)
+        from . import userpol
+
+        _, d = userpol.compile_for_job(pol.name, pol.job_fn)
+        userpol.POLICIES[d] = pol
+        return native_kind(ci) + f"+user:{d}"
     return native_kind(ci)
 
 

@@ -277,3 +277,15 @@ def test_a_composed_policy_equals_the_same_function_written_out():
     w = workload(300, seed=5)
     same_jobs(fastblox.simulate(w, cluster="4x8", policy=userpol.compose("fewest-gpus", "las")),
               fastblox.simulate(w, cluster="4x8", policy=compiled(fewest_gpus_then_las)))
+
+
+def test_the_warm_kind_of_a_per_job_policy_names_its_kernel():
+    from fastblox import engine
+
+    pol = compiled(las_job)
+    kind = engine.kind_of(pol)
+    assert kind == f"native:static+user:{userpol.digest(las_job)}"
+    st = fastblox.prepare_native(workload(20), cluster="2x4", policy=pol).state
+    assert engine.state_kind(st) == kind
+    assert engine.kind_of(compiled(las_job, preemptive=False)).startswith("native:queue+user:")
+    assert engine.kind_of(compiled(aged_las)).startswith("native:full+user:")
