@@ -508,6 +508,7 @@ class NativeState:
         self.ci[kengine.C_BUDGET] = 0 if slicer is None else slicer.budget
         while True:
             code = self.advance()
+            self._raise_if_policy_failed()
             if code == kengine.SLICE_END:
                 if slicer.between(self.progress):
                     return DriveCode.PAUSED
@@ -517,10 +518,6 @@ class NativeState:
                 self._answer_keys()
             elif code == kengine.NEED_PLAN:
                 self._answer_plan()
-            elif code == kengine.USER_ERROR:
-                from .userpol import error_message
-
-                raise ConfigError(error_message(self.policy, self.pp, self.w))
             elif code == kengine.NO_PROGRESS:
                 raise NoProgressError(
                     f"the replay stopped making progress at t={self.now!r} s (policy {self.policy.name!r}): more than "
@@ -531,6 +528,15 @@ class NativeState:
             # Python policies return every step: the slicer looks in once a slice's time
             if slicer is not None and slicer.due() and slicer.between(self.progress):
                 return DriveCode.PAUSED
+
+    def _raise_if_policy_failed(self) -> None:
+        """A compiled user policy that raised or gave a non-finite key recorded it in ``pp.err``
+        (the kernel goes on with a neutral key to the end of its slice): stop the run here."""
+        err = getattr(self.pp, "err", None)
+        if err is not None and err[0] != 0:
+            from .userpol import error_message
+
+            raise ConfigError(error_message(self.policy, self.pp, self.w))
 
     def progress(self) -> tuple:
         """``(simulated time, jobs finished, running, waiting, jobs)`` of the run (waiting: in

@@ -169,7 +169,7 @@ def params(policy, base, w):
 
 
 def error_message(policy, pp, w) -> str:
-    """The one-line error of a run stopped by ``USER_ERROR``."""
+    """The one-line error of a run whose compiled policy failed (``pp.err``)."""
     code, j, t, k = int(pp.err[0]), int(pp.err[1]), float(pp.err[2]), float(pp.err[3])
     job = f"job {int(w.job_id[j])}"
     if code == kuser.ERR_RAISED:

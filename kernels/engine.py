@@ -58,7 +58,7 @@ from .enums import (
 )
 from .placement import assign, release, set_node_bit, spans
 from .rates import launch_rate
-from .userpol import is_user, user_failed, user_key
+from .userpol import is_user, user_key
 from .walk import place, sort_jobs, stable_order, walk
 
 INF = np.inf
@@ -71,7 +71,6 @@ PAUSED = 3
 NEED_PLAN = 4
 SLICE_END = 5  # the call made its budget of ci[C_BUDGET] passes (a slice of the run): call again
 NO_PROGRESS = 6  # time stopped moving: a bug of the kernel's (the guard below), never a property of the input
-USER_ERROR = 7  # a compiled user policy failed (raised, or a non-finite key): ``pp.err`` says how (kernels/userpol.py)
 
 # slots of the int scalar state ``si``
 I_N_ACTIVE = 0
@@ -1402,8 +1401,6 @@ def _advance(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf
     t, busy, last_b, dirty, lost = sf[F_T], sf[F_BUSY_GPU_S], sf[F_LAST_B], sf[F_DIRTY], sf[F_LOST_GPU_S]
     code = FINISHED
     while True:
-        if user_failed(pp):
-            break
         if pending == 0:
             t_clu = INF
             if ev is not None:
@@ -1492,8 +1489,6 @@ def _advance(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf
             idle = 0
         if record:
             series, n_series = _record(series, n_series, t, ns + n_pre, free, nw, nr, demand, total_gpus)
-    if user_failed(pp):
-        code = USER_ERROR
     _store(si, sf, n_active, next_arr, ov_head, tracked_left, heap_n, n_steps, n_running, demand, started, n_preempt,
            n_series, pending, n_wait, wq_head, n_ro, next_ev, wake_n, n_fail, n_migrate, idle, t, busy, last_b, dirty,
            lost)

@@ -10,9 +10,12 @@ user branch when it is compiled for a ``UserParams``: :func:`user_key`.
 
 Errors never leave the kernel as an exception: the key function's exceptions are caught there,
 a non-finite key is caught there, and both are written into ``pp.err`` (``ERR_*``, the job, the
-time); the driver stops the run at its next pass with ``USER_ERROR`` and Python reports it in
-one line naming the policy. A key of the wrong type (an array, text) is refused before the run,
-when the function is typed for one job (``fastblox.userpol``).
+time; the first error is kept) while the kernel goes on with a neutral key ``(0, 0.0)``. The
+driver (``NativeState.drive``) reads ``pp.err`` each time the kernel returns, at the end of a
+slice at the latest (``fastblox.slices``: ~0.15 s), and stops the run with one line naming the
+policy (no check in the event loop: a built-in policy's kernel is not changed at all). A key of
+the wrong type (an array, text) is refused before the run, when the function is typed for one
+job (``fastblox.userpol``).
 """
 
 from __future__ import annotations
@@ -91,11 +94,6 @@ def user_key(policy, j, t, running, el, jobs, run, pp, restart_s):
     raise NotImplementedError("compiled only")
 
 
-def user_failed(pp):
-    """Whether the user's function failed (False, at no cost, for a built-in policy's params)."""
-    return False
-
-
 _OV = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, forceinline=True, _nrt=False)
 
 
@@ -147,13 +145,6 @@ def _ov_fail(err, code, j, t, k):
             err[3] = k
 
     return impl
-
-
-@overload(user_failed, jit_options=_OV)
-def _ov_user_failed(pp):
-    if is_user(pp):
-        return lambda pp: pp.err[0] != ERR_NONE
-    return lambda pp: False
 
 
 # ----------------------------------------------------------------- the view of the Python form
