@@ -30,6 +30,9 @@ from .kernels import userpol as kuser
 _DEPTH = 3  # how deep the digest follows functions the policy calls
 #: digest -> the Policy last run with that function (to compile its kernel ahead: ``engine._warm``)
 POLICIES: dict = {}
+#: function -> (its dispatcher typed for one job, its digest): each run of a policy compiles and
+#: digests it once per process
+_COMPILED: dict = {}
 
 
 def _value_bytes(v, depth: int, seen: set) -> bytes:
@@ -132,6 +135,8 @@ def compile_for_job(name: str, fn):
     import numba
     from numba.core.errors import NumbaError
 
+    if fn in _COMPILED:
+        return _COMPILED[fn]
     disp = fn if isinstance(fn, numba.core.dispatcher.Dispatcher) else numba.njit(fn)
     sig = (row_type(), numba.types.float64)
     try:
@@ -144,6 +149,7 @@ def compile_for_job(name: str, fn):
     pair = _check_return(name, ret)
     d = digest(fn)
     kuser.REGISTRY[d] = (disp, pair)
+    _COMPILED[fn] = disp, d
     return disp, d
 
 

@@ -289,3 +289,17 @@ def test_the_warm_kind_of_a_per_job_policy_names_its_kernel():
     assert engine.state_kind(st) == kind
     assert engine.kind_of(compiled(las_job, preemptive=False)).startswith("native:queue+user:")
     assert engine.kind_of(compiled(aged_las)).startswith("native:full+user:")
+
+
+def test_a_paused_run_switched_to_a_compiled_policy_goes_on_as_the_builtin():
+    """Switching from ``las`` to the per-job LAS halfway changes nothing: the same keys."""
+    w = workload(300, seed=4)
+    st = fastblox.prepare_native(w, cluster="4x8", policy="las").state
+    st.drive(float(w.submit_s[150]))
+    st.set_policy(compiled(las_job))
+    assert st.drive() == fastblox.DriveCode.FINISHED
+    ref = fastblox.prepare_native(w, cluster="4x8", policy="las").state
+    ref.drive()
+    np.testing.assert_array_equal(st.run.finish, ref.run.finish)
+    np.testing.assert_array_equal(st.run.n_preempt, ref.run.n_preempt)
+    assert st.counter("steps") == ref.counter("steps")
