@@ -11,11 +11,14 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import fastblox
 from fastblox import userpol
 from fastblox.kernels import enums
 from fastblox.reference.native import simulate_native_reference
+from strategies import small_case
 
 
 def las_job(job, now):
@@ -303,3 +306,28 @@ def test_a_paused_run_switched_to_a_compiled_policy_goes_on_as_the_builtin():
     np.testing.assert_array_equal(st.run.finish, ref.run.finish)
     np.testing.assert_array_equal(st.run.n_preempt, ref.run.n_preempt)
     assert st.counter("steps") == ref.counter("steps")
+
+
+@given(case=small_case(), placement=st.sampled_from(["first-fit", "consolidated", "blox", "topology"]),
+       theta=st.sampled_from([0.0, 1.5]), tm=st.sampled_from(["events", "rounds"]),
+       restart=st.sampled_from([0.0, 30.0]), preempt=st.booleans())
+def test_per_job_las_matches_the_builtin_and_the_reference_on_random_cases(case, placement, theta, tm, restart,
+                                                                           preempt):
+    """The compiled per-job LAS against the built-in LAS and the plain-Python reference twin
+    (``key_fn``: LAS's key computed for every active job at every step)."""
+    submit, gpus, dur, node_gpus = case
+    w = fastblox.Workload.from_arrays(submit_s=submit, num_gpus=gpus, duration_s=dur)
+    kw = dict(cluster=",".join(f"1x{g}" for g in node_gpus), placement=placement, time_model=tm, restart_s=restart,
+              preempt=preempt, admission=f"load:{theta}" if theta else "accept-all")
+    ref = simulate_native_reference(submit, gpus, dur, node_gpus, placement=placement, theta=theta, time_model=tm,
+                                    restart_s=restart, preempt=preempt,
+                                    key_fn=lambda j, t: j.attained + (t - j.cur.t if j.state == "running" else 0.0))
+    try:
+        a = fastblox.simulate(w, policy=compiled(las_job, preemptive=preempt), **kw)
+    except fastblox.SimulationError:
+        assert ref["deadlock"]
+        return
+    same_jobs(a, fastblox.simulate(w, policy="las", **kw))
+    np.testing.assert_array_equal(a.jobs["finish_s"].to_numpy(), np.where(np.asarray(ref["finish"]) < 0, np.nan,
+                                                                         np.asarray(ref["finish"], dtype=float)))
+    np.testing.assert_array_equal(a.jobs["num_preemptions"].to_numpy(), np.asarray(ref["n_preempt"]))
