@@ -181,8 +181,11 @@ def native_kind(ci) -> str:
 
 
 def state_kind(st: "NativeState") -> str:
-    """The ``_warm`` kind of a native run's state (with ``+events`` when it has node events)."""
-    return native_kind(st.ci) + ("+events" if st.events.t.shape[0] else "")
+    """The ``_warm`` kind of a native run's state (with ``+events`` when it has node events, and
+    ``+user:DIGEST`` for a user policy compiled into the kernel: a kernel of its own)."""
+    user = getattr(st.pp, "fn", None)
+    return (native_kind(st.ci) + ("+events" if st.events.t.shape[0] else "")
+            + (f"+user:{user.digest}" if user is not None else ""))
 
 
 def kind_of(scheduler, preempt: bool | None = None) -> str:
@@ -192,6 +195,12 @@ def kind_of(scheduler, preempt: bool | None = None) -> str:
     ci[kengine.C_KIND] = pol.kind
     ci[kengine.C_PY] = int(pol.fn is not None or pol.planner is not None)
     ci[kengine.C_PREEMPT] = int(pol.preemptive if preempt is None else preempt)
+    if pol.job_fn is not None:  # (a per-job user policy: a kernel of its own, as state_kind names it)
+        from . import userpol
+
+        _, d = userpol.compile_for_job(pol.name, pol.job_fn)
+        userpol.POLICIES[d] = pol
+        return native_kind(ci) + f"+user:{d}"
     return native_kind(ci)
 
 
@@ -234,8 +243,13 @@ def _warm_now(kind: str) -> float:
         if kind == "native":
             st.advance()
         else:
-            path, _, events = kind.split(":", 1)[1].partition("+")
-            if events:
+            path, *flags = kind.split(":", 1)[1].split("+")
+            user = [f.partition(":")[2] for f in flags if f.startswith("user:")]
+            if user:  # (the user policy the kind names, as the run has it: fastblox.userpol)
+                from .userpol import POLICIES as USER
+
+                st._set_policy(USER[user[0]], {})
+            if "events" in flags:
                 st.events = KEvents(np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
             kengine.load(kengine.PATHS[path], *st.kernel_args())
     _WARM.add(kind)
@@ -297,11 +311,17 @@ def _run_compat(*args, **kw):
     return kcompat.run_blox(*_compat_args(*args, **kw))
 
 
-def _policy_params(policy: parts.Policy, opts: dict) -> PolicyParams:
+def _policy_params(policy: parts.Policy, opts: dict, w: Workload) -> PolicyParams:
+    """The kernel's policy parameters (a compiled user policy's: ``kernels.userpol.UserParams``)."""
     thr = np.asarray(opts.get("thresholds", ()), dtype=np.float64).reshape(-1)
     gx = np.asarray(opts.get("_gittins_x", [0.0]), dtype=np.float64)
     gv = np.asarray(opts.get("_gittins_v", [0.0]), dtype=np.float64)
-    return _writable(PolicyParams(thr, gx, gv))
+    pp = _writable(PolicyParams(thr, gx, gv))
+    if policy.job_fn is not None:
+        from . import userpol
+
+        return userpol.params(policy, pp, w)
+    return pp
 
 
 def _writable(nt):
@@ -403,7 +423,6 @@ class NativeState:
             victims_pos=np.empty(n, dtype=np.int64), run_suffix=np.empty(n + 1, dtype=np.int64),
             tmp=np.empty(max(c.total_gpus, 1), dtype=np.int64),
         )
-        self.pp = _policy_params(policy, opts)
         self.series = np.empty((1024 if series else 1, kengine.SERIES_COLS))
         self.si = np.zeros(kengine.I_SIZE, dtype=np.int64)
         self.si[kengine.I_TRACKED_LEFT] = int(tracked.sum())
@@ -435,7 +454,7 @@ class NativeState:
         ci[kengine.C_PY] = int(policy.fn is not None or policy.planner is not None)
         cf[kengine.CF_PROMOTE] = float(opts.get("promote", 0.0))
         cf[kengine.CF_THEMIS_F] = float(opts.get("f", 0.0))
-        self.pp = _policy_params(policy, opts)
+        self.pp = _policy_params(policy, opts, self.w)
         self.planner = policy.planner(self, opts) if policy.planner is not None else None
 
     def set_policy(self, policy: parts.Policy, opts: dict | None = None, preempt: bool | None = None) -> None:
@@ -464,6 +483,8 @@ class NativeState:
         new.s = Scratch(*(a.copy() for a in self.s))
         new.series = self.series.copy()
         new.si, new.sf, new.ci, new.cf = self.si.copy(), self.sf.copy(), self.ci.copy(), self.cf.copy()
+        if hasattr(self.pp, "err"):  # (a compiled user policy's error record: each copy its own)
+            new.pp = self.pp._replace(err=self.pp.err.copy())
         new.planner = self.planner.copy(new) if self.planner is not None and hasattr(self.planner, "copy") else (
             self.policy.planner(new, self.opts) if self.policy.planner is not None else None)
         return new
@@ -488,6 +509,7 @@ class NativeState:
         self.ci[kengine.C_BUDGET] = 0 if slicer is None else slicer.budget
         while True:
             code = self.advance()
+            self._raise_if_policy_failed()
             if code == kengine.SLICE_END:
                 if slicer.between(self.progress):
                     return DriveCode.PAUSED
@@ -507,6 +529,15 @@ class NativeState:
             # Python policies return every step: the slicer looks in once a slice's time
             if slicer is not None and slicer.due() and slicer.between(self.progress):
                 return DriveCode.PAUSED
+
+    def _raise_if_policy_failed(self) -> None:
+        """A compiled user policy that raised or gave a non-finite key recorded it in ``pp.err``
+        (the kernel goes on with a neutral key to the end of its slice): stop the run here."""
+        err = getattr(self.pp, "err", None)
+        if err is not None and err[0] != 0:
+            from .userpol import error_message
+
+            raise ConfigError(error_message(self.policy, self.pp, self.w))
 
     def progress(self) -> tuple:
         """``(simulated time, jobs finished, running, waiting, jobs)`` of the run (waiting: in
@@ -549,20 +580,16 @@ class NativeState:
         return self.s.active[: self.si[kengine.I_N_ACTIVE]]
 
     def job_view(self, idx: np.ndarray | None = None) -> parts.JobView:
-        """The active jobs' columns at the current time (for user policies)."""
+        """The active jobs' columns at the current time (for user policies): new arrays, which
+        the policy may keep."""
+        from .kernels.userpol import view_columns
+
         idx = self.active_idx() if idx is None else idx
-        t = self.now
-        r = self.run
-        running = r.status[idx] == enums.RUNNING
-        el = np.where(running, t - r.launch_t[idx], 0.0)
-        restart = self.cf[kengine.CF_RESTART_S]
-        w = self.w
-        left = r.work_left[idx] - np.maximum(0.0, el - restart) * r.rate[idx] * running
-        return parts.JobView(
-            job_id=w.job_id[idx], submit_s=w.submit_s[idx], num_gpus=w.num_gpus[idx], duration_s=w.duration_s[idx],
-            attained_s=r.attained[idx] + el, attained_gpu_s=r.attained_gpu[idx] + el * r.held[idx],
-            remaining_s=left / self.jobs.ref_rate[idx], running=running.astype(np.int8), num_preemptions=r.n_preempt[idx],
-        )
+        r, w = self.run, self.w
+        return parts.JobView(*view_columns(
+            idx, self.now, float(self.cf[kengine.CF_RESTART_S]), w.job_id, w.submit_s, w.num_gpus, w.duration_s,
+            r.status, r.launch_t, r.attained, r.attained_gpu, r.held, r.work_left, r.rate, self.jobs.ref_rate,
+            r.n_preempt))
 
     def _answer_keys(self) -> None:
         view = self.job_view()

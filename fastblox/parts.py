@@ -108,6 +108,7 @@ class Policy:
     options: tuple = ()
     default_time_model: str | None = None  # e.g. Gavel's rounds
     default_round_s: float | None = None  # e.g. Gavel's 360 s
+    job_fn: Callable | None = None  # a user's per-job key function, compiled into the kernel (fastblox.userpol)
 
     def resolve_options(self, given: dict | None) -> dict:
         """Defaults overridden by ``given`` (values or strings); unknown names and bad values raise."""
@@ -195,19 +196,31 @@ class Admission:
         return cls(theta)
 
 
-def policy(name: str | None = None, preemptive: bool = True, description: str = "", replace: bool = False):
-    """Register a user policy: ``fn(jobs: JobView, now_s: float) -> keys`` (lower runs first).
-
-    ``fn`` may be plain numpy or a ``numba.njit`` function taking the same arguments. Example::
+def policy(name: str | None = None, preemptive: bool = True, description: str = "", replace: bool = False,
+           per_job: bool = False):
+    """Register a user policy: ``fn(jobs: JobView, now_s: float) -> keys`` (lower runs first),
+    called from Python at every step with the active jobs' columns (plain numpy, or a
+    ``numba.njit`` function taking the same arguments). Example::
 
         @fastblox.policy("fewest-gpus-first")
         def fewest_gpus(jobs, now):
             return jobs.num_gpus * 1e9 + jobs.submit_s
+
+    ``per_job=True``: ``fn(job, now_s) -> key`` or ``(rank, key)`` of ONE job (``job``'s fields
+    are that job's numbers), compiled with numba into the simulation kernel: no Python per step
+    (``fastblox.userpol``; docs/policies.md, *Write your own policy*).
     """
 
     def deco(fn):
         pname = name or fn.__name__.replace("_", "-")
-        POLICIES.register(pname, Policy(pname, enums.POL_CUSTOM, preemptive, True, description or (fn.__doc__ or "").strip(), fn=fn), replace=replace)
+        desc = description or (fn.__doc__ or "").strip()
+        if per_job:
+            from .userpol import make_policy
+
+            pol = make_policy(pname, fn, preemptive, desc)
+        else:
+            pol = Policy(pname, enums.POL_CUSTOM, preemptive, True, desc, fn=fn)
+        POLICIES.register(pname, pol, replace=replace)
         return fn
 
     return deco

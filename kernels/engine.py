@@ -48,6 +48,8 @@ from .enums import (
     KIND_PLAN,
     NO_RUN,
     OVERFLOW,
+    POL_CUSTOM,
+    POL_CUSTOM_FULL,
     POL_GITTINS,
     POL_TIRESIAS,
     RUNNING,
@@ -56,6 +58,7 @@ from .enums import (
 )
 from .placement import assign, release, set_node_bit, spans
 from .rates import launch_rate
+from .userpol import is_user, user_key
 from .walk import place, sort_jobs, stable_order, walk
 
 INF = np.inf
@@ -306,9 +309,10 @@ def policy_key(policy, j, t, running, el, jobs, run, pp, restart_s):
     return _key_fns("key")[policy](j, t, running, el, jobs, run, pp, restart_s)
 
 
-def policy_keys(policy, t, jobs, run, s, na, restart_s, lease_s, f):
+def policy_keys(policy, t, jobs, run, s, na, restart_s, lease_s, f, pp):
     """A ``KIND_FULL`` built-in policy's keys of the ``na`` active jobs, into ``s.keys`` by
-    position (and ``s.prio`` by job: 0 for jobs that go first, 1 for the others)."""
+    position (and ``s.prio`` by job: 0 for jobs that go first, 1 for the others); a compiled
+    user policy's (``pp`` a ``UserParams``) from its key of each job."""
     _key_fns("keys")[policy](t, jobs, run, s, na, restart_s, lease_s, f)
 
 
@@ -325,14 +329,20 @@ def _key_fns(field: str) -> dict:
     return out
 
 
-def _chain(field: str, args: str, default: str):
-    """A function ``if policy == CODE: return FN(ARGS)`` over the built-in key functions."""
+def _chain(field: str, args: str, default: str, extra: str = "", user=None, user_args: str = "",
+           user_code: int = POL_CUSTOM):
+    """A function ``chain(policy, ARGS EXTRA)``: ``if policy == CODE: return FN(ARGS)`` over the
+    built-in key functions; with ``user``, first ``if policy == USER_CODE: return
+    user(USER_ARGS)`` (a compiled user policy)."""
     fns = sorted(_key_fns(field).items())
-    lines = [f"def chain(policy, {args}):"]
+    lines = [f"def chain(policy, {args}{extra}):"]
+    if user is not None:
+        lines.append(f"    if policy == {int(user_code)}:\n        return user({user_args})")
     for code, _ in fns:
         lines.append(f"    if policy == {int(code)}:\n        return k{int(code)}({args})")
     lines.append(f"    return {default}")
     ns = {f"k{int(code)}": fn for code, fn in fns}
+    ns["user"] = user
     exec("\n".join(lines), ns)  # (generated from integer codes and fixed names only)
     return ns["chain"]
 
@@ -845,7 +855,44 @@ def _gate(ci, free, n_wait, n_running, q, run, wake_n, next_arr, next_ev, n_ev):
 
 # ------------------------------------------------------------------------------- scheduling paths
 def _collect_active(path, s, q, wq_head, n_wait, n_running):
-    """Every active job, in arrival order, into ``s.active``; returns how many."""
+    """Every active job, in arrival order, into ``s.active``; returns how many. The waiting queue
+    of a policy that re-keys every job each step is in arrival order already (its jobs' queue
+    keys are all equal): then the running jobs, sorted, are merged into it (O(A + R log R));
+    otherwise everything is sorted."""
+    wq, rq, run_sorted = q.wq, q.rq, s.order
+    in_order = True
+    for a in range(wq_head + 1, wq_head + n_wait):
+        if wq[a - 1] > wq[a]:
+            in_order = False
+            break
+    if not in_order:
+        return _sort_active(s, q, wq_head, n_wait, n_running)
+    for a in range(n_running):
+        run_sorted[a] = rq[a]
+    if n_running <= 32:
+        _sort_ints_small(run_sorted, n_running)
+    else:
+        srt = np.sort(rq[:n_running])
+        for a in range(n_running):
+            run_sorted[a] = srt[a]
+    a = wq_head
+    end = wq_head + n_wait
+    b = 0
+    na = 0
+    while a < end or b < n_running:
+        if b >= n_running or (a < end and wq[a] < run_sorted[b]):
+            s.active[na] = wq[a]
+            a += 1
+        else:
+            s.active[na] = run_sorted[b]
+            b += 1
+        na += 1
+    return na
+
+
+@helper
+def _sort_active(s, q, wq_head, n_wait, n_running):
+    """:func:`_collect_active` by a sort of all of them."""
     na = 0
     for a in range(wq_head, wq_head + n_wait):
         s.active[na] = q.wq[a]
@@ -857,6 +904,18 @@ def _collect_active(path, s, q, wq_head, n_wait, n_running):
     for a in range(na):  # (a loop: a slice assignment compiles numba's shape-mismatch error message)
         s.active[a] = srt[a]
     return na
+
+
+@helper(nrt=False, inline=True)
+def _sort_ints_small(a, m):
+    """Insertion sort of ``a[:m]`` (a few integers)."""
+    for x in range(1, m):
+        v = a[x]
+        y = x - 1
+        while y >= 0 and a[y] > v:
+            a[y + 1] = a[y]
+            y -= 1
+        a[y + 1] = v
 
 
 @helper(nrt=False, inline=True)
@@ -991,7 +1050,7 @@ def _step_full(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, 
     py = ci[C_PY] != 0
     na = n_active
     if not py:
-        policy_keys(ci[C_POLICY], t, jobs, run, s, na, cf[CF_RESTART_S], cf[CF_ROUND_S], cf[CF_THEMIS_F])
+        policy_keys(ci[C_POLICY], t, jobs, run, s, na, cf[CF_RESTART_S], cf[CF_ROUND_S], cf[CF_THEMIS_F], pp)
     stable_order(s.keys, s.prio, s.active, na, s.order)
     if not py:
         for a in range(na):
@@ -1266,12 +1325,35 @@ def _ov_path_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n
 
 @overload(policy_key, jit_options=_OV)
 def _ov_policy_key(policy, j, t, running, el, jobs, run, pp, restart_s):
-    return _chain("key", "j, t, running, el, jobs, run, pp, restart_s", "0, 0.0")
+    args = "j, t, running, el, jobs, run, pp, restart_s"
+    if is_user(pp):
+        return _chain("key", args, "0, 0.0", "", user_key, "policy, " + args)
+    return _chain("key", args, "0, 0.0")
 
 
 @overload(policy_keys, jit_options=_OV_NRT)  # (Themis' keys sort: they allocate)
-def _ov_policy_keys(policy, t, jobs, run, s, na, restart_s, lease_s, f):
-    return _chain("keys", "t, jobs, run, s, na, restart_s, lease_s, f", "None")
+def _ov_policy_keys(policy, t, jobs, run, s, na, restart_s, lease_s, f, pp):
+    args = "t, jobs, run, s, na, restart_s, lease_s, f"
+    if is_user(pp):
+        return _chain("keys", args, "None", ", pp", _user_keys, "policy, t, jobs, run, s, na, restart_s, pp",
+                      POL_CUSTOM_FULL)
+    return _chain("keys", args, "None", ", pp")
+
+
+@helper(inline=True)
+def _user_keys(policy, t, jobs, run, s, na, restart_s, pp):
+    """A compiled user policy's keys of the ``na`` active jobs, re-computed now (a policy that
+    reads the time, ``POL_CUSTOM_FULL``: its waiting queue is not keyed, so it stays in arrival
+    order): ``s.keys`` by position, its ranks in ``s.prio`` by job (reset to 0 after the order is
+    made)."""
+    status, launch_t = run.status, run.launch_t
+    for a in range(na):
+        j = s.active[a]
+        running = status[j] == RUNNING
+        el = t - launch_t[j] if running else 0.0
+        r, k = user_key(policy, j, t, running, el, jobs, run, pp, restart_s)
+        s.prio[j] = r
+        s.keys[a] = k
 
 
 # ------------------------------------------------------------------------------- the driver

@@ -17,11 +17,12 @@ POL_LAS = 1  # key: attained service, wall-seconds (Blox)
 POL_LAS_GPU = 2  # key: attained service, GPU-seconds
 POL_SRTF = 3  # key: remaining work (s)
 POL_SJF = 4  # key: total work (s), non-preemptive
-POL_CUSTOM = 5  # key given by a user function, recomputed each step
+POL_CUSTOM = 5  # key given by a user function (from Python each step, or compiled per job: kernels/userpol.py)
 POL_TIRESIAS = 6  # discretized 2D-LAS: queue of attained GPU-seconds, FIFO within a queue
 POL_GITTINS = 7  # Tiresias' Gittins-index variant: queue, then the highest index
 POL_THEMIS = 8  # finish-time fairness: worst rho first (with the fairness knob)
 POL_PLAN = 9  # a planner (Gavel, Optimus, user): per job a key, a GPU type and a size each step
+POL_CUSTOM_FULL = 10  # a compiled per-job user policy that reads the time: every active job re-keyed each step
 
 # how a policy's keys behave (decides which path a scheduling step takes)
 KIND_STATIC = 0  # a waiting job's key does not move while it waits: sorted waiting queue
