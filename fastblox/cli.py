@@ -180,8 +180,29 @@ class _Parser(argparse.ArgumentParser):
     block; ``-h`` shows it)."""
 
     def error(self, message):
-        sys.stderr.write(f"fastblox: error: {message.removeprefix('argument ')}\n")
+        message = message.removeprefix("argument ")
+        if message.startswith("unrecognized arguments: "):
+            message += _did_you_mean(self, message.removeprefix("unrecognized arguments: ").split())
+        sys.stderr.write(f"fastblox: error: {message}\n")
         sys.exit(2)
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, tokens: list) -> str:
+    """`` (did you mean --target-load?)`` for the first unknown flag close to a known one (of any
+    subcommand: argparse reports unknown flags from the top-level parser)."""
+    import difflib
+
+    known = set(parser._option_string_actions)
+    for act in parser._actions:
+        if isinstance(act, argparse._SubParsersAction):
+            for sp in act.choices.values():
+                known |= set(sp._option_string_actions)
+    for tok in tokens:
+        if tok.startswith("--"):
+            near = difflib.get_close_matches(tok.split("=", 1)[0], sorted(known), n=1, cutoff=0.75)
+            if near:
+                return f" (did you mean {near[0]}?)"
+    return ""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -47,6 +47,8 @@ def _bad_files(tmp: Path) -> dict:
 ERROR_PATHS = [
     # run: flags, values, combinations, inputs, outputs
     (["run", "--bogus"], "unrecognized arguments"),
+    (["run", "--target-lod", "1"], "unrecognized arguments: --target-lod 1 (did you mean --target-load?)"),
+    (["sweep", "x.toml", "--out", "o", "--exector", "ray"], "(did you mean --executor?)"),
     (["run", "--restart-s", "-1"], "--restart-s"),
     (["run", "--restart-s", "abc"], "--restart-s: expected a number"),
     (["run", "--round-s", "0"], "--round-s"),
