@@ -333,24 +333,28 @@ def load_config(src, base_dir=None) -> SweepConfig:
     default the current directory)."""
     if isinstance(src, SweepConfig):
         return src
-    text = path = None
-    if isinstance(src, dict):
-        raw = src
-        bdir = Path(base_dir) if base_dir is not None else Path.cwd()
-    else:
-        path = Path(src)
-        try:
-            text = path.read_bytes().decode("utf-8")
-        except OSError as e:
-            raise ConfigError(f"sweep config: cannot read {path}: {e.strerror or e}") from None
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"sweep config: {path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
-        try:
-            raw = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"sweep config: {path}: not valid TOML: {e}") from None
-        bdir = Path(base_dir) if base_dir is not None else path.resolve().parent
+    raw, bdir, path, text = read_toml(src, base_dir, "sweep config")
     return _build(raw, bdir, path, text)
+
+
+def read_toml(src, base_dir, what: str) -> tuple:
+    """``(raw, base folder, path, text)`` of a config given as a TOML file path or a dict (path and
+    text None); relative paths resolve against the file's folder, for a dict ``base_dir`` or the
+    current directory. Errors name ``what`` and the file."""
+    if isinstance(src, dict):
+        return src, Path(base_dir) if base_dir is not None else Path.cwd(), None, None
+    path = Path(src)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise ConfigError(f"{what}: cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what}: {path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{what}: {path}: not valid TOML: {e}") from None
+    return raw, Path(base_dir) if base_dir is not None else path.resolve().parent, path, text
 
 
 def _build(raw: dict, base_dir: Path, path, text) -> SweepConfig:

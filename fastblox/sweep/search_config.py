@@ -35,12 +35,11 @@ import hashlib
 import json
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from .config import PARAM_KEYS, PARAM_TYPES, _canon_key, dump_toml, load_config
+from .config import PARAM_KEYS, PARAM_TYPES, _canon_key, dump_toml, load_config, read_toml
 
 #: The summary figures a search can optimise and whether lower ("min") or higher ("max") is better.
 OBJECTIVES = {
@@ -201,22 +200,7 @@ def load_search_config(src, base_dir=None) -> SearchConfig:
     (relative paths: from the file's folder, for a dict ``base_dir`` or the current directory)."""
     if isinstance(src, SearchConfig):
         return src
-    text = None
-    if isinstance(src, dict):
-        raw = src
-        bdir = Path(base_dir) if base_dir is not None else Path.cwd()
-    else:
-        path = Path(src)
-        try:
-            text = path.read_bytes().decode("utf-8")
-            raw = tomllib.loads(text)
-        except OSError as e:
-            raise ConfigError(f"search config: cannot read {path}: {e.strerror or e}") from None
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"search config: {path}: not UTF-8 text (byte {e.start})") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"search config: {path}: not valid TOML: {e}") from None
-        bdir = Path(base_dir) if base_dir is not None else path.resolve().parent
+    raw, bdir, _, text = read_toml(src, base_dir, "search config")
     return _build(raw, bdir, text)
 
 
