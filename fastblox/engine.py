@@ -452,6 +452,7 @@ class NativeState:
         ci[kengine.C_DYNAMIC] = int(policy.dynamic)
         ci[kengine.C_KIND] = policy.kind
         ci[kengine.C_PY] = int(policy.fn is not None or policy.planner is not None)
+        ci[kengine.C_HOL] = int(not opts.get("backfill", True))
         cf[kengine.CF_PROMOTE] = float(opts.get("promote", 0.0))
         cf[kengine.CF_THEMIS_F] = float(opts.get("f", 0.0))
         self.pp = _policy_params(policy, opts, self.w)

@@ -115,6 +115,7 @@ C_KIND = 6  # KIND_STATIC / KIND_FULL / KIND_PLAN
 C_PY = 7  # keys or plans come from Python
 C_N_TYPES = 8  # GPU types in the cluster
 C_BUDGET = 9  # passes (one per scheduling time) per call before SLICE_END; 0: no limit
+C_HOL = 10  # head-of-line blocking: a queue's walk ends at the first waiting job that does not fit (no backfilling)
 C_SIZE = 12
 
 # config floats ``cf``
@@ -940,13 +941,15 @@ def _last_running(policy, t, jobs, run, q, s, pp, restart_s, nr):
 @helper(nrt=False, inline=True)
 def _walk_queue(t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free):
     """The walk over the waiting queue of a ``KIND_STATIC`` policy: launch what fits, in queue
-    order. The last running job in the order bounds the jobs that could preempt (computed only
-    when a job fails to fit or nothing is free). Returns ``(launched, last queue position
+    order (with ``C_HOL``, only up to the first job that does not fit). The last running job in
+    the order bounds the jobs that could preempt (computed only when a job fails to fit or nothing
+    is free). Returns ``(launched, last queue position
     launched, free, first blocked position that could preempt or -1)``."""
     policy = ci[C_POLICY]
     placement = ci[C_PLACEMENT]
     n_types = ci[C_N_TYPES]
     have_r = ci[C_PREEMPT] != 0 and nr > 0
+    hol = ci[C_HOL] != 0
     wq, want, want_type, status, held, held_type = q.wq, run.want, run.want_type, run.status, run.held, run.held_type
     rmax = 0
     kmax = 0.0
@@ -978,8 +981,8 @@ def _walk_queue(t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free):
             rmax, kmax, jmax = _last_running(policy, t, jobs, run, q, s, pp, cf[CF_RESTART_S], nr)
         if have_r and _before(q.wrank[w], q.wkey[w], w, rmax, kmax, jmax):
             return nl, last_l, free, i
-        if free == 0:
-            break  # nothing free, and no running job ranks below the rest
+        if free == 0 or (hol and want_type[w] != NO_RUN):
+            break  # nothing free, and no running job ranks below the rest; or no backfilling
         i += 1
     return nl, last_l, free, -1
 
@@ -1024,8 +1027,8 @@ def _preempting_walk(t, jobs, run, nodes, q, s, rates, ci, h, nw, nr, slow_from,
             order[no] = ro[b]
             b += 1
         no += 1
-    nl2, ns = walk(order, no, jobs, run, rates, nodes, ci[C_PLACEMENT], ci[C_N_TYPES], True, False, s.launched[nl:],
-                   s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
+    nl2, ns = walk(order, no, jobs, run, rates, nodes, ci[C_PLACEMENT], ci[C_N_TYPES], True, ci[C_HOL] != 0,
+                   s.launched[nl:], s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
     return nl2, ns, n_ro
 
 

@@ -13,16 +13,18 @@ POLICIES = ["fifo", "las", "las-gpu", "srtf", "sjf"]
 PLACEMENTS = ["first-fit", "consolidated", "blox"]
 
 
-def _run_both(case, policy, placement, theta, tm, restart, preempt, round_s=300.0):
+def _run_both(case, policy, placement, theta, tm, restart, preempt, round_s=300.0, backfill=True):
     submit, gpus, dur, node_gpus = case
     w = fastblox.Workload.from_arrays(submit_s=submit, num_gpus=gpus, duration_s=dur)
     cluster = ",".join(f"1x{g}" for g in node_gpus)
     ref = simulate_native_reference(submit, gpus, dur, node_gpus, policy=policy, placement=placement, theta=theta,
-                                    time_model=tm, round_s=round_s, restart_s=restart, preempt=preempt)
+                                    time_model=tm, round_s=round_s, restart_s=restart, preempt=preempt,
+                                    backfill=backfill)
+    opts = {} if backfill else {"backfill": False}
     try:
         res = fastblox.simulate(w, cluster=cluster, policy=policy, placement=placement,
                                 admission=f"load:{theta}" if theta else "accept-all", time_model=tm, round_s=round_s,
-                                restart_s=restart, preempt=preempt)
+                                restart_s=restart, preempt=preempt, policy_opts=opts)
     except fastblox.SimulationError:
         assert ref["deadlock"], "kernel reports a deadlock the reference does not see"
         return None, ref
@@ -68,11 +70,13 @@ def _assert_invariants(res, restart, gpus_total):
 @pytest.mark.parametrize("policy", POLICIES)
 @per_item()
 @given(case=small_case(), placement=st.sampled_from(PLACEMENTS), theta=st.sampled_from([0.0, 1.0, 1.5]),
-       restart=st.sampled_from([0.0, 30.0]), preempt=st.booleans())
-def test_kernel_matches_reference(case, policy, placement, theta, tm, restart, preempt):
+       restart=st.sampled_from([0.0, 30.0]), preempt=st.booleans(), backfill=st.booleans())
+def test_kernel_matches_reference(case, policy, placement, theta, tm, restart, preempt, backfill):
     """Every policy × time model is an item of its own (each draws the placements, ~10 examples
-    per policy × placement × time model at the ``ci`` profile)."""
-    res, ref = _run_both(case, policy, placement, theta, tm, restart, preempt)
+    per policy × placement × time model at the ``ci`` profile); ``fifo`` and ``sjf`` with and
+    without backfilling."""
+    backfill = backfill or policy not in ("fifo", "sjf")
+    res, ref = _run_both(case, policy, placement, theta, tm, restart, preempt, backfill=backfill)
     if res is None:
         return
     _assert_same(res, ref)

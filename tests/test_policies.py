@@ -208,6 +208,20 @@ def test_gavel_puts_jobs_where_they_run_fastest():
     assert aware.summary["avg_jct_s"] < agnostic.summary["avg_jct_s"]
 
 
+# ---------------------------------------------------------------- backfilling
+@pytest.mark.parametrize("policy", ["fifo", "sjf"])
+def test_no_backfill_blocks_behind_the_head(policy):
+    """1x4: A (2 GPUs) runs from 0; B (4 GPUs, t=1) waits for it; C (1 GPU, t=2) fits beside A.
+    Backfilling starts C at once; without it C waits until B has run (head-of-line blocking)."""
+    w = W([0.0, 1.0, 2.0], [2, 4, 1], [100.0, 100.0, 10.0] if policy == "fifo" else [100.0, 50.0, 60.0])
+    bf = fastblox.simulate(w, cluster="1x4", policy=policy)
+    hol = fastblox.simulate(w, cluster="1x4", policy=policy, policy_opts={"backfill": "false"})
+    assert by_id(bf, "first_start_s") == {0: 0.0, 1: 100.0, 2: 2.0}
+    b_end = 100.0 + (100.0 if policy == "fifo" else 50.0)
+    assert by_id(hol, "first_start_s") == {0: 0.0, 1: 100.0, 2: b_end}
+    assert hol.config["policy_opts"] == {"backfill": False}
+
+
 # ---------------------------------------------------------------- options and errors
 def test_policy_options_are_validated():
     w = W([0.0], [1], [10.0])

@@ -54,3 +54,14 @@ def ascending_list(v) -> tuple:
     if any(b <= a for a, b in zip(xs, xs[1:])):
         raise ValueError(f"must be in ascending order, got {list(xs)}")
     return xs
+
+
+def backfill_option():
+    """``backfill``: the option of the non-preemptive queue policies (``fifo``, ``sjf``) that turns
+    backfilling off (head-of-line blocking, as Tiresias' ``fifo`` schedule and Slurm without its
+    backfill plugin): the engine's ``C_HOL``."""
+    from .. import parts
+
+    return parts.Option("backfill", True, boolean,
+                        "false: strict order, no job starts while one before it waits (head-of-line blocking)")
+

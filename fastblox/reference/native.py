@@ -382,6 +382,7 @@ def simulate_native_reference(
     node_type=None, node_rack=None, cls=None, ref_rate=None, tab=None, type_speed=None, node_factor=None,
     multi_node_factor=1.0, rack_factor=1.0, checkpoint_s=0.0, events=None, planner=None, dynamic=None, spread=None,
     max_steps=None, thresholds=(3250.0, 7200.0), promote=0.0, gittins=None, themis_f=0.8,
+    backfill=True,
 ):
     """Replay jobs (sorted by submit time) on nodes of ``node_gpus`` GPUs.
 
@@ -404,7 +405,9 @@ def simulate_native_reference(
     GPU-seconds (ascending), ``promote`` the starvation knob P (0: off), ``gittins`` the Gittins
     index table ``(xs, vs)`` (``vs[i]`` from ``xs[i]`` GPU-seconds on; what
     ``fastblox.policies.tiresias._prepare_gittins`` gives as ``_gittins_x``/``_gittins_v``).
-    ``themis``: ``themis_f`` the fairness knob f; the lease is ``round_s``.
+    ``themis``: ``themis_f`` the fairness knob f; the lease is ``round_s``. ``backfill=False``
+    (``fifo``, ``sjf``): head-of-line blocking, the walk ends at the first waiting job that does
+    not fit.
 
     Returns a dict of per-job lists (``finish``, ``first_start`` (-1 for never), ``n_preempt``,
     ``n_fail``, ``attained``, ``attained_gpu``, ``lost_s``, ``gpu_type`` of the last launch,
@@ -419,7 +422,7 @@ def simulate_native_reference(
                    type_speed=type_speed, node_factor=node_factor, multi_node_factor=multi_node_factor,
                    rack_factor=rack_factor, checkpoint_s=checkpoint_s, events=events, planner=planner,
                    dynamic=dynamic, spread=spread, max_steps=max_steps, thresholds=thresholds, promote=promote,
-                   gittins=gittins, themis_f=themis_f).run()
+                   gittins=gittins, themis_f=themis_f, backfill=backfill).run()
 
 
 class _Replay:
@@ -431,7 +434,7 @@ class _Replay:
         time_model="events", round_s=300.0, restart_s=0.0, preempt=True, key_fn=None, *,
         node_type=None, node_rack=None, cls=None, ref_rate=None, tab=None, type_speed=None, node_factor=None,
         multi_node_factor=1.0, rack_factor=1.0, checkpoint_s=0.0, events=None, planner=None, dynamic=None, spread=None,
-        max_steps=None, thresholds=(3250.0, 7200.0), promote=0.0, gittins=None, themis_f=0.8,
+        max_steps=None, thresholds=(3250.0, 7200.0), promote=0.0, gittins=None, themis_f=0.8, backfill=True,
     ):
         n = len(submit)
         n_nodes = len(node_gpus)
@@ -488,6 +491,7 @@ class _Replay:
         self.sp = sp
         self.st = st
         self.themis_f = themis_f
+        self.backfill = backfill
         self.theta = theta
         self.thresholds = thresholds
 
@@ -705,6 +709,8 @@ class _Replay:
                 else:
                     suspended.append(v)
                     pairs.append((job, v))
+            if got is None and not self.backfill:
+                break  # head-of-line blocking: no job after a blocked one starts
         return launched, suspended, pairs
 
     def schedule(self, t):
