@@ -32,19 +32,30 @@ from fastblox.traces import read_trace  # noqa: E402
 
 PEER = ROOT / "bench" / "peer"
 SHARED = ROOT.parent / "shared" / "peer-traces"
-TIRESIAS_CLUSTERS = {"n12g4": "1x48", "n9g4": "1x36"}  # its dlas/count runs share one pool of GPUs
+TIRESIAS_CLUSTERS = {"n12g4": (12, 4), "n9g4": (9, 4)}  # nodes, GPUs per node
 GAVEL_CLUSTERS = {"het36": "v100:36x1,p100:36x1,k80:36x1", "v100x48": "v100:48x1", "v100x36": "v100:36x1"}
 
-# peer run (without the cluster) -> (fastblox policy, options, note)
+# peer run (without the cluster) -> (fastblox policy, options, placement, note). Tiresias' dlas and
+# count runs hand out GPUs from one cluster-wide counter (placement None: one node of all the GPUs);
+# its fifo schedule places on nodes (``yarn``)
 TIRESIAS_RUNS = {
-    "fjf_count": ("fifo", None, "FIFO with backfilling on a pool of GPUs"),
-    "shortest_count": ("srtf", None, "SRTF (oracle) on a pool of GPUs"),
-    "dlas-gpu_yarn": ("tiresias", None, "2D-LAS, K=3, 3250/7200 GPU-s"),
-    "dlas-gpu_K2-3600_yarn": ("tiresias", {"thresholds": "3600"}, "2D-LAS, K=2, 3600 GPU-s"),
-    "dlas-gpu-2_yarn": ("tiresias", {"promote": 2}, "2D-LAS, PROMOTE knob 2"),
-    "dlas-gpu-8_yarn": ("tiresias", {"promote": 8}, "2D-LAS, PROMOTE knob 8"),
-    "dlas-gpu-gittins_yarn": ("tiresias-gittins", None, "2D-Gittins, this workload's distribution"),
+    "fjf_count": ("fifo", None, None, "FIFO with backfilling on a pool of GPUs"),
+    "fifo_yarn": ("fifo", {"backfill": False}, "yarn", "strict FIFO, no backfilling, Tiresias' yarn placement"),
+    "shortest_count": ("srtf", None, None, "SRTF (oracle) on a pool of GPUs"),
+    "dlas-gpu_yarn": ("tiresias", None, None, "2D-LAS, K=3, 3250/7200 GPU-s"),
+    "dlas-gpu_K2-3600_yarn": ("tiresias", {"thresholds": "3600"}, None, "2D-LAS, K=2, 3600 GPU-s"),
+    "dlas-gpu-2_yarn": ("tiresias", {"promote": 2}, None, "2D-LAS, PROMOTE knob 2"),
+    "dlas-gpu-8_yarn": ("tiresias", {"promote": 8}, None, "2D-LAS, PROMOTE knob 8"),
+    "dlas-gpu-gittins_yarn": ("tiresias-gittins", None, None, "2D-Gittins, this workload's distribution"),
 }
+
+
+def tiresias_config(cl_name: str, placement: str | None) -> dict:
+    """``simulate`` keywords of the fastblox cluster and placement matching a Tiresias run."""
+    nodes, per_node = TIRESIAS_CLUSTERS[cl_name]
+    if placement is None:
+        return {"cluster": f"1x{nodes * per_node}"}
+    return {"cluster": f"{nodes}x{per_node}", "placement": placement}
 GAVEL_RUNS = {
     "het36_fifo_perf": ("gavel-fifo", "FIFO, fastest free type"),
     "het36_max_min_fairness_perf": ("gavel", "max-min fairness, heterogeneity-aware"),
@@ -90,15 +101,15 @@ def run_all(yarn: str | None = None) -> list[dict]:
     summ = peer_summary()
     out = []
     tw = read_trace(SHARED / "gavel_n2000_lam400_s0.tiresias.csv")
-    for cl_name, cl in TIRESIAS_CLUSTERS.items():
+    for cl_name in TIRESIAS_CLUSTERS:
         runs = dict(TIRESIAS_RUNS)
         if yarn:
-            runs["dlas-gpu-gittins_yarn (YARN dist.)"] = ("tiresias-gittins", {"distribution": yarn},
+            runs["dlas-gpu-gittins_yarn (YARN dist.)"] = ("tiresias-gittins", {"distribution": yarn}, None,
                                                          "2D-Gittins, Tiresias' YARN distribution")
-        for short, (pol, opts, note) in runs.items():
+        for short, (pol, opts, placement, note) in runs.items():
             run = f"n2000_{cl_name}_{short.split(' ')[0]}"
             t0 = time.perf_counter()
-            res = fastblox.simulate(tw, cluster=cl, policy=pol, policy_opts=opts)
+            res = fastblox.simulate(tw, policy=pol, policy_opts=opts, **tiresias_config(cl_name, placement))
             wall = time.perf_counter() - t0
             out.append({"simulator": "Tiresias", "run": f"{cl_name} {short}", "policy": pol, "note": note,
                         "ours_s": wall, "theirs_cpu_s": float(summ[run]["cpu_s"]),

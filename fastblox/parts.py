@@ -147,6 +147,9 @@ PLACEMENTS.register("consolidated", enums.PL_CONSOLIDATED, meaning="the fewest n
                     "job when one can, else the emptiest nodes, only if they make the fewest possible; else it waits")
 PLACEMENTS.register("topology", enums.PL_TOPOLOGY, meaning="one node, else one rack, else anywhere (best fit at each "
                     "level; racks from --cluster ...@NODES_PER_RACK)")
+PLACEMENTS.register("yarn", enums.PL_YARN, meaning="Tiresias' yarn scheme: the first node that holds the job; a larger "
+                    "job takes idle nodes whole, lowest-numbered first, and the rest from the first node that holds "
+                    "it; else it waits")
 
 TIME_MODELS = Registry("time model")
 TIME_MODELS.register("rounds", enums.TM_ROUNDS, meaning="schedule at fixed boundaries every --round-s seconds "

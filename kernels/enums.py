@@ -34,6 +34,7 @@ PL_BLOX = 0  # Blox's scattered walk: the accumulated count must hit n exactly
 PL_FIRST_FIT = 1  # any free GPUs, lowest-numbered first
 PL_CONSOLIDATED = 2  # fewest nodes (best-fit single node when it fits in one); else wait
 PL_TOPOLOGY = 3  # one node, else one rack, else anywhere (best fit at each level)
+PL_YARN = 4  # Tiresias' yarn: first node that holds it; else idle nodes whole + the first node holding the rest
 
 # time models
 TM_ROUNDS = 0

@@ -15,7 +15,7 @@ import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM's cttz (undefined for 0: never passed 0)
 
 from ._calls import helper
-from .enums import FREE, PL_BLOX, PL_CONSOLIDATED, PL_FIRST_FIT, PL_TOPOLOGY
+from .enums import FREE, PL_BLOX, PL_CONSOLIDATED, PL_FIRST_FIT, PL_TOPOLOGY, PL_YARN
 from .state import Nodes
 
 
@@ -209,6 +209,69 @@ def fit_topology(n, row, nodes, out):
     return _take_emptiest(n, row, nodes, out, num_nodes, -1)
 
 
+@helper(nrt=False)
+def _first_holding(n, row, nodes):
+    """The lowest-numbered eligible node with at least ``n`` free GPUs, or -1."""
+    for nd in range(nodes.free.shape[0]):
+        if nodes.free[nd] >= n and _eligible(nodes, nd, row):
+            return nd
+    return -1
+
+
+@helper(nrt=False)
+def _whole_nodes(n, row, nodes, out, write):
+    """Tiresias' YARN walk over idle nodes: in node order, every eligible idle node no larger
+    than what is still needed is taken whole (its GPUs into ``out`` when ``write``). Returns
+    ``(GPUs still needed, GPUs written)``."""
+    rem = n
+    pos = 0
+    for nd in range(nodes.free.shape[0]):
+        g = nodes.gpus[nd]
+        if g > 0 and nodes.free[nd] == g and g <= rem and _eligible(nodes, nd, row):
+            rem -= g
+            if write:
+                pos = _lowest_bits(nodes.mask[nd], g, nodes.base[nd], out, pos)
+    return rem, pos
+
+
+@helper(nrt=False)
+def fit_yarn(n, row, nodes, out):
+    """Tiresias' ``yarn`` scheme (``ms_yarn_placement``): a gang that fits in one node goes to the
+    lowest-numbered node that holds it (first fit, not best fit). A larger gang takes idle nodes
+    whole, lowest-numbered first, while it needs at least a whole node, and the rest from the
+    lowest-numbered other node that holds it; else it waits."""
+    max_g = _max_node_size(row, nodes)
+    if max_g == 0:
+        return 0
+    if n <= max_g:
+        nd = _first_holding(n, row, nodes)
+        if nd < 0:
+            return 0
+        _lowest_bits(nodes.mask[nd], n, nodes.base[nd], out, 0)
+        return n
+    rem, _ = _whole_nodes(n, row, nodes, out, False)
+    last = -1
+    if rem > 0:
+        # the first node not taken whole that holds the rest (a node is taken whole exactly when
+        # the walk above, replayed in step, takes it)
+        left = n
+        for nd in range(nodes.free.shape[0]):
+            g = nodes.gpus[nd]
+            if not _eligible(nodes, nd, row):
+                continue
+            if g > 0 and nodes.free[nd] == g and g <= left:
+                left -= g
+            elif nodes.free[nd] >= rem:
+                last = nd
+                break
+        if last < 0:
+            return 0
+    _, pos = _whole_nodes(n, row, nodes, out, True)
+    if last >= 0:
+        _lowest_bits(nodes.mask[last], rem, nodes.base[last], out, pos)
+    return n
+
+
 @helper(nrt=False, inline=True)
 def fit(kind, n, row, nodes, out):
     """Dispatch on the placement code (see ``enums``)."""
@@ -220,6 +283,8 @@ def fit(kind, n, row, nodes, out):
         return fit_consolidated(n, row, nodes, out)
     if kind == PL_TOPOLOGY:
         return fit_topology(n, row, nodes, out)
+    if kind == PL_YARN:
+        return fit_yarn(n, row, nodes, out)
     return 0
 
 

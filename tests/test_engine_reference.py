@@ -10,7 +10,7 @@ from fastblox.reference.native import simulate_native_reference
 from strategies import per_item, small_case
 
 POLICIES = ["fifo", "las", "las-gpu", "srtf", "sjf"]
-PLACEMENTS = ["first-fit", "consolidated", "blox"]
+PLACEMENTS = ["first-fit", "consolidated", "blox", "yarn"]
 
 
 def _run_both(case, policy, placement, theta, tm, restart, preempt, round_s=300.0, backfill=True):

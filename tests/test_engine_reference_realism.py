@@ -135,7 +135,7 @@ KEY_FNS = {
 }
 BUILTIN = ["fifo", "las", "las-gpu", "srtf", "sjf"]
 POLICIES = BUILTIN + list(KEY_FNS) + [PLANNER]
-PLACEMENTS = ["first-fit", "consolidated", "blox", "topology"]
+PLACEMENTS = ["first-fit", "consolidated", "blox", "topology", "yarn"]
 
 
 # --------------------------------------------------------------------------- running both

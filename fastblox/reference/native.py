@@ -251,7 +251,28 @@ class Cluster:
                 r = holding[0][1]
                 return self._emptiest([nd for nd in cand if self.node_rack[nd] == r], free, n)
             return self._emptiest(cand, free, n)
+        if kind == "yarn":
+            return self._yarn(cand, free, n)
         raise ValueError(kind)
+
+    def _yarn(self, cand, free, n):
+        """Tiresias' ``ms_yarn_placement``: the first node that holds a gang that fits in one;
+        else idle nodes whole (in order, while a whole node is still needed), then the first
+        other node that holds the rest."""
+        if not cand:
+            return None
+        if n <= max(self.node_gpus[nd] for nd in cand):
+            return next((free[nd][:n] for nd in cand if len(free[nd]) >= n), None)
+        got, whole = [], set()
+        for nd in cand:
+            if 0 < self.node_gpus[nd] == len(free[nd]) <= n - len(got):
+                got += free[nd]
+                whole.add(nd)
+        rest = n - len(got)
+        if rest == 0:
+            return got
+        last = next((nd for nd in cand if nd not in whole and len(free[nd]) >= rest), None)
+        return None if last is None else got + free[last][:rest]
 
     @staticmethod
     def _best_node(cand, free, n):
