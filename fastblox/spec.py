@@ -64,7 +64,10 @@ class OptionError(ConfigError):
 
 
 def flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    """The CLI flag of run option ``name`` (its ``cli`` flag when it has its own, e.g. ``--policy-opt``)."""
+    f = {f.name: f for f in dataclasses.fields(RunSpec)}.get(name) if "RunSpec" in globals() else None
+    own = f.metadata.get("cli", {}).get("flag") if f is not None else None
+    return own or "--" + name.replace("_", "-")
 
 
 # ----------------------------------------------------------------------------- value checks

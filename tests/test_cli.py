@@ -78,6 +78,8 @@ def test_out_dir_contract(tmp_path):
         (["run", "--blox-compat", "--policy", "sjf"], "Blox has"),
         (["run", "--track", "10:5"], "after the last id"),
         (["run", "--workload", "blox", "--num-jobs", "100", "--track", "5000:6000"], "no job has an id"),
+        (["run", "--policy-opt", "backfil=no"], "--policy-opt: policy 'fifo' has no option 'backfil' (its options: backfill)"),
+        (["run", "--policy-opt", "backfill=maybe"], "--policy-opt: backfill='maybe' for policy 'fifo': expected true or false"),
     ],
 )
 def test_bad_input_one_line_exit_2(argv, needle, capsys):
