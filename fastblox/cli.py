@@ -228,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .plot_cli import add_plot_commands
 
     add_plot_commands(sub)
+    from .fidelity import add_fidelity_command
+
+    add_fidelity_command(sub)
     return ap
 
 

@@ -19,8 +19,10 @@ default 0: off, as in Tiresias' ``dlas-gpu``).
 ``G(a) = P(S - a <= delta | S > a) / E[min(S - a, delta) | S > a]`` for a job that has had ``a``
 GPU-seconds, ``S`` the GPU-service distribution of the jobs (``distribution``: ``workload``, the
 GPU-seconds of this workload's own jobs at the reference speed — the distribution, not each
-job's own size, is what Tiresias assumes known from history; or a CSV/text file of GPU-seconds,
-one per line) and ``delta`` the quantum (default 3,250 GPU-seconds, Tiresias' default). The index
+job's own size, is what Tiresias assumes known from history; the default, because a replay's
+own trace is the history a deployment on that cluster would have; ``tiresias-yarn``, the
+1,001 YARN job sizes Tiresias' simulator ships and uses whatever the workload; or a CSV/text
+file of GPU-seconds, one per line, an optional header first) and ``delta`` the quantum (default 3,250 GPU-seconds, Tiresias' default). The index
 is tabulated at the distribution's quantiles (at most 4,096 points) and read as a step function.
 """
 
@@ -43,13 +45,43 @@ DEFAULT_DELTA = 3250.0
 MAX_POINTS = 4096
 
 
+#: named GPU-service distributions (``distribution=NAME``): bundled files of GPU-seconds
+DISTRIBUTIONS = {
+    # Tiresias' simulator's ``yarn-gput1000.csv``: 1,001 job sizes (GPU-seconds) from a production
+    # YARN cluster, the distribution its 2D-Gittins runs use (datasets/peer/README.md)
+    "tiresias-yarn": "peer/tiresias_yarn_gput1000.csv",
+}
+
+
 def _dist(v):
     s = str(v).strip()
-    if s.lower() == "workload":
-        return "workload"
+    if s.lower() == "workload" or s.lower() in DISTRIBUTIONS:
+        return s.lower()
     if not Path(s).exists():
-        raise ValueError(f"expected 'workload' or an existing file of GPU-seconds, got {s!r}")
+        raise ValueError(f"expected 'workload', {', '.join(repr(k) for k in DISTRIBUTIONS)} or an existing file "
+                         f"of GPU-seconds, got {s!r}")
     return s
+
+
+def read_service(src: str) -> np.ndarray:
+    """GPU-seconds, one number per line, from a file (or a name of :data:`DISTRIBUTIONS`); a first
+    line that is not a number is a header."""
+    if src in DISTRIBUTIONS:
+        from ..datasets import HERE
+
+        src = str(HERE / DISTRIBUTIONS[src])
+    with open(src) as f:
+        first = f.readline().split(",")[0].strip()
+    try:
+        float(first)
+        skip = 0
+    except ValueError:
+        skip = 1
+    try:
+        service = np.loadtxt(src, delimiter=",", ndmin=1, dtype=np.float64, skiprows=skip)
+    except ValueError as e:
+        raise ConfigError(f"{src}: cannot read GPU-seconds, one number per line: {e}") from None
+    return service.reshape(-1)
 
 
 _COMMON = (
@@ -86,7 +118,8 @@ GITTINS = parts.Policy(
     description="Tiresias' 2D-Gittins: the same queues, the highest Gittins index of attained GPU-seconds first",
     options=_COMMON + (
         parts.Option("delta", DEFAULT_DELTA, positive, "Gittins quantum in GPU-seconds"),
-        parts.Option("distribution", "workload", _dist, "GPU-service distribution: 'workload' or a file of GPU-seconds"),
+        parts.Option("distribution", "workload", _dist, "GPU-service distribution: 'workload' (this workload's own "
+                     "jobs), 'tiresias-yarn' (Tiresias' simulator's YARN jobs) or a file of GPU-seconds"),
     ),
 )
 for _p in (TIRESIAS, GITTINS):
@@ -119,11 +152,7 @@ def _prepare_gittins(opts: dict, workload, sm) -> dict:
     if src == "workload":
         service = sm.work / sm.ref_rate * workload.num_gpus
     else:
-        try:
-            service = np.loadtxt(src, delimiter=",", ndmin=1, dtype=np.float64)
-        except ValueError as e:
-            raise ConfigError(f"{src}: cannot read GPU-seconds, one number per line: {e}") from None
-        service = service.reshape(-1)
+        service = read_service(src)
     x, g = gittins_table(service, opts["delta"])
     return {**opts, "_gittins_x": x, "_gittins_v": g}
 

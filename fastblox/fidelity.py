@@ -1,0 +1,202 @@
+"""Fidelity: fastblox's policies against the authors' own simulators, from the data a clone has.
+
+``datasets/peer/`` holds one 2,000-job workload (Gavel's generator, seed 0) in Tiresias' and
+Gavel's input formats, and the per-job finish times that Tiresias' simulator
+(SymbioticLab/Tiresias ``simulator/run_sim.py``, unmodified, Python 2.7) and Gavel's
+(stanford-futuredata/gavel, unmodified, ECOS, seed 0, 360 s rounds) produced on it
+(``datasets/peer/README.md`` says how). :func:`run_all` replays every configuration with the
+matching fastblox configuration and compares average and per-job JCTs; ``fastblox fidelity``
+prints the table (``docs/fidelity.md`` holds it with the explanations)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import time
+import numpy as np
+
+from .datasets import HERE as _DATASETS
+
+PEER = _DATASETS / "peer"
+RESULTS = PEER / "results"
+TIRESIAS_TRACE = PEER / "gavel_n2000_lam400_s0.tiresias.csv.gz"
+GAVEL_TRACE = PEER / "gavel_n2000_lam400_s0.trace.gz"
+TIRESIAS_CLUSTERS = {"n12g4": (12, 4), "n9g4": (9, 4)}  # nodes, GPUs per node (load 0.70 / 0.94)
+GAVEL_CLUSTERS = {"het36": "v100:36x1,p100:36x1,k80:36x1", "v100x48": "v100:48x1", "v100x36": "v100:36x1"}
+
+# peer run (without the cluster) -> (fastblox policy, options, placement, note). Tiresias' dlas and
+# count runs hand out GPUs from one cluster-wide counter (placement None: one node of all the GPUs);
+# its fifo schedule places on nodes (``yarn``). A name with " (...)" is a second fastblox
+# configuration compared with the same peer run.
+TIRESIAS_RUNS = {
+    "fjf_count": ("fifo", None, None, "FIFO with backfilling on a pool of GPUs"),
+    "fifo_yarn": ("fifo", {"backfill": False}, "yarn", "strict FIFO, no backfilling, Tiresias' yarn placement"),
+    "shortest_count": ("srtf", None, None, "SRTF (oracle) on a pool of GPUs"),
+    "dlas-gpu_yarn": ("tiresias", None, None, "2D-LAS, K=3, 3250/7200 GPU-s"),
+    "dlas-gpu_K2-3600_yarn": ("tiresias", {"thresholds": "3600"}, None, "2D-LAS, K=2, 3600 GPU-s"),
+    "dlas-gpu-2_yarn": ("tiresias", {"promote": 2}, None, "2D-LAS, PROMOTE knob 2"),
+    "dlas-gpu-8_yarn": ("tiresias", {"promote": 8}, None, "2D-LAS, PROMOTE knob 8"),
+    "dlas-gpu-gittins_yarn": ("tiresias-gittins", None, None, "2D-Gittins, this workload's distribution"),
+    "dlas-gpu-gittins_yarn (YARN dist.)": ("tiresias-gittins", {"distribution": "tiresias-yarn"}, None,
+                                           "2D-Gittins, Tiresias' YARN distribution"),
+}
+GAVEL_RUNS = {
+    "het36_fifo_perf": ("gavel-fifo", "FIFO, fastest free type"),
+    "het36_max_min_fairness_perf": ("gavel", "max-min fairness, heterogeneity-aware"),
+    "het36_max_min_fairness": ("gavel-las-agnostic", "max-min fairness, agnostic"),
+    "het36_finish_time_fairness_perf": ("gavel-ftf", "finish-time fairness, aware"),
+    "het36_finish_time_fairness": ("gavel-ftf-agnostic", "finish-time fairness, agnostic"),
+    "v100x48_max_min_fairness": ("gavel", "max-min fairness, 48 V100"),
+    "v100x36_max_min_fairness": ("gavel", "max-min fairness, 36 V100"),
+    "v100x48_fifo": ("gavel-fifo", "FIFO, 48 V100"),
+}
+
+
+def peer_summary() -> dict:
+    """``{run: row}`` of ``results/summary.csv``: the peer's average JCT and CPU seconds."""
+    with open(RESULTS / "summary.csv") as f:
+        return {r["run"]: r for r in csv.DictReader(f)}
+
+
+def peer_finish(run: str) -> dict:
+    """``{job_id: finish_s}`` of a peer run (jobs the peer dropped are left out)."""
+    with gzip.open(RESULTS / f"{run}.csv.gz", "rt") as f:
+        return {int(r["job_id"]): float(r["finish_s"]) for r in csv.DictReader(f) if r["finish_s"] != ""}
+
+
+def tiresias_config(cl_name: str, placement: str | None) -> dict:
+    """``simulate`` keywords of the fastblox cluster and placement matching a Tiresias run."""
+    nodes, per_node = TIRESIAS_CLUSTERS[cl_name]
+    if placement is None:
+        return {"cluster": f"1x{nodes * per_node}"}
+    return {"cluster": f"{nodes}x{per_node}", "placement": placement}
+
+
+def gavel_config(short: str) -> dict:
+    """``simulate`` keywords matching a Gavel run: its cluster (one GPU per server), its
+    throughput table, no placement effects."""
+    return {"cluster": GAVEL_CLUSTERS[short.split("_")[0]], "throughput": "gavel", "placement_effects": False}
+
+
+def compare(res, run: str, peer_avg: float) -> dict:
+    """Average and per-job JCT of a fastblox result against peer run ``run`` (the jobs both finished)."""
+    theirs = peer_finish(run)
+    j = res.jobs
+    ids = j["job_id"].to_numpy()
+    fin = j["finish_s"].to_numpy()
+    sub = j["submit_s"].to_numpy()
+    both = np.array([i in theirs for i in ids])
+    ours_jct = fin[both] - sub[both]
+    their_jct = np.array([theirs[i] for i in ids[both]]) - sub[both]
+    d = np.abs(ours_jct - their_jct)
+    return {
+        "jobs_compared": int(both.sum()),
+        "ours_avg": float(ours_jct.mean()), "theirs_avg": float(their_jct.mean()),
+        "peer_reported_avg": float(peer_avg),
+        "diff_pct": 100.0 * (ours_jct.mean() / their_jct.mean() - 1.0),
+        "same_1s": float((d <= 1.0).mean()), "median_abs_s": float(np.median(d)),
+    }
+
+
+def _configs():
+    """``(simulator, run label, peer run, trace kind, policy, options, simulate keywords, note)``."""
+    for cl_name in TIRESIAS_CLUSTERS:
+        for short, (pol, opts, placement, note) in TIRESIAS_RUNS.items():
+            yield ("Tiresias", f"{cl_name} {short}", f"n2000_{cl_name}_{short.split(' ')[0]}", "tiresias", pol, opts,
+                   tiresias_config(cl_name, placement), note)
+    for short, (pol, note) in GAVEL_RUNS.items():
+        yield "Gavel", short, f"n2000_{short}", "gavel", pol, None, gavel_config(short), note
+
+
+def run_all(only: str | None = None, progress=None) -> list[dict]:
+    """Every comparison (``only``: ``tiresias`` or ``gavel``), one dict per row of the table;
+    ``progress(i, n, label)`` is called before each."""
+    import fastblox
+    from fastblox.traces import read_trace
+
+    summ = peer_summary()
+    traces = {}
+    todo = [c for c in _configs() if only is None or c[0].lower() == only]
+    out = []
+    for i, (sim, label, run, kind, pol, opts, kw, note) in enumerate(todo):
+        if progress is not None:
+            progress(i, len(todo), f"{sim} {label}")
+        if kind not in traces:
+            traces[kind] = (read_trace(TIRESIAS_TRACE) if kind == "tiresias"
+                            else read_trace(GAVEL_TRACE, steps_per_s="builtin"))
+        t0 = time.perf_counter()
+        res = fastblox.simulate(traces[kind], policy=pol, policy_opts=opts, **kw)
+        wall = time.perf_counter() - t0
+        out.append({"simulator": sim, "run": label, "policy": pol, "note": note, "ours_s": wall,
+                    "theirs_cpu_s": float(summ[run]["cpu_s"]), **compare(res, run, float(summ[run]["avg_jct_s"]))})
+    return out
+
+
+def markdown(rows: list[dict]) -> str:
+    """The table of ``docs/fidelity.md``."""
+    lines = [
+        "| peer run | fastblox policy | jobs | peer avg JCT (s) | fastblox avg JCT (s) | difference | jobs within 1 s | median per-job difference (s) | peer CPU (s) | fastblox (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['simulator']} {r['run']} | `{r['policy']}` ({r['note']}) | {r['jobs_compared']} | {r['theirs_avg']:,.1f} | "
+            f"{r['ours_avg']:,.1f} | {r['diff_pct']:+.2f}% | {100 * r['same_1s']:.0f}% | {r['median_abs_s']:,.1f} | "
+            f"{r['theirs_cpu_s']:.1f} | {r['ours_s']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def text(rows: list[dict]) -> str:
+    """The table for a terminal: one line per comparison."""
+    head = f"{'peer run':<50} {'fastblox policy':<19} {'peer JCT':>9} {'fastblox':>9} {'diff':>8} {'<=1 s':>6}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['simulator'] + ' ' + r['run']:<50} {r['policy']:<19} {r['theirs_avg']:>9,.0f} "
+                     f"{r['ours_avg']:>9,.0f} {r['diff_pct']:>+7.2f}% {100 * r['same_1s']:>5.0f}%")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- the command
+def add_fidelity_command(sub) -> None:
+    p = sub.add_parser("fidelity", help="compare fastblox with Tiresias' and Gavel's simulators on the bundled peer "
+                       "workload (datasets/peer), one line per configuration",
+                       description="Replay the bundled 2,000-job peer workload with every configuration that "
+                       "Tiresias' and Gavel's own simulators were run with (their per-job results ship in "
+                       "datasets/peer/results) and compare average and per-job JCTs. docs/fidelity.md explains "
+                       "each difference.")
+    p.add_argument("--only", choices=("tiresias", "gavel"), help="only one peer simulator's runs")
+    p.add_argument("--out", metavar="DIR", help="also write fidelity.csv and fidelity.md (the table) into DIR")
+    p.set_defaults(func=cmd_fidelity)
+
+
+def cmd_fidelity(a) -> int:
+    import sys
+
+    from .outputs import prepare_dir
+
+    out = prepare_dir(a.out) if a.out else None
+    tty = sys.stderr.isatty()
+
+    def progress(i, n, label):
+        if tty:
+            print(f"\r\033[K[{i + 1}/{n}] {label}", end="", file=sys.stderr, flush=True)
+
+    rows = run_all(a.only, progress)
+    if tty:
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
+    print(text(rows))
+    if out is not None:
+        _write(out, rows)
+        print(f"wrote {out / 'fidelity.csv'} and fidelity.md")
+    return 0
+
+
+def _write(out, rows: list[dict]) -> None:
+    cols = ["simulator", "run", "policy", "note", "jobs_compared", "theirs_avg", "ours_avg", "diff_pct", "same_1s",
+            "median_abs_s", "peer_reported_avg", "theirs_cpu_s", "ours_s"]
+    with open(out / "fidelity.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    (out / "fidelity.md").write_text(markdown(rows) + "\n")
