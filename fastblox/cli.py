@@ -87,8 +87,8 @@ def cmd_run(a) -> int:
 
     if a.blox_json and not a.out:
         raise ConfigError("--blox-json writes into --out DIR; give --out")
-    if a.blox_json and not a.blox_compat:
-        raise ConfigError("--blox-json needs --blox-compat (Blox's files describe Blox's rounds)")
+    if a.blox_json and a.compat != "blox":
+        raise ConfigError("--blox-json needs --compat blox (Blox's files describe Blox's rounds)")
     r = cli_spec(a).resolved()  # every check between options, before any work
     if a.out:
         prepare_dir(a.out)
@@ -118,11 +118,13 @@ def _num(x) -> str:
 
 def format_summary(res, label: str) -> str:
     s, c = res.summary, res.config
-    mode = "blox-compat" if c["blox_compat"] else c["time_model"]
+    mode = f"{c['compat']}-compat" if c["compat"] else c["time_model"]
+    if c["round_s"] is not None and mode != "events":
+        mode += f" (R = {c['round_s']:g} s)"
     lines = [
         f"fastblox: {label} on {c['cluster']} ({s['total_gpus']} GPUs)",
-        f"  scheduler  {c['policy']} | placement {c['placement']} | admission {c['admission']} | {mode}"
-        + (f" (R = {c['round_s']:g} s)" if mode != "events" else ""),
+        f"  scheduler  {c['policy']} | placement {c['placement'] or 'one pool of GPUs'} | admission {c['admission']}"
+        f" | {mode}",
         f"  load       offered {_num(s.get('offered_load'))} (GPU-seconds asked / GPU-seconds between the first and "
         f"last arrival{'; above 1 the queue only grows' if (s.get('offered_load') or 0) > 1 else ''})",
         f"  jobs       {s['num_jobs']:,} in the workload, {s['num_finished']:,} finished, {s['num_tracked']:,} "

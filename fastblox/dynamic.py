@@ -221,9 +221,10 @@ def simulate_dynamic(workload: Workload, candidates=DEFAULT_CANDIDATES, period_s
     Returns a :class:`DynamicResult`; its summary adds ``policy_per_period`` (the sequence),
     ``num_periods``, ``num_switches``, ``num_lookaheads`` and ``share_<candidate>`` (fraction of
     periods run with it); ``sim_wall_s`` covers the real run and every look-ahead."""
-    if simulate_kwargs.get("blox_compat"):
-        raise ConfigError("dynamic: the compat engine cannot pause a run; dynamic selection runs on the native "
-                          "engine (drop blox_compat)")
+    if simulate_kwargs.get("compat") or simulate_kwargs.get("blox_compat"):
+        raise ConfigError("dynamic: a compat engine cannot pause a run; dynamic selection runs on the native "
+                          "engine (drop compat)")
+    simulate_kwargs.pop("compat", None)
     simulate_kwargs.pop("blox_compat", None)
     sig = inspect.signature(engine.simulate).parameters
     for k in simulate_kwargs:

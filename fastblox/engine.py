@@ -5,7 +5,8 @@ Two engines sit behind one call:
 * native (default): ``kernels.engine.advance`` — events or rounds, exact completion times,
   heterogeneous GPUs and throughputs, placement effects, restart and checkpoint costs, node
   failures, correct placements, victims put back when unused, backfilling;
-* ``blox_compat=True``: ``kernels.compat.run_blox`` — Blox's simulator, round for round.
+* ``compat="blox"``: ``kernels.compat.run_blox`` — Blox's simulator, round for round;
+  ``compat="tiresias"``: ``fastblox.compat_tiresias`` — Tiresias' simulator, to the second.
 """
 
 from __future__ import annotations
@@ -207,8 +208,10 @@ def kind_of(scheduler, preempt: bool | None = None) -> str:
 def spec_kind(r: RunSpec) -> str | None:
     """The ``_warm`` kind of the kernel a resolved run spec will load (None: not known before
     the run, e.g. a user policy not registered, or dynamic selection's several candidates)."""
-    if r.blox_compat:
+    if r.compat == "blox":
         return "compat"
+    if r.compat == "tiresias":
+        return None  # (plain Python: no kernel)
     if r.policy == "dynamic":
         return None
     try:
@@ -658,13 +661,15 @@ def _api_spec(spec: "RunSpec | None", options: dict, where: str) -> RunSpec:
 def simulate(workload: Workload, spec: "RunSpec | None" = None, **options) -> Result:
     """Replay ``workload`` with the run described by ``spec`` and/or keyword ``options`` (the
     fields of :class:`fastblox.RunSpec`: ``cluster``, ``policy``, ``placement``, ``admission``,
-    ``time_model``, ``round_s``, ``restart_s``, ``preempt``, ``track``, ``blox_compat``, ...; each
+    ``time_model``, ``round_s``, ``restart_s``, ``preempt``, ``track``, ``compat``, ...; each
     one's meaning and default is in ``fastblox.spec``). ``policy`` may also be a registered user
-    policy or a function ``fn(jobs, now_s) -> keys``. ``blox_compat=True`` runs Blox's own
+    policy or a function ``fn(jobs, now_s) -> keys``. ``compat="blox"`` runs Blox's own
     simulator, round for round. Returns a :class:`fastblox.results.Result`."""
     s = _api_spec(spec, options, "simulate")
-    if s.blox_compat:
+    if s.compat == "blox":
         return _simulate_compat(workload, s)
+    if s.compat == "tiresias":
+        return _simulate_tiresias(workload, s)
     run = prepare_native(workload, s)
     compile_s = _warm(state_kind(run.state))
     t0 = time.perf_counter()
@@ -706,6 +711,27 @@ def _simulate_compat(workload: Workload, s: RunSpec) -> Result:
     left = int((tracked & (out[3] < 0)).sum())
     mark(res.summary, stopped_by, stop_message(stopped_by, limits, float(out[2]), left, int(tracked.sum())))
     return res
+
+
+def _simulate_tiresias(workload: Workload, s: RunSpec) -> Result:
+    from . import compat_tiresias
+
+    r = s.resolved(source=False)
+    c, _, tracked = _check_args(workload, r)
+    check_sizes(workload, c)
+    _note_load(workload, c)
+    return compat_tiresias.run(workload, r, c, tracked, _Timer)
+
+
+class _Timer:
+    """``with _Timer() as t: ...`` then ``t.seconds``: the wall time of the block."""
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.t0
 
 
 def _check_args(workload, r: RunSpec):
@@ -788,8 +814,8 @@ def prepare_native(workload: Workload, spec: "RunSpec | None" = None, defaults: 
     ``default_time_model`` / ``default_round_s`` apply instead of the policy's own (e.g. the
     shared defaults of several candidates)."""
     s = _api_spec(spec, options, "prepare_native")
-    if s.blox_compat:
-        raise ConfigError("prepare_native builds a native run; --blox-compat runs only through simulate")
+    if s.compat is not None:
+        raise ConfigError(f"prepare_native builds a native run; --compat {s.compat} runs only through simulate")
     r = s.resolved(defaults=defaults, source=False)
     c, adm, tracked = _check_args(workload, r)
     pol = parts.resolve_policy(r.policy)

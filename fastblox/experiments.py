@@ -44,7 +44,7 @@ ADMISSIONS = ["accept-all", "load:1.0", "load:1.2", "load:1.4", "load:1.5"]
 ADMISSIONS_QUICK = ["accept-all", "load:1.2"]
 
 #: Blox's simulator, as in the paper (compat engine, endless stream, jobs 3000-4000 tracked)
-BLOX_BASE = {"workload": "blox", "seed": 1, "cluster": "32x4", "blox_compat": True, "track": "3000:4000"}
+BLOX_BASE = {"workload": "blox", "seed": 1, "cluster": "32x4", "compat": "blox", "track": "3000:4000"}
 #: Blox's workload on the native engine in 300 s rounds, a finite stream (see the module's docstring);
 #: dynamic selection every hour with a one-hour look-ahead of the jobs known at the time
 NATIVE_BLOX_BASE = {"workload": "blox", "seed": 1, "cluster": "32x4", "time_model": "rounds", "round_s": 300,

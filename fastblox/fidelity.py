@@ -21,7 +21,15 @@ PEER = _DATASETS / "peer"
 RESULTS = PEER / "results"
 TIRESIAS_TRACE = PEER / "gavel_n2000_lam400_s0.tiresias.csv.gz"
 GAVEL_TRACE = PEER / "gavel_n2000_lam400_s0.trace.gz"
-TIRESIAS_CLUSTERS = {"n12g4": (12, 4), "n9g4": (9, 4)}  # nodes, GPUs per node (load 0.70 / 0.94)
+TIRESIAS_CLUSTERS = {"n12g4": (12, 4), "n9g4": (9, 4)}  # nodes, GPUs per node
+#: the workloads Tiresias' simulator was run on: name -> (file, its clusters). n2000: Gavel's
+#: generator (load 0.70 / 0.94); light1500 and over1500: fastblox's Gavel-like generator, 1-8
+#: GPUs, load 0.80 on 48 GPUs and 1.30 (overloaded) on 36 (datasets/peer/README.md)
+TIRESIAS_WORKLOADS = {
+    "n2000": (TIRESIAS_TRACE, ("n12g4", "n9g4")),
+    "light1500": (PEER / "gavel_like_n1500_s7.tiresias.csv.gz", ("n12g4",)),
+    "over1500": (PEER / "gavel_like_n1500_s11.tiresias.csv.gz", ("n9g4",)),
+}
 GAVEL_CLUSTERS = {"het36": "v100:36x1,p100:36x1,k80:36x1", "v100x48": "v100:48x1", "v100x36": "v100:36x1"}
 
 # peer run (without the cluster) -> (fastblox policy, options, placement, note). Tiresias' dlas and
@@ -39,6 +47,14 @@ TIRESIAS_RUNS = {
     "dlas-gpu-gittins_yarn": ("tiresias-gittins", None, None, "2D-Gittins, this workload's distribution"),
     "dlas-gpu-gittins_yarn (YARN dist.)": ("tiresias-gittins", {"distribution": "tiresias-yarn"}, None,
                                            "2D-Gittins, Tiresias' YARN distribution"),
+}
+#: the runs ``--compat tiresias`` replays with Tiresias' own schedule (and options)
+TIRESIAS_COMPAT = {
+    "dlas-gpu_yarn": ("dlas-gpu", None),
+    "dlas-gpu_K2-3600_yarn": ("dlas-gpu", {"thresholds": "3600"}),
+    "dlas-gpu-2_yarn": ("dlas-gpu-2", None),
+    "dlas-gpu-8_yarn": ("dlas-gpu-8", None),
+    "dlas-gpu-gittins_yarn": ("dlas-gpu-gittins", None),
 }
 GAVEL_RUNS = {
     "het36_fifo_perf": ("gavel-fifo", "FIFO, fastest free type"),
@@ -99,13 +115,24 @@ def compare(res, run: str, peer_avg: float) -> dict:
 
 
 def _configs():
-    """``(simulator, run label, peer run, trace kind, policy, options, simulate keywords, note)``."""
-    for cl_name in TIRESIAS_CLUSTERS:
-        for short, (pol, opts, placement, note) in TIRESIAS_RUNS.items():
-            yield ("Tiresias", f"{cl_name} {short}", f"n2000_{cl_name}_{short.split(' ')[0]}", "tiresias", pol, opts,
-                   tiresias_config(cl_name, placement), note)
+    """``(simulator, run label, peer run, trace file, policy, options, simulate keywords, note)`` of
+    every comparison whose peer run is in ``results/``."""
+    have = peer_summary()
+    for wl, (path, clusters) in TIRESIAS_WORKLOADS.items():
+        for cl_name in clusters:
+            for short, (pol, opts, placement, note) in TIRESIAS_RUNS.items():
+                run = f"{wl}_{cl_name}_{short.split(' ')[0]}"
+                if run not in have:
+                    continue
+                label = f"{wl} {cl_name} {short}"
+                yield "Tiresias", label, run, path, pol, opts, tiresias_config(cl_name, placement), note
+                if short in TIRESIAS_COMPAT:
+                    sched, copts = TIRESIAS_COMPAT[short]
+                    nodes, per_node = TIRESIAS_CLUSTERS[cl_name]
+                    yield ("Tiresias", label + " (compat)", run, path, sched, copts,
+                           {"compat": "tiresias", "cluster": f"{nodes}x{per_node}"}, f"--compat tiresias {sched}")
     for short, (pol, note) in GAVEL_RUNS.items():
-        yield "Gavel", short, f"n2000_{short}", "gavel", pol, None, gavel_config(short), note
+        yield "Gavel", short, f"n2000_{short}", GAVEL_TRACE, pol, None, gavel_config(short), note
 
 
 def run_all(only: str | None = None, progress=None) -> list[dict]:
@@ -118,14 +145,13 @@ def run_all(only: str | None = None, progress=None) -> list[dict]:
     traces = {}
     todo = [c for c in _configs() if only is None or c[0].lower() == only]
     out = []
-    for i, (sim, label, run, kind, pol, opts, kw, note) in enumerate(todo):
+    for i, (sim, label, run, path, pol, opts, kw, note) in enumerate(todo):
         if progress is not None:
             progress(i, len(todo), f"{sim} {label}")
-        if kind not in traces:
-            traces[kind] = (read_trace(TIRESIAS_TRACE) if kind == "tiresias"
-                            else read_trace(GAVEL_TRACE, steps_per_s="builtin"))
+        if path not in traces:
+            traces[path] = (read_trace(path, steps_per_s="builtin") if path == GAVEL_TRACE else read_trace(path))
         t0 = time.perf_counter()
-        res = fastblox.simulate(traces[kind], policy=pol, policy_opts=opts, **kw)
+        res = fastblox.simulate(traces[path], policy=pol, policy_opts=opts, **kw)
         wall = time.perf_counter() - t0
         out.append({"simulator": sim, "run": label, "policy": pol, "note": note, "ours_s": wall,
                     "theirs_cpu_s": float(summ[run]["cpu_s"]), **compare(res, run, float(summ[run]["avg_jct_s"]))})
@@ -149,10 +175,10 @@ def markdown(rows: list[dict]) -> str:
 
 def text(rows: list[dict]) -> str:
     """The table for a terminal: one line per comparison."""
-    head = f"{'peer run':<50} {'fastblox policy':<19} {'peer JCT':>9} {'fastblox':>9} {'diff':>8} {'<=1 s':>6}"
+    head = f"{'peer run':<62} {'fastblox policy':<19} {'peer JCT':>9} {'fastblox':>9} {'diff':>8} {'<=1 s':>6}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['simulator'] + ' ' + r['run']:<50} {r['policy']:<19} {r['theirs_avg']:>9,.0f} "
+        lines.append(f"{r['simulator'] + ' ' + r['run']:<62} {r['policy']:<19} {r['theirs_avg']:>9,.0f} "
                      f"{r['ours_avg']:>9,.0f} {r['diff_pct']:>+7.2f}% {100 * r['same_1s']:>5.0f}%")
     return "\n".join(lines)
 

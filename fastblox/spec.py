@@ -49,10 +49,17 @@ MIN_LOAD = 1e-6
 MIN_TARGET_LOAD = 1e-3
 #: the policy name of dynamic selection (sweeps; the API has fastblox.simulate_dynamic)
 DYNAMIC = "dynamic"
+#: The peer simulators ``--compat`` reproduces (each an engine of its own; an option says which
+#: engines accept a value other than its default).
+COMPAT_MODES = ("blox", "tiresias")
 NATIVE = frozenset({"native"})
-BOTH = frozenset({"native", "compat"})
+BOTH = frozenset({"native", "blox"})
+#: the options ``--compat tiresias`` accepts (besides where the jobs come from)
+WITH_TIRESIAS = frozenset({"native", "blox", "tiresias"})
 #: Old names still accepted by the API and sweeps (with a DeprecationWarning), mapped to the option.
 ALIASES = {"scheduler": "policy", "series": "record_series"}
+#: Old boolean options kept as aliases of a value of an option (no warning: still documented).
+VALUE_ALIASES = {"blox_compat": ("compat", "blox")}
 
 
 class OptionError(ConfigError):
@@ -217,8 +224,10 @@ def policy_opts(v, name):
 def policy_name(v, name):
     if callable(v) or isinstance(v, parts.Policy):
         return v  # a user policy given to the API
+    from .compat_tiresias import SCHEDULES
+
     v = lower_text(v, name)
-    if v not in parts.POLICIES and v not in parts.BLOX_POLICIES and v != DYNAMIC:
+    if v not in parts.POLICIES and v not in parts.BLOX_POLICIES and v not in SCHEDULES and v != DYNAMIC:
         raise OptionError(name, _unknown("policy", v, parts.POLICIES.names()))
     return v
 
@@ -310,8 +319,9 @@ class RunSpec:
                               api=False, group="workload", column="int")
     # ---- the scheduler
     cluster: str = option("32x4", cluster, "[type:]NODESxGPUS[,...][@NODES_PER_RACK] or a cluster CSV, e.g. 32x4 or "
-                          "v100:12x4,k80:12x4")
-    policy: Any = option("fifo", policy_name, "scheduling policy (`fastblox parts` lists them with their meaning)")
+                          "v100:12x4,k80:12x4", engines=WITH_TIRESIAS)
+    policy: Any = option("fifo", policy_name, "scheduling policy (`fastblox parts` lists them with their meaning)",
+                         engines=WITH_TIRESIAS)
     placement: str | None = option(None, placement, "placement: " + ", ".join(parts.PLACEMENTS.names())
                                    + " (default first-fit; blox with --blox-compat)")
     admission: str = option("accept-all", admission, "accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)")
@@ -324,12 +334,16 @@ class RunSpec:
                                   "policy's; FIFO and SJF never do)", column="bool",
                                   cli=dict(negate="--no-preempt", negate_help="never suspend running jobs"))
     policy_opts: tuple = option((), policy_opts, "a policy parameter NAME=VALUE (repeatable), e.g. f=0.5; "
-                                "`fastblox parts` lists each policy's parameters with their defaults", engines=NATIVE, metavar="NAME=VALUE",
+                                "`fastblox parts` lists each policy's parameters with their defaults", engines=NATIVE | {"tiresias"},
+                                metavar="NAME=VALUE",
                                 cli=dict(flag="--policy-opt", action="append"))
     track: tuple | None = option(None, track, "job ids A..B (inclusive) count in the averages and end the run "
-                                 "(blox's endless stream: 3000:4000)", metavar="A:B")
-    blox_compat: bool = option(False, boolean, "reproduce Blox's simulator exactly (its policies, rounds and "
-                               "placement)", column="bool")
+                                 "(blox's endless stream: 3000:4000)", metavar="A:B", engines=WITH_TIRESIAS)
+    compat: str | None = option(None, choice(*COMPAT_MODES), "reproduce a peer simulator exactly: blox (Blox's "
+                                "simulator: its policies, rounds and placement; also --blox-compat) or tiresias "
+                                "(Tiresias' run_sim.py: its dlas-gpu schedules in whole seconds at its decision points; "
+                                "docs/fidelity.md)", engines=WITH_TIRESIAS, metavar="SIMULATOR",
+                                cli=dict(const_aliases={"--blox-compat": "blox"}))
     record_series: bool = option(False, boolean, "record a time series per scheduling step (free GPUs, queue, "
                                  "demand) into DIR/series.parquet", group="output", column="bool",
                                  cli=dict(aliases=("--series",)))
@@ -428,6 +442,8 @@ def canonical_keys(kw: dict, where: str) -> dict:
     names = [f.name for f in dataclasses.fields(RunSpec)]
     out = {}
     for k, v in kw.items():
+        if k in VALUE_ALIASES:
+            k, v = VALUE_ALIASES[k][0], (VALUE_ALIASES[k][1] if boolean(v, k) else None)
         if k in ALIASES:
             warnings.warn(f"{where}: {k!r} is now called {ALIASES[k]!r}", DeprecationWarning, stacklevel=4)
             k = ALIASES[k]
@@ -447,8 +463,10 @@ def _resolve(s: RunSpec, defaults, source: bool) -> RunSpec:
     endless = source and upd["workload"] == "blox" and upd["num_jobs"] is None
     if s.policy == DYNAMIC:
         upd.update(_resolve_dynamic(s))
-    elif s.blox_compat:
+    elif s.compat == "blox":
         upd.update(_resolve_compat(s, c))
+    elif s.compat == "tiresias":
+        upd.update(_resolve_tiresias(s, c))
     else:
         upd.update(_resolve_native(s, c, defaults))
     if endless and s.failures is not None:
@@ -491,9 +509,9 @@ def _check_source(s: RunSpec, kind: str) -> None:
 
 
 def _resolve_dynamic(s: RunSpec) -> dict:
-    if s.blox_compat:
+    if s.compat is not None:
         raise OptionError("policy", "policy 'dynamic' pauses the run to look ahead, which only the native engine can "
-                          "do; drop --blox-compat")
+                          f"do; drop --compat {s.compat}")
     if s.policy_opts:
         raise OptionError("policy_opts", "policy parameters need a named policy (not 'dynamic')")
     return dict(placement=s.placement or "first-fit", time_model=s.time_model or "events",
@@ -512,7 +530,7 @@ def _resolve_compat(s: RunSpec, c) -> dict:
     if s.preempt is False:
         raise OptionError("preempt", "--blox-compat always preempts, as Blox does; drop --no-preempt")
     for f in dataclasses.fields(RunSpec):
-        if "compat" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
+        if "blox" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
             raise OptionError(f.name, f"--blox-compat replays Blox as it is (none of its missing costs or realism "
                               f"options); drop {flag(f.name)}")
     if len(c.gpu_types) > 1 or c.node_rack is not None:
@@ -523,7 +541,34 @@ def _resolve_compat(s: RunSpec, c) -> dict:
     return dict(placement=pl, time_model="rounds", round_s=s.round_s or DEFAULT_ROUND_S, preempt=True)
 
 
+def _resolve_tiresias(s: RunSpec, c) -> dict:
+    from .compat_tiresias import NATIVE_EQUIVALENTS, SCHEDULES, parse_options
+
+    pol = s.policy
+    if not isinstance(pol, str) or pol not in SCHEDULES:
+        native = NATIVE_EQUIVALENTS.get(pol) if isinstance(pol, str) else None
+        if native:
+            raise OptionError("policy", f"Tiresias' {pol!r} needs no compat mode: the native engine reproduces it job "
+                              f"by job with {native} (docs/fidelity.md)")
+        raise OptionError("policy", "--compat tiresias runs Tiresias' own schedules: " + ", ".join(SCHEDULES)
+                          + (f"; not {pol!r}" if isinstance(pol, str) else "; not a user policy"))
+    for f in dataclasses.fields(RunSpec):
+        if f.metadata["api"] and "tiresias" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
+            raise OptionError(f.name, f"--compat tiresias replays Tiresias' simulator as it is (one pool of GPUs, "
+                              f"whole seconds, no costs); drop {flag(f.name)}")
+    if len(c.gpu_types) > 1:
+        raise OptionError("cluster", "--compat tiresias: Tiresias' clusters have one GPU type")
+    try:
+        parse_options(pol, dict(s.policy_opts))
+    except ConfigError as e:
+        raise OptionError("policy_opts", str(e)) from None
+    return {}
+
+
 def _resolve_native(s: RunSpec, c, defaults) -> dict:
+    if isinstance(s.policy, str) and s.policy not in parts.POLICIES and s.policy not in parts.BLOX_POLICIES:
+        raise OptionError("policy", f"{s.policy!r} is one of Tiresias' schedules, run only with --compat tiresias; "
+                          f"native policies: {', '.join(parts.POLICIES.names())}")
     if isinstance(s.policy, str) and s.policy not in parts.POLICIES:
         raise OptionError("policy", f"{s.policy!r} is one of Blox's policies, run only with --blox-compat; "
                           f"native policies: {', '.join(parts.POLICIES.names())}")
@@ -603,6 +648,8 @@ def add_cli_options(p: argparse.ArgumentParser) -> None:
         else:
             g.add_argument(*names, dest=f.name, default=None if f.default is None else f.default,
                            type=_cli_type(f), metavar=m["metavar"] or f.name.upper(), help=help_)
+        for alias, value in cli.get("const_aliases", {}).items():
+            g.add_argument(alias, dest=f.name, action="store_const", const=value, help=f"the same as {names[0]} {value}")
 
 
 def _pair(s: str) -> tuple:

@@ -122,7 +122,7 @@ def test_new_settings_quick(tmp_path, name):
             assert files[f"{stem}_{ext}"] == tmp_path / f"{stem}.{ext}" and files[f"{stem}_{ext}"].stat().st_size > 1000
     s = pl.read_parquet(tmp_path / "summary.parquet")
     assert set(s["policy"]) == {"fifo", "las", "srtf", "dynamic"}
-    assert not s["blox_compat"].any()  # the native engine
+    assert s["compat"].is_null().all()  # the native engine
     dyn = s.filter(pl.col("policy") == "dynamic")
     assert (dyn["candidates"] == "fifo,las,srtf").all() and (dyn["period_s"] == 3600.0).all()
     assert s.filter(pl.col("policy") != "dynamic")["candidates"].is_null().all()

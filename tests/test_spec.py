@@ -36,7 +36,7 @@ EXAMPLES = {
     "preempt": {"preempt": True},
     "policy_opts": {"policy": "themis", "policy_opts": {"f": "0.5"}},
     "track": {"track": (5, 20)},
-    "blox_compat": {"blox_compat": True, "policy": "las"},
+    "compat": {"compat": "tiresias", "policy": "dlas-gpu"},
     "record_series": {"record_series": True},
     "throughput": {"cluster": "v100:4x4", "throughput": "gavel"},
     "reference_gpu": {"cluster": MIXED, "reference_gpu": "k80"},

@@ -223,7 +223,7 @@ def test_ids_seeds_and_repeats():
 def test_example_configs_and_toml_copy(tmp_path, capsys):
     fig6 = load_config(ROOT / "datasets" / "sweeps" / "blox_fig6.toml")
     assert len(fig6) == 27 and {p.params["policy"] for p in fig6.points} == {"fifo", "las", "srtf"}
-    assert all(p.params["blox_compat"] and p.params["track"] == "3000:4000" for p in fig6.points)
+    assert all(p.params["compat"] == "blox" and p.params["track"] == "3000:4000" for p in fig6.points)
     peer = ROOT / "datasets" / "sweeps" / "peer_2000.toml"
     need_shared(ROOT.parent / "shared" / "peer-traces" / "gavel_n2000_lam400_s0.neutral.csv")
     assert len(load_config(peer)) == 40

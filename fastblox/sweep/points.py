@@ -72,7 +72,7 @@ def _simulate_point(point: Point):
 
     def run(w, r):
         # the candidates are the policies; a dynamic run takes no limits (its endless stream is still cut)
-        skip = ("policy", "blox_compat", "policy_opts", "max_sim_time", "max_jobs", "max_wall")
+        skip = ("policy", "compat", "policy_opts", "max_sim_time", "max_jobs", "max_wall")
         kw = {k: v for k, v in r.api_kwargs().items() if k not in skip}
         return simulate_dynamic(w, **dyn, **kw)
 
