@@ -437,13 +437,20 @@ def api_fields() -> list:
     return [f for f in dataclasses.fields(RunSpec) if f.metadata["api"]]
 
 
+def value_alias(k: str, v):
+    """``(option, value)`` of an old boolean option of :data:`VALUE_ALIASES` (``blox_compat=True``
+    is ``compat="blox"``; false is the option's default)."""
+    name, value = VALUE_ALIASES[k]
+    return name, (value if boolean(v, k) else None)
+
+
 def canonical_keys(kw: dict, where: str) -> dict:
     """Keywords with deprecated aliases renamed (warned) and unknown names refused."""
     names = [f.name for f in dataclasses.fields(RunSpec)]
     out = {}
     for k, v in kw.items():
         if k in VALUE_ALIASES:
-            k, v = VALUE_ALIASES[k][0], (VALUE_ALIASES[k][1] if boolean(v, k) else None)
+            k, v = value_alias(k, v)
         if k in ALIASES:
             warnings.warn(f"{where}: {k!r} is now called {ALIASES[k]!r}", DeprecationWarning, stacklevel=4)
             k = ALIASES[k]

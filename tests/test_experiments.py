@@ -134,8 +134,9 @@ def test_new_settings_quick(tmp_path, name):
         csv = pl.read_csv(tmp_path / "summary.csv")
         assert set(csv["load_per_128_gpus"]) == {7.0}
     if name == "blox-dynamic":
-        # the dynamic run at load 9 changes policy; its periods are in points/<id>.periods.parquet
-        row = dyn.filter(pl.col("load") == 9.0).row(0, named=True)
+        # a dynamic run at load 9 changes policy (seed 1 does; seed 2 keeps one policy throughout);
+        # its periods are in points/<id>.periods.parquet
+        row = dyn.filter(pl.col("load") == 9.0).sort("num_switches", "point_id", descending=True).row(0, named=True)
         per = pl.read_parquet(tmp_path / "points" / f"{row['point_id']}.periods.parquet")
         assert per.height == row["num_periods"] and row["num_switches"] >= 1
 

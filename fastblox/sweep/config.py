@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..spec import ALIASES, OptionError, RunSpec
+from ..spec import ALIASES, VALUE_ALIASES, OptionError, RunSpec, value_alias
 
 #: The run options (``fastblox.RunSpec``'s fields, workload source included), in declaration order.
 SPEC_KEYS = tuple(f.name for f in dataclasses.fields(RunSpec))
@@ -152,8 +152,15 @@ def _check_keys(table: dict, where: str, labels: dict) -> dict:
     out = {}
     for k, v in table.items():
         ck = _canon_key(str(k))
+        if ck in VALUE_ALIASES:  # e.g. blox_compat = true: compat = "blox" (each value of a grid list)
+            try:
+                ck, v = (value_alias(ck, v)[0], [value_alias(ck, x)[1] for x in v] if isinstance(v, list)
+                         else value_alias(ck, v)[1])
+            except OptionError as e:
+                raise _err(f"[{where}] {k}", e.reason) from None
         if ck not in PARAM_KEYS:
-            raise _err(f"[{where}] {k}", "unknown key; known keys: " + ", ".join(PARAM_KEYS + tuple(ALIASES)))
+            raise _err(f"[{where}] {k}", "unknown key; known keys: " + ", ".join(PARAM_KEYS + tuple(ALIASES)
+                                                                                  + tuple(VALUE_ALIASES)))
         if ck in out:
             raise _err(f"[{where}] {k}", f"given twice (as {ck!r} and its alias)")
         out[ck] = v

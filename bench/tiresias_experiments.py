@@ -1,0 +1,156 @@
+"""Why native 2D-LAS differs from Tiresias' simulator: change one rule of the replay at a time.
+
+``fastblox/compat_tiresias.py`` replays Tiresias' ``run_sim.py`` exactly (``--compat tiresias``;
+tests/test_fidelity.py checks it job by job). Each variant below changes one of its rules towards
+what the native ``tiresias`` policy does and reports the average JCT it gives, so every
+explanation in docs/fidelity.md is a measured effect, not a guess::
+
+    python bench/tiresias_experiments.py [--write]
+
+Variants (each a subclass of the replay that overrides one method):
+
+* ``exact demotion check``: the next check of a running job at the instant its GPU-service reaches
+  the limit, ``ceil((limit - executed x GPUs) / GPUs)``, instead of Tiresias'
+  ``(limit - executed) // GPUs`` (seconds subtracted from GPU-seconds);
+* ``several demotions per event``: a job that crossed two limits since the last event moves down
+  two queues (Tiresias: one per event);
+* ``waiting jobs by queue entry``: within a queue, waiting jobs in the order they entered it
+  (arrival, demotion, promotion), as the native policy orders them; Tiresias moves every job that
+  is pending after a pass behind the running ones in list order, so a job preempted from the head
+  goes behind the jobs that were waiting;
+* ``no re-partition``: the queue lists kept as they were before the pass (no running-first move);
+* ``entry order + exact check``: the two together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from fastblox import compat_tiresias as ct  # noqa: E402
+from fastblox.fidelity import TIRESIAS_CLUSTERS, TIRESIAS_WORKLOADS, peer_summary  # noqa: E402
+from fastblox.traces import read_trace  # noqa: E402
+
+
+class ExactCheck(ct._Run):
+    def _next_jump(self, t):
+        last_q = len(self.queues) - 1
+        jump = math.inf
+        for j in self.runnable:
+            if j.status == "RUNNING" and j.q < last_q:
+                jump = min(jump, t + max(0, -(-(self.limits[j.q] - j.executed * j.gpus) // j.gpus)))
+        return jump
+
+
+class SeveralDemotions(ct._Run):
+    def _account(self, t):
+        super()._account(t)
+        last_q = len(self.queues) - 1
+        for j in self.runnable:
+            while j.status == "RUNNING" and j.q < last_q and int(j.executed * j.gpus) >= self.limits[j.q]:
+                self.queues[j.q].remove(j)
+                j.q += 1
+                self.queues[j.q].append(j)
+
+
+class EntryOrder(ct._Run):
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.entered = {}
+
+    def _arrivals(self, t):
+        n0 = self.next_arr
+        super()._arrivals(t)
+        for j in self.jobs[n0:self.next_arr]:
+            self.entered[j.i] = (t, j.i)
+
+    def _account(self, t):
+        before = {j.i: j.q for j in self.runnable}
+        super()._account(t)
+        for j in self.runnable:
+            if j.q != before[j.i]:
+                self.entered[j.i] = (t, j.i)
+
+    def _schedule(self, t):
+        super()._schedule(t)
+        for q in self.queues:
+            waiting = sorted((j for j in q if j.status == "PENDING"), key=lambda j: self.entered[j.i])
+            q[:] = [j for j in q if j.status != "PENDING"] + waiting
+
+
+class NoRepartition(ct._Run):
+    def _schedule(self, t):
+        kept = [list(q) for q in self.queues]
+        super()._schedule(t)
+        for q, k in zip(self.queues, kept):
+            q[:] = k
+
+
+class EntryOrderExactCheck(ExactCheck, EntryOrder):
+    pass
+
+
+VARIANTS = {
+    "Tiresias (as run_sim.py)": ct._Run,
+    "exact demotion check": ExactCheck,
+    "several demotions per event": SeveralDemotions,
+    "waiting jobs by queue entry": EntryOrder,
+    "no re-partition": NoRepartition,
+    "entry order + exact check": EntryOrderExactCheck,
+}
+
+
+def avg_jct(cls, w, gpus: int) -> float:
+    jobs = [ct._Job(i, int(s), int(g), int(float(d))) for i, (s, g, d) in enumerate(zip(w.submit_s, w.num_gpus,
+                                                                                        w.duration_s))]
+    cls(jobs, gpus, list(ct.DEFAULT_LIMITS), 0, None).run()
+    return float(np.mean([j.end - j.submit for j in jobs]))
+
+
+def table() -> str:
+    import fastblox
+
+    summ = peer_summary()
+    lines = ["| workload | cluster (load) | " + " | ".join(VARIANTS) + " | native `tiresias` |",
+             "|---|---|" + "---|" * (len(VARIANTS) + 1)]
+    for wl, (path, clusters) in TIRESIAS_WORKLOADS.items():
+        w = read_trace(path)
+        for cl in clusters:
+            n, g = TIRESIAS_CLUSTERS[cl]
+            base = avg_jct(ct._Run, w, n * g)
+            assert abs(base - float(summ[f"{wl}_{cl}_dlas-gpu_yarn"]["avg_jct_s"])) < 1e-6  # the replay is exact
+            cells = [f"{base:,.0f}"]
+            for cls in list(VARIANTS.values())[1:]:
+                v = avg_jct(cls, w, n * g)
+                cells.append(f"{v:,.0f} ({100 * (v / base - 1):+.1f} %)")
+            native = fastblox.simulate(w, cluster=f"1x{n * g}", policy="tiresias").summary["avg_jct_s"]
+            cells.append(f"{native:,.0f} ({100 * (native / base - 1):+.1f} %)")
+            load = fastblox.results.offered_load(w, n * g)
+            lines.append(f"| {wl} | {cl} ({load:.2f}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="write the table into docs/fidelity.md")
+    a = ap.parse_args(argv)
+    text = table()
+    print(text)
+    if a.write:
+        from _util import update_section
+
+        stamp = f"Measured by `python bench/tiresias_experiments.py --write` ({time.strftime('%Y-%m-%d')}); average JCT in seconds, 2D-LAS K = 3."
+        update_section(ROOT / "docs" / "fidelity.md", "tiresias-experiments", stamp + "\n\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
