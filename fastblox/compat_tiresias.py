@@ -45,6 +45,7 @@ SCHEDULES = {
     "dlas-gpu": (0, False),
     "dlas-gpu-1": (1, False), "dlas-gpu-2": (2, False), "dlas-gpu-4": (4, False), "dlas-gpu-8": (8, False),
     "dlas-gpu-05": (0.5, False), "dlas-gpu-10": (10, False), "dlas-gpu-100": (100, False),
+    "dlas-gpu-1000": (1000, False),
     "dlas-gpu-gittins": (0, True),
 }
 DEFAULT_LIMITS = (3250, 7200)  # jobs.py: queue_limit = [3250, 7200, 18000] with num_queue = 3
@@ -135,7 +136,8 @@ def simulate(submit_s, num_gpus, duration_s, total_gpus: int, schedule: str = "d
     start = np.array([-1.0 if j.start is None else j.start for j in jobs], dtype=np.float64)
     finish = np.array([-1.0 if j.end is None else j.end for j in jobs], dtype=np.float64)
     return {"start_s": start, "finish_s": finish, "preemptions": np.array([j.preempt for j in jobs], dtype=np.int64),
-            "attained_s": np.array([j.total for j in jobs], dtype=np.float64),
+            # (Tiresias adds up service at events only: a finished job ran its whole duration)
+            "attained_s": np.array([j.duration if j.end is not None else j.total for j in jobs], dtype=np.float64),
             "end_s": float(max((j.end for j in jobs if j.end is not None), default=0))}
 
 

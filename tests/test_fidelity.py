@@ -4,6 +4,8 @@ nothing outside the clone."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fastblox
 from fastblox.fidelity import (GAVEL_TRACE, TIRESIAS_COMPAT, TIRESIAS_TRACE, TIRESIAS_WORKLOADS, compare, peer_finish,
@@ -154,3 +156,25 @@ def test_compat_tiresias_refuses_what_it_cannot_replay():
         fastblox.simulate(w, cluster="9x4", compat="tiresias", policy="dlas-gpu-gittins", policy_opts={"delta": 1})
     with pytest.raises(fastblox.ConfigError, match="only with --compat tiresias"):
         fastblox.simulate(w, cluster="9x4", policy="dlas-gpu")
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 25), seed=st.integers(0, 10_000), gpus=st.sampled_from([4, 8, 16]),
+       sched=st.sampled_from(["dlas-gpu", "dlas-gpu-2", "dlas-gpu-gittins"]))
+def test_compat_tiresias_invariants(n, seed, gpus, sched):
+    """Every job runs its whole duration and finishes; no pass hands out more GPUs than the pool
+    has (a job's run never overlaps more GPU demand than that); alone on a large pool, each job
+    runs at once without a break."""
+    from fastblox import compat_tiresias as ct
+
+    rng = np.random.default_rng(seed)
+    sub = np.sort(rng.integers(0, 20_000, n)).astype(float)
+    g = rng.choice([1, 2, 4], n)
+    g = np.minimum(g, gpus)
+    dur = rng.integers(1, 30_000, n).astype(float)
+    dist = rng.integers(100, 100_000, 50)
+    out = ct.simulate(sub, g, dur, gpus, sched, distribution=dist)
+    assert (out["finish_s"] >= sub + dur).all() and (out["attained_s"] == dur).all()
+    alone = ct.simulate(sub, g, dur, int(g.sum()), sched, distribution=dist)
+    np.testing.assert_array_equal(alone["finish_s"], sub + dur)
+    assert (alone["preemptions"] == 0).all() and (alone["start_s"] == sub).all()
