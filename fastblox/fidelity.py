@@ -56,15 +56,21 @@ TIRESIAS_COMPAT = {
     "dlas-gpu-8_yarn": ("dlas-gpu-8", None),
     "dlas-gpu-gittins_yarn": ("dlas-gpu-gittins", None),
 }
-GAVEL_RUNS = {
-    "het36_fifo_perf": ("gavel-fifo", "FIFO, fastest free type"),
-    "het36_max_min_fairness_perf": ("gavel", "max-min fairness, heterogeneity-aware"),
-    "het36_max_min_fairness": ("gavel-las-agnostic", "max-min fairness, agnostic"),
-    "het36_finish_time_fairness_perf": ("gavel-ftf", "finish-time fairness, aware"),
-    "het36_finish_time_fairness": ("gavel-ftf-agnostic", "finish-time fairness, agnostic"),
-    "v100x48_max_min_fairness": ("gavel", "max-min fairness, 48 V100"),
-    "v100x36_max_min_fairness": ("gavel", "max-min fairness, 36 V100"),
-    "v100x48_fifo": ("gavel-fifo", "FIFO, 48 V100"),
+#: Gavel's policies -> (the fastblox policy compared with it, note)
+GAVEL_POLICIES = {
+    "fifo_perf": ("gavel-fifo", "FIFO, fastest free type"),
+    "fifo": ("gavel-fifo", "Gavel's base fifo against fastblox's fifo_perf (no base fifo here)"),
+    "max_min_fairness_perf": ("gavel", "max-min fairness, heterogeneity-aware"),
+    "max_min_fairness": ("gavel-las-agnostic", "max-min fairness, agnostic"),
+    "finish_time_fairness_perf": ("gavel-ftf", "finish-time fairness, aware"),
+    "finish_time_fairness": ("gavel-ftf-agnostic", "finish-time fairness, agnostic"),
+}
+#: the workloads Gavel's simulator was run on (its generator, `-m`): name -> trace. n2000: seed 0,
+#: one job per 400 s; light1000: seed 2, per 500 s; over1000: seed 1, per 280 s (load 1.40 on 36 V100s)
+GAVEL_WORKLOADS = {
+    "n2000": GAVEL_TRACE,
+    "light1000": PEER / "gavel_n1000_lam500_s2.trace.gz",
+    "over1000": PEER / "gavel_n1000_lam280_s1.trace.gz",
 }
 
 
@@ -88,10 +94,10 @@ def tiresias_config(cl_name: str, placement: str | None) -> dict:
     return {"cluster": f"{nodes}x{per_node}", "placement": placement}
 
 
-def gavel_config(short: str) -> dict:
-    """``simulate`` keywords matching a Gavel run: its cluster (one GPU per server), its
-    throughput table, no placement effects."""
-    return {"cluster": GAVEL_CLUSTERS[short.split("_")[0]], "throughput": "gavel", "placement_effects": False}
+def gavel_config(cluster: str) -> dict:
+    """``simulate`` keywords matching a Gavel run on ``cluster`` (a key of :data:`GAVEL_CLUSTERS`):
+    one GPU per server, Gavel's throughput table, no placement effects."""
+    return {"cluster": GAVEL_CLUSTERS[cluster], "throughput": "gavel", "placement_effects": False}
 
 
 def compare(res, run: str, peer_avg: float) -> dict:
@@ -131,8 +137,11 @@ def _configs():
                     nodes, per_node = TIRESIAS_CLUSTERS[cl_name]
                     yield ("Tiresias", label + " (compat)", run, path, sched, copts,
                            {"compat": "tiresias", "cluster": f"{nodes}x{per_node}"}, f"--compat tiresias {sched}")
-    for short, (pol, note) in GAVEL_RUNS.items():
-        yield "Gavel", short, f"n2000_{short}", GAVEL_TRACE, pol, None, gavel_config(short), note
+    for run, row in have.items():
+        if row["simulator"] == "gavel":  # <workload>_<cluster>_<Gavel's policy>
+            wl, cl, gpol = run.split("_", 2)
+            pol, note = GAVEL_POLICIES[gpol]
+            yield "Gavel", f"{wl} {cl} {gpol}", run, GAVEL_WORKLOADS[wl], pol, None, gavel_config(cl), note
 
 
 def run_all(only: str | None = None, progress=None) -> list[dict]:
@@ -149,7 +158,8 @@ def run_all(only: str | None = None, progress=None) -> list[dict]:
         if progress is not None:
             progress(i, len(todo), f"{sim} {label}")
         if path not in traces:
-            traces[path] = (read_trace(path, steps_per_s="builtin") if path == GAVEL_TRACE else read_trace(path))
+            gavel = path in GAVEL_WORKLOADS.values()
+            traces[path] = read_trace(path, steps_per_s="builtin") if gavel else read_trace(path)
         t0 = time.perf_counter()
         res = fastblox.simulate(traces[path], policy=pol, policy_opts=opts, **kw)
         wall = time.perf_counter() - t0
