@@ -166,10 +166,10 @@ def cmd_parts(a) -> int:
             if not o.name.startswith("_"):
                 print(f"  {'':14s}   --policy-opt {o.name}=... (default {o.default}): {o.help}")
     print("--compat blox policies: " + ", ".join(f"{k} ({v[0]})" for k, v in parts.BLOX_POLICIES.items()))
-    from .compat_tiresias import SCHEDULES
+    from .compat_tiresias import NATIVE_EQUIVALENTS, SCHEDULES
 
     print("--compat tiresias schedules (Tiresias' names; --policy-opt thresholds=...; gittins: distribution=...): "
-          + ", ".join(SCHEDULES))
+          + ", ".join([*SCHEDULES, *NATIVE_EQUIVALENTS]))
     for title, reg in (("placements", parts.PLACEMENTS), ("time models", parts.TIME_MODELS)):
         print(f"{title}:")
         for name in reg.names():

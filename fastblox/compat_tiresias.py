@@ -50,12 +50,21 @@ SCHEDULES = {
 }
 DEFAULT_LIMITS = (3250, 7200)  # jobs.py: queue_limit = [3250, 7200, 18000] with num_queue = 3
 GITTINS_DELTA = 3250  # jobs.py: gittins_delta
-#: Tiresias' schedules the native engine already reproduces job by job (docs/fidelity.md)
+#: Tiresias' schedules that the native engine reproduces job by job (docs/fidelity.md), run
+#: there: name -> (what runs, RunSpec changes, on one pool of all the GPUs as its count scheme)
 NATIVE_EQUIVALENTS = {
-    "fjf": "--policy fifo on one node of all the GPUs (its count scheme)",
-    "shortest": "--policy srtf on one node of all the GPUs (its count scheme)",
-    "fifo": "--policy fifo --policy-opt backfill=false --placement yarn on its nodes",
+    "fjf": ("native fifo (backfilling) on one node of all the GPUs", {"policy": "fifo"}, True),
+    "shortest": ("native srtf on one node of all the GPUs", {"policy": "srtf"}, True),
+    "fifo": ("native fifo without backfilling on the yarn placement",
+             {"policy": "fifo", "policy_opts": (("backfill", False),), "placement": "yarn"}, False),
 }
+
+
+def native_spec(r, cluster):
+    """The native :class:`~fastblox.spec.RunSpec` that reproduces Tiresias' schedule ``r.policy``
+    (a key of :data:`NATIVE_EQUIVALENTS`) on ``cluster``."""
+    _, changes, pool = NATIVE_EQUIVALENTS[r.policy]
+    return r.replace(compat=None, cluster=f"1x{cluster.total_gpus}" if pool else r.cluster, **changes)
 
 
 def parse_options(schedule: str, opts: dict) -> dict:

@@ -718,6 +718,11 @@ def _simulate_tiresias(workload: Workload, s: RunSpec) -> Result:
 
     r = s.resolved(source=False)
     c, _, tracked = _check_args(workload, r)
+    if r.policy in compat_tiresias.NATIVE_EQUIVALENTS:  # reproduced exactly by the native engine
+        res = simulate(workload, compat_tiresias.native_spec(r, c))
+        res.config = r.as_dict()
+        res.summary["engine"] = compat_tiresias.NATIVE_EQUIVALENTS[r.policy][0]
+        return res
     check_sizes(workload, c)
     _note_load(workload, c)
     return compat_tiresias.run(workload, r, c, tracked, _Timer)

@@ -224,10 +224,11 @@ def policy_opts(v, name):
 def policy_name(v, name):
     if callable(v) or isinstance(v, parts.Policy):
         return v  # a user policy given to the API
-    from .compat_tiresias import SCHEDULES
+    from .compat_tiresias import NATIVE_EQUIVALENTS, SCHEDULES
 
     v = lower_text(v, name)
-    if v not in parts.POLICIES and v not in parts.BLOX_POLICIES and v not in SCHEDULES and v != DYNAMIC:
+    known = (parts.POLICIES, parts.BLOX_POLICIES, SCHEDULES, NATIVE_EQUIVALENTS)
+    if not any(v in k for k in known) and v != DYNAMIC:
         raise OptionError(name, _unknown("policy", v, parts.POLICIES.names()))
     return v
 
@@ -341,8 +342,8 @@ class RunSpec:
                                  "(blox's endless stream: 3000:4000)", metavar="A:B", engines=WITH_TIRESIAS)
     compat: str | None = option(None, choice(*COMPAT_MODES), "reproduce a peer simulator exactly: blox (Blox's "
                                 "simulator: its policies, rounds and placement; also --blox-compat) or tiresias "
-                                "(Tiresias' run_sim.py: its dlas-gpu schedules in whole seconds at its decision points; "
-                                "docs/fidelity.md)", engines=WITH_TIRESIAS, metavar="SIMULATOR",
+                                "(Tiresias' run_sim.py: its schedules by their names, dlas-gpu... in whole seconds at its "
+                                "decision points; `fastblox parts` lists them; docs/fidelity.md)", engines=WITH_TIRESIAS, metavar="SIMULATOR",
                                 cli=dict(const_aliases={"--blox-compat": "blox"}))
     record_series: bool = option(False, boolean, "record a time series per scheduling step (free GPUs, queue, "
                                  "demand) into DIR/series.parquet", group="output", column="bool",
@@ -552,23 +553,23 @@ def _resolve_tiresias(s: RunSpec, c) -> dict:
     from .compat_tiresias import NATIVE_EQUIVALENTS, SCHEDULES, parse_options
 
     pol = s.policy
-    if not isinstance(pol, str) or pol not in SCHEDULES:
-        native = NATIVE_EQUIVALENTS.get(pol) if isinstance(pol, str) else None
-        if native:
-            raise OptionError("policy", f"Tiresias' {pol!r} needs no compat mode: the native engine reproduces it job "
-                              f"by job with {native} (docs/fidelity.md)")
-        raise OptionError("policy", "--compat tiresias runs Tiresias' own schedules: " + ", ".join(SCHEDULES)
+    if not isinstance(pol, str) or (pol not in SCHEDULES and pol not in NATIVE_EQUIVALENTS):
+        raise OptionError("policy", "--compat tiresias runs Tiresias' own schedules: "
+                          + ", ".join([*SCHEDULES, *NATIVE_EQUIVALENTS])
                           + (f"; not {pol!r}" if isinstance(pol, str) else "; not a user policy"))
+    if pol in NATIVE_EQUIVALENTS and s.policy_opts:
+        raise OptionError("policy_opts", f"Tiresias' {pol!r} has no options")
     for f in dataclasses.fields(RunSpec):
         if f.metadata["api"] and "tiresias" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
             raise OptionError(f.name, f"--compat tiresias replays Tiresias' simulator as it is (one pool of GPUs, "
                               f"whole seconds, no costs); drop {flag(f.name)}")
     if len(c.gpu_types) > 1:
         raise OptionError("cluster", "--compat tiresias: Tiresias' clusters have one GPU type")
-    try:
-        parse_options(pol, dict(s.policy_opts))
-    except ConfigError as e:
-        raise OptionError("policy_opts", str(e)) from None
+    if pol in SCHEDULES:
+        try:
+            parse_options(pol, dict(s.policy_opts))
+        except ConfigError as e:
+            raise OptionError("policy_opts", str(e)) from None
     return {}
 
 
