@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
 
@@ -88,6 +87,8 @@ def parse_options(schedule: str, opts: dict) -> dict:
 
 def _round2(x: float, nd: int) -> float:
     """Python 2's ``round``: half away from zero, on the exact value of the double."""
+    from decimal import ROUND_HALF_UP, Decimal
+
     q = Decimal(1).scaleb(-nd)
     return float(Decimal(x).quantize(q, rounding=ROUND_HALF_UP))
 
