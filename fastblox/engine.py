@@ -346,6 +346,8 @@ def not_switchable(policy: parts.Policy) -> str | None:
     if policy.code in (enums.POL_TIRESIAS, enums.POL_GITTINS):
         return ("moves jobs between queues at times set when they start or stop, which a switch on a paused run "
                 "does not set for the jobs already there")
+    if policy.state:
+        return "keeps per-job state from when jobs start or stop, which a switch on a paused run cannot give it"
     return None
 
 
@@ -364,11 +366,11 @@ def user_keys(policy: parts.Policy, view: parts.JobView, now: float) -> np.ndarr
         out = policy.fn(view, now)
     except Exception as e:  # noqa: BLE001 - the user's code: any error is reported as theirs
         raise ConfigError(f"policy {policy.name!r} raised {type(e).__name__} at t = {now:g} s: {e}") from e
-    raw = np.asarray(out)
+    raw = out if type(out) is np.ndarray else np.asarray(out)
     if raw.dtype.kind not in "biuf":
         raise ConfigError(f"policy {policy.name!r} must return real numbers, got {raw.dtype} values")
-    keys = raw.astype(np.float64)
-    if keys.shape != (n,) or not np.isfinite(keys).all():
+    keys = raw if raw.dtype == np.float64 else raw.astype(np.float64)
+    if keys.shape != (n,) or (not np.isfinite(keys.sum()) and not np.isfinite(keys).all()):
         raise ConfigError(
             f"policy {policy.name!r} must return one finite priority per active job "
             f"(expected shape ({n},), got {keys.shape}" + (")" if keys.shape != (n,) else ", with NaN or infinity)")
@@ -456,6 +458,8 @@ class NativeState:
         cf[kengine.CF_THEMIS_F] = float(opts.get("f", 0.0))
         self.pp = _policy_params(policy, opts, self.w)
         self.planner = policy.planner(self, opts) if policy.planner is not None else None
+        self._entries = {}  # path marker type -> the compiled kernel's entry point (Python policies)
+        self._view = None  # the buffers of the JobView handed to a Python policy
 
     def set_policy(self, policy: parts.Policy, opts: dict | None = None, preempt: bool | None = None) -> None:
         """Switch a paused run to another policy (the waiting queue is re-keyed). Orderings only:
@@ -485,8 +489,11 @@ class NativeState:
         new.si, new.sf, new.ci, new.cf = self.si.copy(), self.sf.copy(), self.ci.copy(), self.cf.copy()
         if hasattr(self.pp, "err"):  # (a compiled user policy's error record: each copy its own)
             new.pp = self.pp._replace(err=self.pp.err.copy())
+        if hasattr(self.pp, "state"):  # (a compiled user policy's state and wake-ups: each copy its own)
+            new.pp = new.pp._replace(state=self.pp.state.copy(), wake_at=self.pp.wake_at.copy())
         new.planner = self.planner.copy(new) if self.planner is not None and hasattr(self.planner, "copy") else (
             self.policy.planner(new, self.opts) if self.policy.planner is not None else None)
+        new._view = None
         return new
 
     def kernel_args(self) -> tuple:
@@ -497,7 +504,15 @@ class NativeState:
                 self.ci, self.cf)
 
     def advance(self) -> int:
-        code, self.series = kengine.advance(*self.kernel_args())
+        args = self.kernel_args()
+        path = kengine.path_of(self.ci)
+        entry = self._entries.get(type(path)) if self.policy.fn is not None else None
+        if entry is None:
+            code, self.series = kengine.advance(*args)
+            if self.policy.fn is not None:  # a Python policy: the kernel returns every step
+                self._entries[type(path)] = kengine.entry_point(path, *args)
+        else:
+            code, self.series = entry(path, *args)
         return int(code)
 
     def drive(self, stop_t: float = np.inf, slicer: Slicer | None = None) -> DriveCode:
@@ -581,20 +596,38 @@ class NativeState:
 
     def job_view(self, idx: np.ndarray | None = None) -> parts.JobView:
         """The active jobs' columns at the current time (for user policies): new arrays, which
-        the policy may keep."""
-        from .kernels.userpol import view_columns
-
+        the caller may keep."""
         idx = self.active_idx() if idx is None else idx
-        r, w = self.run, self.w
-        return parts.JobView(*view_columns(
-            idx, self.now, float(self.cf[kengine.CF_RESTART_S]), w.job_id, w.submit_s, w.num_gpus, w.duration_s,
-            r.status, r.launch_t, r.attained, r.attained_gpu, r.held, r.work_left, r.rate, self.jobs.ref_rate,
-            r.n_preempt))
+        return parts.JobView(*(a[: len(idx)].copy() for a in self._view_of(idx)))
+
+    def _view_of(self, idx: np.ndarray) -> parts.JobView:
+        """The columns of ``idx`` into this run's view buffers (whole buffers: the first
+        ``len(idx)`` entries are the jobs'), by the compiled ``view_into`` called directly."""
+        from .kernels.userpol import view_into
+
+        if self._view is None:
+            n, w = len(self.w), self.w
+            bufs = parts.JobView(*(np.empty(n, dtype=d) for d in (
+                w.job_id.dtype, w.submit_s.dtype, w.num_gpus.dtype, w.duration_s.dtype, np.float64, np.float64,
+                np.float64, np.int8, self.run.n_preempt.dtype, np.float64)))
+            r = self.run
+            src = (w.job_id, w.submit_s, w.num_gpus, w.duration_s, r.status, r.launch_t, r.wait_t, r.attained,
+                   r.attained_gpu, r.held, r.work_left, r.rate, self.jobs.ref_rate, r.n_preempt)
+            args = (idx, self.now, float(self.cf[kengine.CF_RESTART_S])) + src + tuple(bufs)
+            view_into(*args)
+            self._view = (bufs, src, kengine.compiled_entry(view_into, args) or view_into)
+            return bufs
+        bufs, src, entry = self._view
+        entry(idx, self.now, float(self.cf[kengine.CF_RESTART_S]), *src, *bufs)
+        return bufs
 
     def _answer_keys(self) -> None:
-        view = self.job_view()
-        keys = user_keys(self.policy, view, self.now)
-        self.s.keys[: len(keys)] = keys
+        """The Python policy's keys into ``s.keys``: it gets views of the first A entries of the
+        view buffers (valid during the call; a policy that keeps them between calls must copy)."""
+        idx = self.active_idx()
+        a = len(idx)
+        view = parts.JobView(*(b[:a] for b in self._view_of(idx)))
+        self.s.keys[:a] = user_keys(self.policy, view, self.now)
 
     def _answer_plan(self) -> None:
         idx = self.active_idx()

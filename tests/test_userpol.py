@@ -238,7 +238,8 @@ def numpy_job_view(st):
     return fastblox.JobView(
         job_id=w.job_id[idx], submit_s=w.submit_s[idx], num_gpus=w.num_gpus[idx], duration_s=w.duration_s[idx],
         attained_s=r.attained[idx] + el, attained_gpu_s=r.attained_gpu[idx] + el * r.held[idx],
-        remaining_s=left / st.jobs.ref_rate[idx], running=running.astype(np.int8), num_preemptions=r.n_preempt[idx])
+        remaining_s=left / st.jobs.ref_rate[idx], running=running.astype(np.int8), num_preemptions=r.n_preempt[idx],
+        since_s=np.where(running, r.launch_t[idx], r.wait_t[idx]))
 
 
 def test_the_job_view_kernel_gives_numpy_s_columns_to_the_bit():
