@@ -151,7 +151,7 @@ def _ov_user_key(policy, j, t, running, el, jobs, run, pp, restart_s):
             if math.isnan(w):
                 _fail(pp.err, ERR_NAN_WAKE, j, t, w)
                 w = math.inf
-            pp.wake_at[j] = w
+            pp.wake_at[j] = max(w, t)  # (a time already passed: now)
         return r, k
 
     return impl
