@@ -389,3 +389,29 @@ def test_a_stateful_policy_cannot_be_switched_to_on_a_paused_run():
     st.drive(float(workload(50).submit_s[20]))
     with pytest.raises(fastblox.ConfigError, match="keeps per-job state"):
         st.set_policy(tiresias())
+
+
+@given(case=small_case(), placement=st.sampled_from(["first-fit", "consolidated"]), tm=st.sampled_from(["events", "rounds"]),
+       restart=st.sampled_from([0.0, 30.0]), theta=st.sampled_from([0.0, 1.5]))
+def test_stateful_tiresias_matches_the_reference_twin_on_random_cases(case, placement, tm, restart, theta):
+    """The stateful user policy in the kernel against the same policy in the plain-Python reference
+    (``job_policy``: its function called as plain Python at the same events): the same finish
+    times, preemptions and final state records, to the bit."""
+    from fastblox.examples.tiresias_user import tiresias
+
+    submit, gpus, dur, node_gpus = case
+    pol = tiresias(promote=2.0)
+    w = fastblox.Workload.from_arrays(submit_s=submit, num_gpus=gpus, duration_s=dur)
+    ref = simulate_native_reference(submit, gpus, dur, node_gpus, placement=placement, time_model=tm, restart_s=restart,
+                                    theta=theta, job_policy=pol, job_ids=w.job_id)
+    try:
+        a = fastblox.simulate(w, policy=pol, cluster=",".join(f"1x{g}" for g in node_gpus), placement=placement,
+                              time_model=tm, restart_s=restart, admission=f"load:{theta}" if theta else "accept-all")
+    except fastblox.SimulationError:
+        assert ref["deadlock"]
+        return
+    np.testing.assert_array_equal(a.jobs["finish_s"].to_numpy(), np.where(np.asarray(ref["finish"]) < 0, np.nan,
+                                                                         np.asarray(ref["finish"], dtype=float)))
+    np.testing.assert_array_equal(a.jobs["num_preemptions"].to_numpy(), np.asarray(ref["n_preempt"]))
+    for c in ref["state"].dtype.names:
+        np.testing.assert_array_equal(a.jobs[c].to_numpy(), ref["state"][c], err_msg=c)
