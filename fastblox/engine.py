@@ -184,7 +184,7 @@ def state_kind(st: "NativeState") -> str:
     """The ``_warm`` kind of a native run's state (with ``+events`` when it has node events, and
     ``+user:DIGEST`` for a user policy compiled into the kernel: a kernel of its own)."""
     user = getattr(st.pp, "fn", None)
-    return (native_kind(st.ci) + ("+events" if st.events.t.shape[0] else "")
+    return (native_kind(st.ci) + ("+py" if hasattr(st.pp, "columns") else "") + ("+events" if st.events.t.shape[0] else "")
             + (f"+user:{user.digest}" if user is not None else ""))
 
 
@@ -198,10 +198,10 @@ def kind_of(scheduler, preempt: bool | None = None) -> str:
     if pol.job_fn is not None:  # (a per-job user policy: a kernel of its own, as state_kind names it)
         from . import userpol
 
-        _, d = userpol.compile_for_job(pol.name, pol.job_fn)
+        _, d = userpol.compile_for_job(pol.name, pol.job_fn, pol.state)
         userpol.POLICIES[d] = pol
         return native_kind(ci) + f"+user:{d}"
-    return native_kind(ci)
+    return native_kind(ci) + ("+py" if pol.fn is not None else "")
 
 
 def spec_kind(r: RunSpec) -> str | None:
@@ -249,6 +249,9 @@ def _warm_now(kind: str) -> float:
                 from .userpol import POLICIES as USER
 
                 st._set_policy(USER[user[0]], {})
+            if "py" in flags:  # (a Python policy's parameters carry its JobView's buffers)
+                st._set_policy(parts.Policy("warm", enums.POL_CUSTOM, True, True, "", fn=lambda jobs, now: jobs.submit_s),
+                               {})
             if "events" in flags:
                 st.events = KEvents(np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
             kengine.load(kengine.PATHS[path], *st.kernel_args())
@@ -321,7 +324,19 @@ def _policy_params(policy: parts.Policy, opts: dict, w: Workload) -> PolicyParam
         from . import userpol
 
         return userpol.params(policy, pp, w)
+    if policy.fn is not None:  # (a Python policy: the kernel fills its JobView's buffers)
+        from .kernels.userpol import PyParams
+
+        n = len(w)
+        view = parts.JobView(*(np.empty(n, dtype=d) for d in VIEW_DTYPES))
+        return PyParams(thr, gx, gv, np.ascontiguousarray(w.job_id, dtype=np.int64),
+                        np.ascontiguousarray(w.duration_s, dtype=np.float64), view)  # (its ``columns``)
     return pp
+
+
+#: the dtypes of a ``JobView``'s columns, in its field order
+VIEW_DTYPES = (np.int64, np.float64, np.int64, np.float64, np.float64, np.float64, np.float64, np.int8, np.int64,
+               np.float64)
 
 
 def _writable(nt):
@@ -459,7 +474,6 @@ class NativeState:
         self.pp = _policy_params(policy, opts, self.w)
         self.planner = policy.planner(self, opts) if policy.planner is not None else None
         self._entries = {}  # path marker type -> the compiled kernel's entry point (Python policies)
-        self._view = None  # the buffers of the JobView handed to a Python policy
 
     def set_policy(self, policy: parts.Policy, opts: dict | None = None, preempt: bool | None = None) -> None:
         """Switch a paused run to another policy (the waiting queue is re-keyed). Orderings only:
@@ -491,9 +505,10 @@ class NativeState:
             new.pp = self.pp._replace(err=self.pp.err.copy())
         if hasattr(self.pp, "state"):  # (a compiled user policy's state and wake-ups: each copy its own)
             new.pp = new.pp._replace(state=self.pp.state.copy(), wake_at=self.pp.wake_at.copy())
+        if hasattr(self.pp, "columns"):  # (a Python policy's view buffers)
+            new.pp = new.pp._replace(columns=parts.JobView(*(b.copy() for b in self.pp.columns)))
         new.planner = self.planner.copy(new) if self.planner is not None and hasattr(self.planner, "copy") else (
             self.policy.planner(new, self.opts) if self.policy.planner is not None else None)
-        new._view = None
         return new
 
     def kernel_args(self) -> tuple:
@@ -597,36 +612,22 @@ class NativeState:
     def job_view(self, idx: np.ndarray | None = None) -> parts.JobView:
         """The active jobs' columns at the current time (for user policies): new arrays, which
         the caller may keep."""
-        idx = self.active_idx() if idx is None else idx
-        return parts.JobView(*(a[: len(idx)].copy() for a in self._view_of(idx)))
-
-    def _view_of(self, idx: np.ndarray) -> parts.JobView:
-        """The columns of ``idx`` into this run's view buffers (whole buffers: the first
-        ``len(idx)`` entries are the jobs'), by the compiled ``view_into`` called directly."""
         from .kernels.userpol import view_into
 
-        if self._view is None:
-            n, w = len(self.w), self.w
-            bufs = parts.JobView(*(np.empty(n, dtype=d) for d in (
-                w.job_id.dtype, w.submit_s.dtype, w.num_gpus.dtype, w.duration_s.dtype, np.float64, np.float64,
-                np.float64, np.int8, self.run.n_preempt.dtype, np.float64)))
-            r = self.run
-            src = (w.job_id, w.submit_s, w.num_gpus, w.duration_s, r.status, r.launch_t, r.wait_t, r.attained,
-                   r.attained_gpu, r.held, r.work_left, r.rate, self.jobs.ref_rate, r.n_preempt)
-            args = (idx, self.now, float(self.cf[kengine.CF_RESTART_S])) + src + tuple(bufs)
-            view_into(*args)
-            self._view = (bufs, src, kengine.compiled_entry(view_into, args) or view_into)
-            return bufs
-        bufs, src, entry = self._view
-        entry(idx, self.now, float(self.cf[kengine.CF_RESTART_S]), *src, *bufs)
-        return bufs
+        idx = self.active_idx() if idx is None else idx
+        r, w = self.run, self.w
+        view = parts.JobView(*(np.empty(len(idx), dtype=d) for d in VIEW_DTYPES))
+        view_into(idx, self.now, float(self.cf[kengine.CF_RESTART_S]), w.job_id, w.submit_s, w.num_gpus, w.duration_s,
+                  r.status, r.launch_t, r.wait_t, r.attained, r.attained_gpu, r.held, r.work_left, r.rate,
+                  self.jobs.ref_rate, r.n_preempt, *view)
+        return view
 
     def _answer_keys(self) -> None:
-        """The Python policy's keys into ``s.keys``: it gets views of the first A entries of the
-        view buffers (valid during the call; a policy that keeps them between calls must copy)."""
-        idx = self.active_idx()
-        a = len(idx)
-        view = parts.JobView(*(b[:a] for b in self._view_of(idx)))
+        """The Python policy's keys into ``s.keys``. It gets views of the first A entries of the
+        JobView buffers the kernel filled (valid during the call: a policy that keeps them
+        between calls must copy them)."""
+        a = int(self.si[kengine.I_N_ACTIVE])
+        view = parts.JobView._make([b[:a] for b in self.pp.columns])
         self.s.keys[:a] = user_keys(self.policy, view, self.now)
 
     def _answer_plan(self) -> None:

@@ -58,7 +58,7 @@ from .enums import (
 )
 from .placement import assign, release, set_node_bit, spans
 from .rates import launch_rate
-from .userpol import is_user, user_key, user_wake, user_wakes
+from .userpol import is_user, py_view, user_key, user_wake, user_wakes
 from .walk import place, resort, sort_jobs, stable_order, walk
 
 INF = np.inf
@@ -1497,6 +1497,7 @@ def _advance(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf
             if na >= 0:
                 n_active = na
                 if py:
+                    py_view(pp, s, na, t, jobs, run, cf[CF_RESTART_S])  # (a Python policy's JobView)
                     pending = 1
                     code = NEED_PLAN if kind == KIND_PLAN else NEED_KEYS
                     break

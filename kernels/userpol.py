@@ -87,6 +87,22 @@ class UserParams(NamedTuple):
     fn: UserFn
 
 
+class PyParams(NamedTuple):
+    """``PolicyParams`` of a run whose keys come from a Python function of all active jobs
+    (``fastblox.policy`` without ``per_job``): the built-in ones' fields, the ``JobView`` columns
+    the kernel's state does not have (``job_id``, ``duration_s``) and ``columns``, a ``JobView`` of
+    per-job buffers that the kernel fills for the active jobs (first A entries) when it returns
+    ``NEED_KEYS``: Python then calls the policy on views of them, with no copy and no second
+    kernel call."""
+
+    thresholds: np.ndarray
+    gittins_x: np.ndarray
+    gittins_v: np.ndarray
+    job_id: np.ndarray
+    duration_s: np.ndarray
+    columns: tuple  # (not ``view``: numba refuses that attribute name outside arrays)
+
+
 def is_user(pp) -> bool:
     """Whether the numba type ``pp`` is a :class:`UserParams`."""
     return isinstance(pp, types.BaseNamedTuple) and getattr(pp, "instance_class", None) is UserParams
@@ -153,6 +169,26 @@ def _ov_user_key(policy, j, t, running, el, jobs, run, pp, restart_s):
                 w = math.inf
             pp.wake_at[j] = max(w, t)  # (a time already passed: now)
         return r, k
+
+    return impl
+
+
+def py_view(pp, s, na, t, jobs, run, restart_s):
+    """Fill ``pp.columns`` with the ``JobView`` of the ``na`` active jobs ``s.active`` at ``t`` when
+    ``pp`` is a :class:`PyParams` (else nothing; compiled: the overload below)."""
+    raise NotImplementedError("compiled only")
+
+
+@overload(py_view, jit_options=_OV)
+def _ov_py_view(pp, s, na, t, jobs, run, restart_s):
+    if not (isinstance(pp, types.BaseNamedTuple) and getattr(pp, "instance_class", None) is PyParams):
+        return lambda pp, s, na, t, jobs, run, restart_s: None
+
+    def impl(pp, s, na, t, jobs, run, restart_s):
+        v = pp.columns
+        view_into(s.active[:na], t, restart_s, pp.job_id, jobs.submit, jobs.gpus, pp.duration_s, run.status,
+                  run.launch_t, run.wait_t, run.attained, run.attained_gpu, run.held, run.work_left, run.rate,
+                  jobs.ref_rate, run.n_preempt, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9])
 
     return impl
 
