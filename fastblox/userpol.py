@@ -10,6 +10,11 @@ into the simulation kernel, which then calls it with no Python per step:
   preemption is considered, like the built-in ``las`` (the sorted-queue path);
 * a function that reads ``now`` re-keys every active job at every step (like Themis).
 
+A policy with ``state`` columns (:func:`state_spec`) is ``key(job, now, state)``: ``state`` is
+the job's record of them, which it reads and writes. It takes the sorted-queue path, and is also
+called at each launch; a function returning ``(rank, key, wake_s)`` is called again for the job
+at ``wake_s`` (docs/policies.md, *Policies with state*; ``fastblox.examples.tiresias_user``).
+
 The kernel is compiled once per function (about as long as a built-in policy's path) and cached
 on disk under a digest of the function's code and the values it reads (:func:`digest`):
 editing the function, or a function or constant of its module that it uses, compiles it again.

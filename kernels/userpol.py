@@ -8,6 +8,12 @@ parameters are then a :class:`UserParams` (not ``PolicyParams``) whose ``fn`` fi
 built-in run keeps its own types and kernels. ``policy_key`` (``kernels/engine.py``) gains the
 user branch when it is compiled for a ``UserParams``: :func:`user_key`.
 
+A policy with state gets the job's record of its ``UserParams.state`` (a structured array) as a
+third argument; one with state or wake-ups is also called at launches and at the wake-up times
+it returns (``user_wake``, armed where the built-in Tiresias arms its own: ``kernels/engine.py``,
+``next_wake``). A Python policy of all active jobs runs with :class:`PyParams`, whose ``JobView``
+buffers the kernel fills when it asks for keys (``py_view``).
+
 Errors never leave the kernel as an exception: the key function's exceptions are caught there,
 a non-finite key is caught there, and both are written into ``pp.err`` (``ERR_*``, the job, the
 time; the first error is kept) while the kernel goes on with a neutral key ``(0, 0.0)``. The
