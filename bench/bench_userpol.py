@@ -1,7 +1,8 @@
 """User policies against the built-in ones (issue 18): LAS, SRTF and "fewest GPUs first, then least
 attained service", each as a built-in key function, as a per-job policy compiled into the kernel
 (``fastblox.policy(..., per_job=True)``), and as the array form called from Python at every step
-(numpy, and ``numba.njit``). Checks that every form gives the built-in's results job by job,
+(numpy, and ``numba.njit``); and Tiresias' 2D-LAS as a per-job policy with state
+(``fastblox.examples.tiresias_user``) against the built-in ``tiresias``. Checks that every form gives the built-in's results job by job,
 then times them in the same process (median of repeats; the ratio to the built-in of the same
 run). Also the compile time of a per-job policy's kernel: on an empty numba cache, then loaded.
 
@@ -110,6 +111,18 @@ def child(n: int, repeats: int, py_repeats: int) -> dict:
             row[form] = statistics.median(times)
             print(f"{label:24s} {form:28s} {row[form]:8.3f} s", file=sys.stderr, flush=True)
         rows.append(row)
+    from fastblox.examples.tiresias_user import tiresias
+
+    ref = run("tiresias")
+    row = {"policy": "Tiresias (2D-LAS), with state", "steps": ref.summary["num_steps"]}
+    for form, pol in (("built-in", "tiresias"), ("per-job, compiled", tiresias())):
+        res = run(pol)
+        if not res.jobs.select(ref.jobs.columns).equals(ref.jobs):
+            raise SystemExit(f"bench_userpol: Tiresias {form} differs from the built-in")
+        row[form] = statistics.median([res.summary["sim_wall_s"]] + [run(pol).summary["sim_wall_s"]
+                                                                     for _ in range(repeats - 1)])
+        print(f"{'Tiresias':24s} {form:28s} {row[form]:8.3f} s", file=sys.stderr, flush=True)
+    rows.append(row)
     return {"rows": rows, "jobs": n, "cluster": cluster}
 
 
@@ -158,7 +171,7 @@ def render(d: dict) -> str:
              "| policy | steps | built-in | " + " | ".join(FORMS) + " |", "|---|---:|---:|" + "---:|" * len(FORMS)]
     for r in d["rows"]:
         b = r["built-in"]
-        cells = [f"{r[f]:.2f} s ({r[f] / b:.1f}×)" for f in FORMS]
+        cells = [f"{r[f]:.2f} s ({r[f] / b:.1f}×)" if f in r else "—" for f in FORMS]
         lines.append(f"| {r['policy']} | {r['steps']:,} | {b:.2f} s | " + " | ".join(cells) + " |")
     c = d["compile"]
     lines += ["", f"Compiling a per-job policy's kernel (a fresh process, empty numba cache): "

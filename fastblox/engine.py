@@ -185,7 +185,7 @@ def state_kind(st: "NativeState") -> str:
     """The ``_warm`` kind of a native run's state (with ``+events`` when it has node events, and
     ``+user:DIGEST`` for a user policy compiled into the kernel: a kernel of its own)."""
     user = getattr(st.pp, "fn", None)
-    return (native_kind(st.ci) + ("+events" if st.events.t.shape[0] else "")
+    return (native_kind(st.ci) + ("+py" if hasattr(st.pp, "columns") else "") + ("+events" if st.events.t.shape[0] else "")
             + (f"+user:{user.digest}" if user is not None else ""))
 
 
@@ -199,10 +199,10 @@ def kind_of(scheduler, preempt: bool | None = None) -> str:
     if pol.job_fn is not None:  # (a per-job user policy: a kernel of its own, as state_kind names it)
         from . import userpol
 
-        _, d = userpol.compile_for_job(pol.name, pol.job_fn)
+        _, d = userpol.compile_for_job(pol.name, pol.job_fn, pol.state)
         userpol.POLICIES[d] = pol
         return native_kind(ci) + f"+user:{d}"
-    return native_kind(ci)
+    return native_kind(ci) + ("+py" if pol.fn is not None else "")
 
 
 def spec_kind(r: RunSpec) -> str | None:
@@ -252,6 +252,9 @@ def _warm_now(kind: str) -> float:
                 from .userpol import POLICIES as USER
 
                 st._set_policy(USER[user[0]], {})
+            if "py" in flags:  # (a Python policy's parameters carry its JobView's buffers)
+                st._set_policy(parts.Policy("warm", enums.POL_CUSTOM, True, True, "", fn=lambda jobs, now: jobs.submit_s),
+                               {})
             if "events" in flags:
                 st.events = KEvents(np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
             kengine.load(kengine.PATHS[path], *st.kernel_args())
@@ -324,7 +327,19 @@ def _policy_params(policy: parts.Policy, opts: dict, w: Workload) -> PolicyParam
         from . import userpol
 
         return userpol.params(policy, pp, w)
+    if policy.fn is not None:  # (a Python policy: the kernel fills its JobView's buffers)
+        from .kernels.userpol import PyParams
+
+        n = len(w)
+        view = parts.JobView(*(np.empty(n, dtype=d) for d in VIEW_DTYPES))
+        return PyParams(thr, gx, gv, np.ascontiguousarray(w.job_id, dtype=np.int64),
+                        np.ascontiguousarray(w.duration_s, dtype=np.float64), view)  # (its ``columns``)
     return pp
+
+
+#: the dtypes of a ``JobView``'s columns, in its field order
+VIEW_DTYPES = (np.int64, np.float64, np.int64, np.float64, np.float64, np.float64, np.float64, np.int8, np.int64,
+               np.float64)
 
 
 def _writable(nt):
@@ -349,6 +364,8 @@ def not_switchable(policy: parts.Policy) -> str | None:
     if policy.code in (enums.POL_TIRESIAS, enums.POL_GITTINS):
         return ("moves jobs between queues at times set when they start or stop, which a switch on a paused run "
                 "does not set for the jobs already there")
+    if policy.state:
+        return "keeps per-job state from when jobs start or stop, which a switch on a paused run cannot give it"
     return None
 
 
@@ -367,11 +384,11 @@ def user_keys(policy: parts.Policy, view: parts.JobView, now: float) -> np.ndarr
         out = policy.fn(view, now)
     except Exception as e:  # noqa: BLE001 - the user's code: any error is reported as theirs
         raise ConfigError(f"policy {policy.name!r} raised {type(e).__name__} at t = {now:g} s: {e}") from e
-    raw = np.asarray(out)
+    raw = out if type(out) is np.ndarray else np.asarray(out)
     if raw.dtype.kind not in "biuf":
         raise ConfigError(f"policy {policy.name!r} must return real numbers, got {raw.dtype} values")
-    keys = raw.astype(np.float64)
-    if keys.shape != (n,) or not np.isfinite(keys).all():
+    keys = raw if raw.dtype == np.float64 else raw.astype(np.float64)
+    if keys.shape != (n,) or (not np.isfinite(keys.sum()) and not np.isfinite(keys).all()):
         raise ConfigError(
             f"policy {policy.name!r} must return one finite priority per active job "
             f"(expected shape ({n},), got {keys.shape}" + (")" if keys.shape != (n,) else ", with NaN or infinity)")
@@ -460,6 +477,7 @@ class NativeState:
         cf[kengine.CF_THEMIS_F] = float(opts.get("f", 0.0))
         self.pp = _policy_params(policy, opts, self.w)
         self.planner = policy.planner(self, opts) if policy.planner is not None else None
+        self._entries = {}  # path marker type -> the compiled kernel's entry point (Python policies)
 
     def set_policy(self, policy: parts.Policy, opts: dict | None = None, preempt: bool | None = None) -> None:
         """Switch a paused run to another policy (the waiting queue is re-keyed). Orderings only:
@@ -489,6 +507,10 @@ class NativeState:
         new.si, new.sf, new.ci, new.cf = self.si.copy(), self.sf.copy(), self.ci.copy(), self.cf.copy()
         if hasattr(self.pp, "err"):  # (a compiled user policy's error record: each copy its own)
             new.pp = self.pp._replace(err=self.pp.err.copy())
+        if hasattr(self.pp, "state"):  # (a compiled user policy's state and wake-ups: each copy its own)
+            new.pp = new.pp._replace(state=self.pp.state.copy(), wake_at=self.pp.wake_at.copy())
+        if hasattr(self.pp, "columns"):  # (a Python policy's view buffers)
+            new.pp = new.pp._replace(columns=parts.JobView(*(b.copy() for b in self.pp.columns)))
         new.planner = self.planner.copy(new) if self.planner is not None and hasattr(self.planner, "copy") else (
             self.policy.planner(new, self.opts) if self.policy.planner is not None else None)
         return new
@@ -501,7 +523,15 @@ class NativeState:
                 self.ci, self.cf)
 
     def advance(self) -> int:
-        code, self.series = kengine.advance(*self.kernel_args())
+        args = self.kernel_args()
+        path = kengine.path_of(self.ci)
+        entry = self._entries.get(type(path)) if self.policy.fn is not None else None
+        if entry is None:
+            code, self.series = kengine.advance(*args)
+            if self.policy.fn is not None:  # a Python policy: the kernel returns every step
+                self._entries[type(path)] = kengine.entry_point(path, *args)
+        else:
+            code, self.series = entry(path, *args)
         return int(code)
 
     def drive(self, stop_t: float = np.inf, slicer: Slicer | None = None) -> DriveCode:
@@ -585,20 +615,24 @@ class NativeState:
 
     def job_view(self, idx: np.ndarray | None = None) -> parts.JobView:
         """The active jobs' columns at the current time (for user policies): new arrays, which
-        the policy may keep."""
-        from .kernels.userpol import view_columns
+        the caller may keep."""
+        from .kernels.userpol import view_into
 
         idx = self.active_idx() if idx is None else idx
         r, w = self.run, self.w
-        return parts.JobView(*view_columns(
-            idx, self.now, float(self.cf[kengine.CF_RESTART_S]), w.job_id, w.submit_s, w.num_gpus, w.duration_s,
-            r.status, r.launch_t, r.attained, r.attained_gpu, r.held, r.work_left, r.rate, self.jobs.ref_rate,
-            r.n_preempt))
+        view = parts.JobView(*(np.empty(len(idx), dtype=d) for d in VIEW_DTYPES))
+        view_into(idx, self.now, float(self.cf[kengine.CF_RESTART_S]), w.job_id, w.submit_s, w.num_gpus, w.duration_s,
+                  r.status, r.launch_t, r.wait_t, r.attained, r.attained_gpu, r.held, r.work_left, r.rate,
+                  self.jobs.ref_rate, r.n_preempt, *view)
+        return view
 
     def _answer_keys(self) -> None:
-        view = self.job_view()
-        keys = user_keys(self.policy, view, self.now)
-        self.s.keys[: len(keys)] = keys
+        """The Python policy's keys into ``s.keys``. It gets views of the first A entries of the
+        JobView buffers the kernel filled (valid during the call: a policy that keeps them
+        between calls must copy them)."""
+        a = int(self.si[kengine.I_N_ACTIVE])
+        view = parts.JobView._make([b[:a] for b in self.pp.columns])
+        self.s.keys[:a] = user_keys(self.policy, view, self.now)
 
     def _answer_plan(self) -> None:
         idx = self.active_idx()

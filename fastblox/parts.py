@@ -56,7 +56,9 @@ class JobView(NamedTuple):
     """The active jobs' columns handed to a user policy, all of one length A (one row per job).
 
     Times in seconds; ``attained_s`` wall-seconds run so far, ``attained_gpu_s`` GPU-seconds,
-    ``remaining_s`` work left at the reference speed, ``running`` 1 while the job holds GPUs."""
+    ``remaining_s`` work left at the reference speed, ``running`` 1 while the job holds GPUs,
+    ``since_s`` when it entered that state (its launch while running, else when it last started
+    waiting: its admission, suspension or failure)."""
 
     job_id: np.ndarray
     submit_s: np.ndarray
@@ -67,6 +69,7 @@ class JobView(NamedTuple):
     remaining_s: np.ndarray
     running: np.ndarray
     num_preemptions: np.ndarray
+    since_s: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ class Policy:
     default_time_model: str | None = None  # e.g. Gavel's rounds
     default_round_s: float | None = None  # e.g. Gavel's 360 s
     job_fn: Callable | None = None  # a user's per-job key function, compiled into the kernel (fastblox.userpol)
+    state: tuple = ()  # a per-job user policy's state columns: ((name, numpy dtype, initial value), ...)
 
     def resolve_options(self, given: dict | None) -> dict:
         """Defaults overridden by ``given`` (values or strings); unknown names and bad values raise."""
@@ -200,7 +204,7 @@ class Admission:
 
 
 def policy(name: str | None = None, preemptive: bool = True, description: str = "", replace: bool = False,
-           per_job: bool = False):
+           per_job: bool = False, state: dict | None = None):
     """Register a user policy: ``fn(jobs: JobView, now_s: float) -> keys`` (lower runs first),
     called from Python at every step with the active jobs' columns (plain numpy, or a
     ``numba.njit`` function taking the same arguments). Example::
@@ -212,6 +216,11 @@ def policy(name: str | None = None, preemptive: bool = True, description: str = 
     ``per_job=True``: ``fn(job, now_s) -> key`` or ``(rank, key)`` of ONE job (``job``'s fields
     are that job's numbers), compiled with numba into the simulation kernel: no Python per step
     (``fastblox.userpol``; docs/policies.md, *Write your own policy*).
+
+    ``state={"name": (dtype, initial), ...}`` (per job only): columns the function keeps per job,
+    ``fn(job, now_s, state)``, reading and writing ``state.name``; they are added to the per-job
+    results. Such a function (and one returning ``(rank, key, wake_s)``) is also called when a
+    job is launched, and again at the wake-up times it returns.
     """
 
     def deco(fn):
@@ -220,8 +229,10 @@ def policy(name: str | None = None, preemptive: bool = True, description: str = 
         if per_job:
             from .userpol import make_policy
 
-            pol = make_policy(pname, fn, preemptive, desc)
+            pol = make_policy(pname, fn, preemptive, desc, state=state)
         else:
+            if state:
+                raise ConfigError(f"policy {pname!r}: state= needs per_job=True (the function of one job keeps it)")
             pol = Policy(pname, enums.POL_CUSTOM, preemptive, True, desc, fn=fn)
         POLICIES.register(pname, pol, replace=replace)
         return fn

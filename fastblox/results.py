@@ -204,6 +204,11 @@ def _summary(w, cluster, tracked, finish, first_start, n_preempt, attained_gpu, 
     return s
 
 
+#: the per-job result columns of a native run (a user policy's state columns may not take these names)
+JOB_COLUMNS = ("job_id", "submit_s", "num_gpus", "duration_s", "first_start_s", "finish_s", "jct_s", "queue_s", "rho",
+               "gpu_type", "num_preemptions", "num_failures", "lost_s", "attained_s", "attained_gpu_s", "tracked")
+
+
 def _jobs_table(w, first, finish, n_preempt, attained, attained_gpu, tracked, extra=None, more=None,
                alone=None) -> pl.DataFrame:
     """The per-job table (times in seconds, NaN where never reached)."""
@@ -281,8 +286,10 @@ def build_result(w, cluster, cfg, tracked, native_state=None, compat_out=None, s
             types = np.asarray(cluster.gpu_types, dtype=object)
             names = types[np.maximum(held_type, 0)]
             extra["gpu_type"] = [str(x) if h >= 0 else None for x, h in zip(names, held_type)]  # None: never launched
-        return _jobs_table(w, first, finish, n_pre, attained, attained_gpu, tracked, extra,
-                           more={"num_failures": n_fail, "lost_s": lost}, alone=alone)
+        more = {"num_failures": n_fail, "lost_s": lost}
+        for c, _, _ in getattr(st.policy, "state", ()):  # a user policy's state columns, as it left them
+            more[c] = st.pp.state[c].copy()
+        return _jobs_table(w, first, finish, n_pre, attained, attained_gpu, tracked, extra, more=more, alone=alone)
 
     summ = _summary(w, cluster, tracked, finish, first, n_pre, attained_gpu, float(w.submit_s.min()), t_end,
                     sim_s, compile_s, alone)

@@ -10,6 +10,11 @@ into the simulation kernel, which then calls it with no Python per step:
   preemption is considered, like the built-in ``las`` (the sorted-queue path);
 * a function that reads ``now`` re-keys every active job at every step (like Themis).
 
+A policy with ``state`` columns (:func:`state_spec`) is ``key(job, now, state)``: ``state`` is
+the job's record of them, which it reads and writes. It takes the sorted-queue path, and is also
+called at each launch; a function returning ``(rank, key, wake_s)`` is called again for the job
+at ``wake_s`` (docs/policies.md, *Policies with state*; ``fastblox.examples.tiresias_user``).
+
 The kernel is compiled once per function (about as long as a built-in policy's path) and cached
 on disk under a digest of the function's code and the values it reads (:func:`digest`):
 editing the function, or a function or constant of its module that it uses, compiles it again.
@@ -110,35 +115,91 @@ def row_type():
     from .parts import JobView
 
     f8, i8 = types.float64, types.int64
-    return types.NamedTuple([i8, f8, i8, f8, f8, f8, f8, types.int8, i8], JobView)
+    return types.NamedTuple([i8, f8, i8, f8, f8, f8, f8, types.int8, i8, f8], JobView)
 
 
-def _check_return(name: str, ret) -> bool:
-    """Whether a per-job policy's return type is a ``(rank, key)`` pair (else one number); raises
-    :class:`ConfigError` for anything else."""
+def _check_return(name: str, ret) -> int:
+    """How many numbers a per-job policy returns: 1 (a key), 2 (``(rank, key)``) or 3 (``(rank,
+    key, wake-up time)``); raises :class:`ConfigError` for anything else."""
     from numba.core import types
 
     real = (types.Integer, types.Float, types.Boolean)
     if isinstance(ret, real):
-        return False
-    if isinstance(ret, types.BaseTuple) and len(ret) == 2 and isinstance(ret[0], (types.Integer, types.Boolean)) \
-            and isinstance(ret[1], real):
-        return True
+        return 1
+    if isinstance(ret, types.BaseTuple) and len(ret) in (2, 3) and isinstance(ret[0], (types.Integer, types.Boolean)) \
+            and all(isinstance(x, real) for x in ret[1:]):
+        return len(ret)
     raise ConfigError(f"policy {name!r} must return one real number per job, or a (rank, key) pair of an integer and a "
-                      f"real number; it returns {ret}")
+                      f"real number (or a (rank, key, wake_s) triple); it returns {ret}")
 
 
-def compile_for_job(name: str, fn):
-    """Compile ``fn`` for one job (numba; a plain function is jitted here) and register it for the
-    kernel. Returns ``(dispatcher, digest)``. Raises :class:`ConfigError` in one line when it does
-    not compile for one job or returns something other than numbers."""
+#: the dtypes a state column may have
+STATE_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")
+
+
+def state_spec(name: str, state) -> tuple:
+    """A per-job policy's state columns ``{"col": (dtype, initial)}`` checked and normalised to
+    ``((col, numpy dtype, initial), ...)``. Raises :class:`ConfigError` in one line naming the
+    policy and the column: not a name, a name of a ``JobView`` field or of a per-job result
+    column, a dtype other than :data:`STATE_DTYPES`, an initial value the dtype cannot hold."""
+    from .parts import JobView
+    from .results import JOB_COLUMNS
+
+    if not state:
+        return ()
+    if not isinstance(state, dict):
+        raise ConfigError(f"policy {name!r}: state= must be a dict {{column: (dtype, initial value)}}, got {state!r}")
+    out = []
+    for col, spec in state.items():
+        where = f"policy {name!r}: state column {col!r}"
+        if not isinstance(col, str) or not col.isidentifier() or col.startswith("_"):
+            raise ConfigError(f"{where} must be a Python name (not starting with _)")
+        if col in JobView._fields or col in JOB_COLUMNS:
+            raise ConfigError(f"{where} clashes with a {'JobView field' if col in JobView._fields else 'per-job result column'}"
+                              "; choose another name")
+        if not (isinstance(spec, tuple) and len(spec) == 2):
+            raise ConfigError(f"{where} must be given as (dtype, initial value), got {spec!r}")
+        try:
+            dt = np.dtype(spec[0])
+        except TypeError:
+            dt = None
+        if dt is None or dt.name not in STATE_DTYPES:
+            raise ConfigError(f"{where} has dtype {spec[0]!r}; choose one of: {', '.join(STATE_DTYPES)}")
+        try:
+            init = np.array(spec[1]).astype(dt, casting="same_kind" if dt.kind != "b" else "unsafe")
+            if init.shape != () or (np.array(spec[1]) != init):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: initial value {spec[1]!r} is not a {dt.name}") from None
+        out.append((col, dt, init.item()))
+    return tuple(out)
+
+
+def state_dtype(spec: tuple) -> np.dtype:
+    """The record dtype of state columns :func:`state_spec` (one unused byte when there are none)."""
+    return np.dtype([(c, dt) for c, dt, _ in spec] or [("_", np.int8)])
+
+
+def new_state(spec: tuple, n: int) -> np.ndarray:
+    """``n`` state records, each column at its initial value."""
+    a = np.zeros(n if spec else 1, dtype=state_dtype(spec))
+    for c, _, init in spec:
+        a[c] = init
+    return a
+
+
+def compile_for_job(name: str, fn, state: tuple = ()):
+    """Compile ``fn`` for one job (numba; a plain function is jitted here), with a state record
+    of columns ``state`` (:func:`state_spec`) if any, and register it for the kernel. Returns
+    ``(dispatcher, digest)``. Raises :class:`ConfigError` in one line when it does not compile
+    for one job or returns something other than numbers."""
     import numba
     from numba.core.errors import NumbaError
 
-    if fn in _COMPILED:
-        return _COMPILED[fn]
+    if (fn, state) in _COMPILED:
+        return _COMPILED[fn, state]
     disp = fn if isinstance(fn, numba.core.dispatcher.Dispatcher) else numba.njit(fn)
-    sig = (row_type(), numba.types.float64)
+    sig = (row_type(), numba.types.float64) + ((numba.from_dtype(state_dtype(state)),) if state else ())
     try:
         disp.compile(sig)
     except NumbaError as e:
@@ -146,32 +207,40 @@ def compile_for_job(name: str, fn):
         raise ConfigError(f"policy {name!r} does not compile for one job (a per-job policy gets one job's numbers, "
                           f"not arrays): {first}") from None
     ret = disp.overloads[sig].signature.return_type
-    pair = _check_return(name, ret)
+    nret = _check_return(name, ret)
     d = digest(fn)
-    kuser.REGISTRY[d] = (disp, pair)
-    _COMPILED[fn] = disp, d
+    if state:  # (the same function with other state columns is another kernel)
+        d = hashlib.sha256((d + repr(state)).encode()).hexdigest()[:20]
+    kuser.REGISTRY[d] = (disp, nret, bool(state))
+    _COMPILED[fn, state] = disp, d
     return disp, d
 
 
-def make_policy(name: str, fn, preemptive: bool = True, description: str = "", reads_time: bool | None = None):
+def make_policy(name: str, fn, preemptive: bool = True, description: str = "", reads_time: bool | None = None,
+                state: dict | None = None):
     """A :class:`~fastblox.parts.Policy` running per-job key function ``fn`` inside the kernel
-    (``reads_time``: whether its key reads ``now``; None: :func:`reads_now` decides)."""
+    (``reads_time``: whether its key reads ``now``; None: :func:`reads_now` decides; ``state``:
+    its per-job state columns, :func:`state_spec`). A policy with state keys a job when it starts
+    waiting and at the wake-ups it asks for, whether it reads ``now`` or not (its state says
+    what happened since)."""
     from .parts import Policy
 
-    if reads_now(fn) if reads_time is None else reads_time:
+    spec = state_spec(name, state)
+    if not spec and (reads_now(fn) if reads_time is None else reads_time):
         return Policy(name, enums.POL_CUSTOM_FULL, preemptive, True, description, kind=enums.KIND_FULL, job_fn=fn)
-    return Policy(name, enums.POL_CUSTOM, preemptive, True, description, job_fn=fn)
+    return Policy(name, enums.POL_CUSTOM, preemptive, True, description, job_fn=fn, state=spec)
 
 
 def params(policy, base, w):
     """The kernel's policy parameters for ``policy`` compiled per job (``base``: its
     ``PolicyParams``; ``w``: the workload)."""
-    _, d = compile_for_job(policy.name, policy.job_fn)
+    _, d = compile_for_job(policy.name, policy.job_fn, policy.state)
     POLICIES[d] = policy
     return kuser.UserParams(base.thresholds, base.gittins_x, base.gittins_v,
                             np.ascontiguousarray(w.job_id, dtype=np.int64),
                             np.ascontiguousarray(w.duration_s, dtype=np.float64),
-                            np.zeros(kuser.ERR_SIZE), kuser.UserFn(d))
+                            np.zeros(kuser.ERR_SIZE), new_state(policy.state, len(w)), np.full(len(w), np.inf),
+                            kuser.UserFn(d))
 
 
 def error_message(policy, pp, w) -> str:
@@ -180,6 +249,8 @@ def error_message(policy, pp, w) -> str:
     job = f"job {int(w.job_id[j])}"
     if code == kuser.ERR_RAISED:
         return f"policy {policy.name!r} raised an exception at t = {t:g} s keying {job} (compiled per job)"
+    if code == kuser.ERR_NAN_WAKE:
+        return f"policy {policy.name!r} returned a NaN wake-up time at t = {t:g} s for {job} (inf: none)"
     return f"policy {policy.name!r} must return finite priorities: it returned {k!r} at t = {t:g} s for {job}"
 
 

@@ -58,8 +58,8 @@ from .enums import (
 )
 from .placement import assign, release, set_node_bit, spans
 from .rates import launch_rate
-from .userpol import is_user, user_key
-from .walk import place, sort_jobs, stable_order, walk
+from .userpol import is_user, py_view, user_key, user_wake, user_wakes
+from .walk import place, resort, sort_jobs, stable_order, walk
 
 INF = np.inf
 
@@ -505,6 +505,20 @@ def wake_time(policy, j, t, jobs, run, pp, promote):
     return INF
 
 
+@helper(nrt=False, inline=True)
+def _wakes(policy, pp):
+    """Whether the policy sets wake-ups: Tiresias and Gittins, or a user policy that asks for them."""
+    return user_wakes(pp) or policy == POL_TIRESIAS or policy == POL_GITTINS
+
+
+@helper(nrt=False, inline=True)
+def next_wake(policy, j, t, jobs, run, pp, cf):
+    """:func:`wake_time`, or the wake-up a user policy asked for (``kernels.userpol.user_wake``)."""
+    if user_wakes(pp):
+        return user_wake(j, t, jobs, run, pp, cf[CF_RESTART_S])
+    return wake_time(policy, j, t, jobs, run, pp, cf[CF_PROMOTE])
+
+
 @helper(nrt=False)
 def promote_job(j, t, run):
     """Tiresias' starvation promotion: back to queue 0's tail, service counted afresh."""
@@ -728,7 +742,7 @@ def _kill_node(nd, te, jobs, run, nodes, q, pp, ci, cf, busy, lost, free, n_fail
     Returns the updated ``(busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n)``."""
     policy = ci[C_POLICY]
     restart_s = cf[CF_RESTART_S]
-    wakes = policy == POL_TIRESIAS or policy == POL_GITTINS
+    wakes = _wakes(policy, pp)
     alloc, held = run.alloc, run.held
     for k in range(nodes.gpus[nd]):
         j = nodes.owner[nodes.base[nd] + k]
@@ -751,7 +765,7 @@ def _kill_node(nd, te, jobs, run, nodes, q, pp, ci, cf, busy, lost, free, n_fail
         n_running = rq_remove(q.rq, q.rpos, n_running, j)
         wq_head, n_wait = enqueue(policy, j, te, jobs, run, q, pp, wq_head, n_wait, restart_s)
         if wakes:
-            tw = wake_time(policy, j, te, jobs, run, pp, cf[CF_PROMOTE])
+            tw = next_wake(policy, j, te, jobs, run, pp, cf)
             if tw < INF:
                 wake_n = heap_add(q.wake_t, q.wake_j, q.wake_v, wake_n, tw, j, run.version[j], run.version)
     return busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n
@@ -808,20 +822,25 @@ def _wakeups(t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max):
             continue
         if run.status[j] == WAITING:
             wq_head, n_wait = wq_remove(q, wq_head, n_wait, j)
-            promote_job(j, t, run)
+            if not user_wakes(pp):
+                promote_job(j, t, run)
             wq_head, n_wait = enqueue(policy, j, t, jobs, run, q, pp, wq_head, n_wait, restart_s)
+            if user_wakes(pp):  # (re-keyed by the user's function: it may ask again)
+                tw = next_wake(policy, j, t, jobs, run, pp, cf)
+                if tw < INF:
+                    wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
         elif run.status[j] == RUNNING:
             # crossed a queue threshold (running keys are computed when needed): set the next crossing
-            tw = wake_time(policy, j, t, jobs, run, pp, cf[CF_PROMOTE])
+            tw = next_wake(policy, j, t, jobs, run, pp, cf)
             if tw < INF:
                 wake_n = heap_add(wake_t, wake_j, wake_v, wake_n, tw, j, version[j], version)
     return wq_head, n_wait, wake_n, False
 
 
 @helper(nrt=False, inline=True)
-def _arrivals(t, jobs, run, q, pp, ci, cf, total_gpus, next_arr, ov_head, wq_head, n_wait, demand):
+def _arrivals(t, jobs, run, q, pp, ci, cf, total_gpus, next_arr, ov_head, wq_head, n_wait, demand, wake_n):
     """Jobs submitted up to ``t`` arrive; admission lets them into the waiting queue. Returns
-    ``(next_arr, ov_head, wq_head, n_wait, demand)``."""
+    ``(next_arr, ov_head, wq_head, n_wait, demand, wake_n)``."""
     n_jobs = jobs.submit.shape[0]
     policy = ci[C_POLICY]
     theta = cf[CF_THETA]
@@ -838,7 +857,11 @@ def _arrivals(t, jobs, run, q, pp, ci, cf, total_gpus, next_arr, ov_head, wq_hea
             run.qentry[j] = t  # (Tiresias' and Gittins' fields: other policies never touch them)
         wq_head, n_wait = enqueue(policy, j, t, jobs, run, q, pp, wq_head, n_wait, cf[CF_RESTART_S])
         demand += jobs.gpus[j]
-    return next_arr, last, wq_head, n_wait, demand
+        if user_wakes(pp):
+            tw = next_wake(policy, j, t, jobs, run, pp, cf)
+            if tw < INF:
+                wake_n = heap_add(q.wake_t, q.wake_j, q.wake_v, wake_n, tw, j, run.version[j], run.version)
+    return next_arr, last, wq_head, n_wait, demand, wake_n
 
 
 @helper(nrt=False, inline=True)
@@ -1054,7 +1077,10 @@ def _step_full(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, 
     na = n_active
     if not py:
         policy_keys(ci[C_POLICY], t, jobs, run, s, na, cf[CF_RESTART_S], cf[CF_ROUND_S], cf[CF_THEMIS_F], pp)
-    stable_order(s.keys, s.prio, s.active, na, s.order)
+    if py or ci[C_POLICY] == POL_CUSTOM_FULL:  # (user keys: from the last step's order, q.ro, unused on this path)
+        n_ro = resort(s.keys, s.prio, s.active, na, s.order, q.ro, n_ro, s.victims_pos, s.suspended)
+    else:
+        stable_order(s.keys, s.prio, s.active, na, s.order)
     if not py:
         for a in range(na):
             s.prio[s.active[a]] = 0
@@ -1159,11 +1185,11 @@ def _requeue_victims(t, jobs, run, q, s, pp, ci, cf, ns, h, nw, wake_n):
         else:
             sort_jobs(victims[:m].copy(), m, wrank, wkey, victims)
         h, nw = wq_merge(q, h, nw, victims, m)
-    if policy == POL_TIRESIAS or policy == POL_GITTINS:
+    if _wakes(policy, pp):
         for x in range(ns):
             v = s.suspended[x]
             if run.status[v] == WAITING:
-                tw = wake_time(policy, v, t, jobs, run, pp, cf[CF_PROMOTE])
+                tw = next_wake(policy, v, t, jobs, run, pp, cf)
                 if tw < INF:
                     wake_n = heap_add(q.wake_t, q.wake_j, q.wake_v, wake_n, tw, v, run.version[v], run.version)
     return h, nw, wake_n
@@ -1174,11 +1200,12 @@ def _launch(t, jobs, run, nodes, rates, q, s, pp, ci, cf, nl, nr, heap_n, wake_n
     """The step's launches start: rate, completion time, wake-up. Returns ``(nr, heap_n, wake_n)``."""
     policy = ci[C_POLICY]
     restart_s = cf[CF_RESTART_S]
-    wakes = policy == POL_TIRESIAS or policy == POL_GITTINS
+    queued = policy == POL_TIRESIAS or policy == POL_GITTINS
+    wakes = _wakes(policy, pp)
     version = run.version
     for x in range(nl):
         j = s.launched[x]
-        if wakes and run.attained[j] > run.exec0[j]:
+        if queued and run.attained[j] > run.exec0[j]:
             run.pend0[j] += t - run.wait_t[j]  # Tiresias' starvation counter: waiting after having run
         run.launch_t[j] = t
         if run.first_start[j] < 0.0:
@@ -1192,7 +1219,7 @@ def _launch(t, jobs, run, nodes, rates, q, s, pp, ci, cf, nl, nr, heap_n, wake_n
         heap_n = heap_add(q.heap_t, q.heap_j, q.heap_v, heap_n, t + restart_s + run.work_left[j] / run.rate[j], j,
                           version[j], version)
         if wakes:
-            tw = wake_time(policy, j, t, jobs, run, pp, cf[CF_PROMOTE])
+            tw = next_wake(policy, j, t, jobs, run, pp, cf)
             if tw < INF:
                 wake_n = heap_add(q.wake_t, q.wake_j, q.wake_v, wake_n, tw, j, version[j], version)
     return nr, heap_n, wake_n
@@ -1373,6 +1400,21 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     return _advance(path_of(ci), jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf)
 
 
+def compiled_entry(dispatcher, args):
+    """The compiled function of ``dispatcher`` for the types of ``args`` (None if not compiled),
+    to call with arguments of the same types without numba's dispatch, which types every
+    argument at every call (for the driver's NamedTuples of arrays: tens of microseconds, a
+    Python policy pays them every step). The caller keeps the types fixed."""
+    cres = dispatcher.overloads.get(tuple(numba.typeof(a) for a in args))
+    return None if cres is None else cres.entry_point
+
+
+def entry_point(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
+    """:func:`compiled_entry` of the driver of ``path``, else the driver (call either as
+    ``_advance``: the path marker first)."""
+    return compiled_entry(_advance, (path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf)) or _advance
+
+
 def load(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf) -> None:
     """Compile (or load from numba's cache) the driver of ``path`` for these arguments' types,
     without running it."""
@@ -1446,8 +1488,8 @@ def _advance(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf
                 if spun:
                     code = NO_PROGRESS
                     break
-            next_arr, ov_head, wq_head, n_wait, demand = _arrivals(t, jobs, run, q, pp, ci, cf, total_gpus, next_arr,
-                                                                   ov_head, wq_head, n_wait, demand)
+            next_arr, ov_head, wq_head, n_wait, demand, wake_n = _arrivals(
+                t, jobs, run, q, pp, ci, cf, total_gpus, next_arr, ov_head, wq_head, n_wait, demand, wake_n)
             go, dead, wake_n = _gate(ci, free, n_wait, n_running, q, run, wake_n, next_arr, next_ev, n_ev)
             if dead:
                 code = DEADLOCK
@@ -1458,6 +1500,7 @@ def _advance(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf
             if na >= 0:
                 n_active = na
                 if py:
+                    py_view(pp, s, na, t, jobs, run, cf[CF_RESTART_S])  # (a Python policy's JobView)
                     pending = 1
                     code = NEED_PLAN if kind == KIND_PLAN else NEED_KEYS
                     break

@@ -8,6 +8,12 @@ parameters are then a :class:`UserParams` (not ``PolicyParams``) whose ``fn`` fi
 built-in run keeps its own types and kernels. ``policy_key`` (``kernels/engine.py``) gains the
 user branch when it is compiled for a ``UserParams``: :func:`user_key`.
 
+A policy with state gets the job's record of its ``UserParams.state`` (a structured array) as a
+third argument; one with state or wake-ups is also called at launches and at the wake-up times
+it returns (``user_wake``, armed where the built-in Tiresias arms its own: ``kernels/engine.py``,
+``next_wake``). A Python policy of all active jobs runs with :class:`PyParams`, whose ``JobView``
+buffers the kernel fills when it asks for keys (``py_view``).
+
 Errors never leave the kernel as an exception: the key function's exceptions are caught there,
 a non-finite key is caught there, and both are written into ``pp.err`` (``ERR_*``, the job, the
 time; the first error is kept) while the kernel goes on with a neutral key ``(0, 0.0)``. The
@@ -27,13 +33,17 @@ import numpy as np
 from numba.core import types
 from numba.extending import NativeValue, models, overload, register_model, typeof_impl, unbox
 
+from .enums import RUNNING
+
 ERR_NONE = 0
 ERR_RAISED = 1  # the key function raised
 ERR_NONFINITE = 2  # it returned NaN or an infinity
-ERR_SIZE = 4  # slots of ``UserParams.err``: code, job index, time, the bad key
+ERR_NAN_WAKE = 3  # it returned NaN as its wake-up time
+ERR_SIZE = 4  # slots of ``UserParams.err``: code, job index, time, the bad key (or wake-up time)
 
-#: digest -> ``(the user's numba dispatcher, whether it returns a (rank, key) pair)`` (filled by
-#: ``fastblox.userpol`` before a kernel compiles)
+#: digest -> ``(the user's numba dispatcher, how many numbers it returns: 1 key, 2 (rank, key), 3
+#: (rank, key, wake-up time), whether it takes a state record)`` (filled by ``fastblox.userpol``
+#: before a kernel compiles)
 REGISTRY: dict = {}
 
 
@@ -68,7 +78,9 @@ def _unbox_user_fn(typ, obj, c):
 class UserParams(NamedTuple):
     """``PolicyParams`` of a run with a compiled user policy: the built-in ones' fields, the
     columns a ``JobView`` has that the kernel's state does not (``job_id``, ``duration_s``), the
-    error record ``err`` (float64, ``ERR_SIZE``) and the marker ``fn``."""
+    error record ``err`` (float64, ``ERR_SIZE``), the policy's per-job ``state`` (a structured
+    array, one record per job; one unused record for a policy without state), ``wake_at`` (per
+    job, the wake-up time its last call returned; ``inf``: none) and the marker ``fn``."""
 
     thresholds: np.ndarray
     gittins_x: np.ndarray
@@ -76,7 +88,25 @@ class UserParams(NamedTuple):
     job_id: np.ndarray
     duration_s: np.ndarray
     err: np.ndarray
+    state: np.ndarray
+    wake_at: np.ndarray
     fn: UserFn
+
+
+class PyParams(NamedTuple):
+    """``PolicyParams`` of a run whose keys come from a Python function of all active jobs
+    (``fastblox.policy`` without ``per_job``): the built-in ones' fields, the ``JobView`` columns
+    the kernel's state does not have (``job_id``, ``duration_s``) and ``columns``, a ``JobView`` of
+    per-job buffers that the kernel fills for the active jobs (first A entries) when it returns
+    ``NEED_KEYS``: Python then calls the policy on views of them, with no copy and no second
+    kernel call."""
+
+    thresholds: np.ndarray
+    gittins_x: np.ndarray
+    gittins_v: np.ndarray
+    job_id: np.ndarray
+    duration_s: np.ndarray
+    columns: tuple  # (not ``view``: numba refuses that attribute name outside arrays)
 
 
 def is_user(pp) -> bool:
@@ -85,8 +115,15 @@ def is_user(pp) -> bool:
 
 
 def user_dispatcher(pp):
-    """``(dispatcher, returns a pair)`` of the user function of a ``UserParams`` numba type."""
+    """``(dispatcher, numbers returned, takes a state record)`` of the user function of a
+    ``UserParams`` numba type."""
     return REGISTRY[pp.types[UserParams._fields.index("fn")].digest]
+
+
+def wakes(pp) -> bool:
+    """Whether the numba type ``pp`` is a user policy's that is told of launches and may ask for
+    wake-ups: one that returns three numbers or keeps per-job state."""
+    return is_user(pp) and (user_dispatcher(pp)[1] == 3 or user_dispatcher(pp)[2])
 
 
 def user_key(policy, j, t, running, el, jobs, run, pp, restart_s):
@@ -101,23 +138,29 @@ _OV = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, forceinli
 def _ov_user_key(policy, j, t, running, el, jobs, run, pp, restart_s):
     from fastblox.parts import JobView
 
-    fn, pair = user_dispatcher(pp)
+    fn, nret, stateful = user_dispatcher(pp)
 
     def impl(policy, j, t, running, el, jobs, run, pp, restart_s):
         left = run.work_left[j] - (max(0.0, el - restart_s) * run.rate[j] if running else 0.0)
         job = JobView(pp.job_id[j], jobs.submit[j], jobs.gpus[j], pp.duration_s[j], run.attained[j] + el,
                       run.attained_gpu[j] + el * run.held[j], left / jobs.ref_rate[j], np.int8(1 if running else 0),
-                      run.n_preempt[j])
+                      run.n_preempt[j], run.launch_t[j] if running else run.wait_t[j])
         r = np.int64(0)
         k = 0.0
+        w = math.inf
         ok = True
         try:
-            out = fn(job, t)
-            if pair:
+            if stateful:
+                out = fn(job, t, pp.state[j])
+            else:
+                out = fn(job, t)
+            if nret == 1:
+                k = np.float64(out)
+            else:
                 r = np.int64(out[0])
                 k = np.float64(out[1])
-            else:
-                k = np.float64(out)
+                if nret == 3:
+                    w = np.float64(out[2])
         except Exception:  # noqa: BLE001 - the user's code: any error is theirs, reported by the driver
             ok = False
         if not ok:
@@ -126,7 +169,63 @@ def _ov_user_key(policy, j, t, running, el, jobs, run, pp, restart_s):
         if not math.isfinite(k):
             _fail(pp.err, ERR_NONFINITE, j, t, k)
             return np.int64(0), 0.0
+        if nret == 3:
+            if math.isnan(w):
+                _fail(pp.err, ERR_NAN_WAKE, j, t, w)
+                w = math.inf
+            pp.wake_at[j] = max(w, t)  # (a time already passed: now)
         return r, k
+
+    return impl
+
+
+def py_view(pp, s, na, t, jobs, run, restart_s):
+    """Fill ``pp.columns`` with the ``JobView`` of the ``na`` active jobs ``s.active`` at ``t`` when
+    ``pp`` is a :class:`PyParams` (else nothing; compiled: the overload below)."""
+    raise NotImplementedError("compiled only")
+
+
+@overload(py_view, jit_options=_OV)
+def _ov_py_view(pp, s, na, t, jobs, run, restart_s):
+    if not (isinstance(pp, types.BaseNamedTuple) and getattr(pp, "instance_class", None) is PyParams):
+        return lambda pp, s, na, t, jobs, run, restart_s: None
+
+    def impl(pp, s, na, t, jobs, run, restart_s):
+        v = pp.columns
+        view_into(s.active[:na], t, restart_s, pp.job_id, jobs.submit, jobs.gpus, pp.duration_s, run.status,
+                  run.launch_t, run.wait_t, run.attained, run.attained_gpu, run.held, run.work_left, run.rate,
+                  jobs.ref_rate, run.n_preempt, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9])
+
+    return impl
+
+
+def user_wakes(pp):
+    """Whether ``pp`` is a user policy's that asks for wake-ups (a constant of the compiled kernel)."""
+    raise NotImplementedError("compiled only")
+
+
+@overload(user_wakes, jit_options=_OV)
+def _ov_user_wakes(pp):
+    yes = wakes(pp)
+    return lambda pp: yes
+
+
+def user_wake(j, t, jobs, run, pp, restart_s):
+    """The wake-up time (``inf``: none) a waking user policy asked for job ``j``: a running job's
+    function is called now (its launch, or a wake-up it asked for), a waiting job's answer is the
+    one of the call that keyed it when it started waiting."""
+    raise NotImplementedError("compiled only")
+
+
+@overload(user_wake, jit_options=_OV)
+def _ov_user_wake(j, t, jobs, run, pp, restart_s):
+    if not wakes(pp):
+        return lambda j, t, jobs, run, pp, restart_s: math.inf
+
+    def impl(j, t, jobs, run, pp, restart_s):
+        if run.status[j] == RUNNING:
+            user_key(0, j, t, True, t - run.launch_t[j], jobs, run, pp, restart_s)
+        return pp.wake_at[j]
 
     return impl
 
@@ -149,26 +248,16 @@ def _ov_fail(err, code, j, t, k):
 
 # ----------------------------------------------------------------- the view of the Python form
 from ._jit import jit  # noqa: E402
-from .enums import RUNNING  # noqa: E402
 
 
-@jit
-def view_columns(idx, t, restart_s, job_id, submit, num_gpus, duration, status, launch_t, attained, attained_gpu,
-                 held, work_left, rate, ref_rate, n_preempt):
-    """The columns of a ``JobView`` of jobs ``idx`` at ``t``, as new arrays in its field order,
-    each element computed as ``NativeState.job_view`` computed it with numpy (the same operations
-    in the same order: the same bits), in one pass instead of a dozen."""
-    m = idx.shape[0]
-    ids = np.empty(m, dtype=job_id.dtype)
-    sub = np.empty(m, dtype=submit.dtype)
-    gpus = np.empty(m, dtype=num_gpus.dtype)
-    dur = np.empty(m, dtype=duration.dtype)
-    att = np.empty(m)
-    att_gpu = np.empty(m)
-    rem = np.empty(m)
-    running = np.empty(m, dtype=np.int8)
-    npre = np.empty(m, dtype=n_preempt.dtype)
-    for a in range(m):
+@jit(nrt=False)
+def view_into(idx, t, restart_s, job_id, submit, num_gpus, duration, status, launch_t, wait_t, attained, attained_gpu,
+              held, work_left, rate, ref_rate, n_preempt, ids, sub, gpus, dur, att, att_gpu, rem, running, npre, since):
+    """The columns of a ``JobView`` of jobs ``idx`` at ``t`` into the first ``len(idx)`` entries
+    of the arrays ``ids`` to ``since`` (its field order), each element computed as
+    ``NativeState.job_view`` computed it with numpy (the same operations in the same order: the
+    same bits), in one pass instead of a dozen."""
+    for a in range(idx.shape[0]):
         j = idx[a]
         ids[a] = job_id[j]
         sub[a] = submit[j]
@@ -181,4 +270,4 @@ def view_columns(idx, t, restart_s, job_id, submit, num_gpus, duration, status, 
         rem[a] = (work_left[j] - max(0.0, el - restart_s) * rate[j] * (1.0 if r else 0.0)) / ref_rate[j]
         running[a] = 1 if r else 0
         npre[a] = n_preempt[j]
-    return ids, sub, gpus, dur, att, att_gpu, rem, running, npre
+        since[a] = launch_t[j] if r else wait_t[j]

@@ -166,6 +166,89 @@ def stable_order(keys, prio, active, n_active, order):
         level = nxt
 
 
+@helper(nrt=False, inline=True)
+def _first(pa, ka, a, pb, kb, b):
+    """(prio, key, job index) order."""
+    if pa != pb:
+        return pa < pb
+    return ka < kb or (ka == kb and a < b)
+
+
+@helper
+def resort(keys, prio, active, n_active, order, prev, n_prev, pos, fresh):
+    """:func:`stable_order` for ``active`` in job-index order (ties by job), starting from ``prev[:n_prev]``,
+    the order of the last step: the jobs still active keep their relative order, the others are
+    sorted and merged in, and one insertion pass makes the order exact (the same order as
+    :func:`stable_order`'s). When keys move little between steps that is O(A) instead of
+    O(A log A); after more than 8 moves per job, or more than 32 new jobs, it sorts.
+    ``pos`` (by job) and ``fresh`` are scratch. Writes ``prev[:n_active]`` = the new order too;
+    returns ``n_active``."""
+    for a in range(n_active):
+        pos[active[a]] = a
+    nk = 0
+    for b in range(n_prev):  # the jobs of the last order still active, marked (-1 - position)
+        j = prev[b]
+        a = pos[j]
+        if 0 <= a < n_active and active[a] == j:
+            order[nk] = j
+            pos[j] = -1 - a
+            nk += 1
+    nf = 0
+    if nk > 0:
+        for a in range(n_active):
+            j = active[a]
+            if pos[j] >= 0:
+                fresh[nf] = j
+                nf += 1
+    if nk == 0 or nf > 32:
+        stable_order(keys, prio, active, n_active, order)
+    else:
+        for x in range(1, nf):  # insertion sort of the few new jobs
+            v = fresh[x]
+            kv = keys[pos[v]]
+            y = x - 1
+            while y >= 0 and _first(prio[v], kv, v, prio[fresh[y]], keys[pos[fresh[y]]], fresh[y]):
+                fresh[y + 1] = fresh[y]
+                y -= 1
+            fresh[y + 1] = v
+        # merge the new jobs in from the back (order[:nk] holds the kept ones)
+        a = nk - 1
+        b = nf - 1
+        for w in range(n_active - 1, -1, -1):
+            if b < 0:
+                break
+            vb = fresh[b]
+            if a >= 0:
+                va = order[a]
+                if _first(prio[vb], keys[pos[vb]], vb, prio[va], keys[-1 - pos[va]], va):
+                    order[w] = va
+                    a -= 1
+                    continue
+            order[w] = vb
+            b -= 1
+        for a in range(n_active):  # keys by job position from here on
+            j = active[a]
+            pos[j] = a
+        moves = 0
+        budget = 8 * n_active + 64
+        for x in range(1, n_active):
+            v = order[x]
+            kv = keys[pos[v]]
+            pv = prio[v]
+            y = x - 1
+            while y >= 0 and _first(pv, kv, v, prio[order[y]], keys[pos[order[y]]], order[y]):
+                order[y + 1] = order[y]
+                y -= 1
+                moves += 1
+            order[y + 1] = v
+            if moves > budget:
+                stable_order(keys, prio, active, n_active, order)
+                break
+    for a in range(n_active):
+        prev[a] = order[a]
+    return n_active
+
+
 @helper
 def sort_jobs(ids, n, rank, key, out):
     """``ids[:n]`` sorted by ``(rank[j], key[j], j)`` (both arrays indexed by job) into ``out[:n]``."""

@@ -238,7 +238,8 @@ def numpy_job_view(st):
     return fastblox.JobView(
         job_id=w.job_id[idx], submit_s=w.submit_s[idx], num_gpus=w.num_gpus[idx], duration_s=w.duration_s[idx],
         attained_s=r.attained[idx] + el, attained_gpu_s=r.attained_gpu[idx] + el * r.held[idx],
-        remaining_s=left / st.jobs.ref_rate[idx], running=running.astype(np.int8), num_preemptions=r.n_preempt[idx])
+        remaining_s=left / st.jobs.ref_rate[idx], running=running.astype(np.int8), num_preemptions=r.n_preempt[idx],
+        since_s=np.where(running, r.launch_t[idx], r.wait_t[idx]))
 
 
 def test_the_job_view_kernel_gives_numpy_s_columns_to_the_bit():
@@ -331,3 +332,86 @@ def test_per_job_las_matches_the_builtin_and_the_reference_on_random_cases(case,
     np.testing.assert_array_equal(a.jobs["finish_s"].to_numpy(), np.where(np.asarray(ref["finish"]) < 0, np.nan,
                                                                          np.asarray(ref["finish"], dtype=float)))
     np.testing.assert_array_equal(a.jobs["num_preemptions"].to_numpy(), np.asarray(ref["n_preempt"]))
+
+
+# ------------------------------------------------------------------ policies with state (item 3)
+def tiresias_jobs_equal(w, promote, **kw):
+    """The stateful rewrite (``fastblox.examples.tiresias_user``) against the built-in, job by job."""
+    from fastblox.examples.tiresias_user import STATE, tiresias
+
+    a = fastblox.simulate(w, policy=tiresias(promote=promote), **kw)
+    b = fastblox.simulate(w, policy="tiresias", policy_opts={"promote": promote}, **kw)
+    assert a.jobs.select(b.jobs.columns).equals(b.jobs), "job by job the built-in tiresias"
+    assert a.summary["num_steps"] == b.summary["num_steps"]
+    assert list(a.jobs.columns[-len(STATE) - 3:-3]) == list(STATE)  # the state columns, in the per-job results
+    return a, b
+
+
+def test_tiresias_as_a_stateful_user_policy_reproduces_the_builtin_job_by_job():
+    w = workload(300, seed=3)
+    a, b = tiresias_jobs_equal(w, 2.0, cluster="4x8", restart_s=20.0)
+    assert b.summary["num_preemptions"] > 100  # demotions and promotions both happen
+    assert (a.jobs["queue"].to_numpy() > 0).any() and (a.jobs["exec0"].to_numpy() > 0).any()
+
+
+@pytest.mark.slow
+def test_tiresias_as_a_stateful_user_policy_without_promotion_in_both_time_models():
+    w = workload(400, seed=8)
+    for tm in ("events", "rounds"):
+        tiresias_jobs_equal(w, 0.0, cluster="4x8", time_model=tm)
+
+
+@pytest.mark.parametrize("state,needle", [
+    ({"level": ("complex128", 0)}, "state column 'level' has dtype 'complex128'; choose one of: bool, int8"),
+    ({"level": ("nonsense", 0)}, "state column 'level' has dtype 'nonsense'"),
+    ({"attained_s": (np.float64, 0.0)}, "state column 'attained_s' clashes with a JobView field"),
+    ({"finish_s": (np.float64, 0.0)}, "state column 'finish_s' clashes with a per-job result column"),
+    ({"level": (np.int32, 0.5)}, "state column 'level': initial value 0.5 is not a int32"),
+    ({"level": np.int32}, "state column 'level' must be given as (dtype, initial value)"),
+    ({"2x": (np.int32, 0)}, "state column '2x' must be a Python name"),
+])
+def test_bad_state_columns_are_refused_in_one_line_naming_policy_and_column(state, needle):
+    with pytest.raises(fastblox.ConfigError) as e:
+        fastblox.policy("bad-state", per_job=True, state=state, replace=True)(lambda job, now, s: 0.0)
+    msg = str(e.value)
+    assert "policy 'bad-state'" in msg and needle in msg and "\n" not in msg, msg
+
+
+def test_state_needs_the_per_job_form():
+    with pytest.raises(fastblox.ConfigError, match="policy 'np-state': state= needs per_job=True"):
+        fastblox.policy("np-state", state={"level": (np.int32, 0)}, replace=True)(lambda jobs, now: jobs.attained_s)
+
+
+def test_a_stateful_policy_cannot_be_switched_to_on_a_paused_run():
+    from fastblox.examples.tiresias_user import tiresias
+
+    st = fastblox.prepare_native(workload(50), cluster="2x8", policy="las").state
+    st.drive(float(workload(50).submit_s[20]))
+    with pytest.raises(fastblox.ConfigError, match="keeps per-job state"):
+        st.set_policy(tiresias())
+
+
+@given(case=small_case(), placement=st.sampled_from(["first-fit", "consolidated"]), tm=st.sampled_from(["events", "rounds"]),
+       restart=st.sampled_from([0.0, 30.0]), theta=st.sampled_from([0.0, 1.5]))
+def test_stateful_tiresias_matches_the_reference_twin_on_random_cases(case, placement, tm, restart, theta):
+    """The stateful user policy in the kernel against the same policy in the plain-Python reference
+    (``job_policy``: its function called as plain Python at the same events): the same finish
+    times, preemptions and final state records, to the bit."""
+    from fastblox.examples.tiresias_user import tiresias
+
+    submit, gpus, dur, node_gpus = case
+    pol = tiresias(promote=2.0)
+    w = fastblox.Workload.from_arrays(submit_s=submit, num_gpus=gpus, duration_s=dur)
+    ref = simulate_native_reference(submit, gpus, dur, node_gpus, placement=placement, time_model=tm, restart_s=restart,
+                                    theta=theta, job_policy=pol, job_ids=w.job_id)
+    try:
+        a = fastblox.simulate(w, policy=pol, cluster=",".join(f"1x{g}" for g in node_gpus), placement=placement,
+                              time_model=tm, restart_s=restart, admission=f"load:{theta}" if theta else "accept-all")
+    except fastblox.SimulationError:
+        assert ref["deadlock"]
+        return
+    np.testing.assert_array_equal(a.jobs["finish_s"].to_numpy(), np.where(np.asarray(ref["finish"]) < 0, np.nan,
+                                                                         np.asarray(ref["finish"], dtype=float)))
+    np.testing.assert_array_equal(a.jobs["num_preemptions"].to_numpy(), np.asarray(ref["n_preempt"]))
+    for c in ref["state"].dtype.names:
+        np.testing.assert_array_equal(a.jobs[c].to_numpy(), ref["state"][c], err_msg=c)

@@ -38,6 +38,8 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 FUTURE, OVERFLOW, WAITING, RUNNING, DONE = "future", "overflow", "waiting", "running", "done"
 PLAN_IDLE_LIMIT = 1000  # as kernels.engine
 ANY_TYPE = -1  # a planner's "any GPU type"
@@ -114,6 +116,11 @@ class Job:
     wait_since: float = 0.0  # when it last started waiting
     promote_at: float | None = None  # a waiting job's promotion time (None: none due)
     queue_log: list = field(default_factory=list)  # (t, queue, why): "admit", "cross", "promote"
+    # a per-job user policy (``job_policy``): its state record, the key it gave when the job
+    # started waiting (or at a wake-up), the wake-up time it last asked for
+    ustate: object = None
+    ukey: tuple = (0, 0.0)
+    uwake: float = math.inf
 
 
 class Speed:
@@ -403,7 +410,7 @@ def simulate_native_reference(
     node_type=None, node_rack=None, cls=None, ref_rate=None, tab=None, type_speed=None, node_factor=None,
     multi_node_factor=1.0, rack_factor=1.0, checkpoint_s=0.0, events=None, planner=None, dynamic=None, spread=None,
     max_steps=None, thresholds=(3250.0, 7200.0), promote=0.0, gittins=None, themis_f=0.8,
-    backfill=True,
+    backfill=True, job_policy=None, job_ids=None, duration=None,
 ):
     """Replay jobs (sorted by submit time) on nodes of ``node_gpus`` GPUs.
 
@@ -430,6 +437,13 @@ def simulate_native_reference(
     (``fifo``, ``sjf``): head-of-line blocking, the walk ends at the first waiting job that does
     not fit.
 
+    ``job_policy``: a per-job user policy that does not re-key every step (a ``fastblox.Policy``
+    with ``job_fn``, e.g. one with ``state``), its function called in plain Python with a
+    ``JobView`` of one job (``job_ids``/``duration``: its ``job_id``/``duration_s``, default the
+    index/``work``): a waiting job keyed when it starts waiting and at its wake-ups, a running job
+    told of its launch and its wake-ups and keyed at every step. The result's ``state`` is the
+    state records (a numpy record array).
+
     Returns a dict of per-job lists (``finish``, ``first_start`` (-1 for never), ``n_preempt``,
     ``n_fail``, ``attained``, ``attained_gpu``, ``lost_s``, ``gpu_type`` of the last launch,
     ``history`` of :class:`Launch`, the last one ``why="running"`` if still running at the end)
@@ -443,7 +457,8 @@ def simulate_native_reference(
                    type_speed=type_speed, node_factor=node_factor, multi_node_factor=multi_node_factor,
                    rack_factor=rack_factor, checkpoint_s=checkpoint_s, events=events, planner=planner,
                    dynamic=dynamic, spread=spread, max_steps=max_steps, thresholds=thresholds, promote=promote,
-                   gittins=gittins, themis_f=themis_f, backfill=backfill).run()
+                   gittins=gittins, themis_f=themis_f, backfill=backfill, job_policy=job_policy, job_ids=job_ids,
+                   duration=duration).run()
 
 
 class _Replay:
@@ -456,6 +471,7 @@ class _Replay:
         node_type=None, node_rack=None, cls=None, ref_rate=None, tab=None, type_speed=None, node_factor=None,
         multi_node_factor=1.0, rack_factor=1.0, checkpoint_s=0.0, events=None, planner=None, dynamic=None, spread=None,
         max_steps=None, thresholds=(3250.0, 7200.0), promote=0.0, gittins=None, themis_f=0.8, backfill=True,
+        job_policy=None, job_ids=None, duration=None,
     ):
         n = len(submit)
         n_nodes = len(node_gpus)
@@ -471,7 +487,19 @@ class _Replay:
         cl = Cluster(node_gpus, node_type, node_rack, [not d for d in start_down])
         sp = Speed(cl.n_types, tab, type_speed, node_factor, multi_node_factor, rack_factor, spread)
         if dynamic is None:
-            dynamic = key_fn is not None or policy in ("las", "las-gpu", "srtf", TIRESIAS, GITTINS, THEMIS)
+            dynamic = key_fn is not None or job_policy is not None or policy in ("las", "las-gpu", "srtf", TIRESIAS,
+                                                                                 GITTINS, THEMIS)
+        self.jp = job_policy
+        if job_policy is not None:
+            from ..userpol import new_state
+
+            assert key_fn is None and planner is None and job_policy.kind == 0, "a per-job policy on the sorted queue"
+            states = new_state(job_policy.state, n).view(np.recarray)
+            self.states = states
+            self.job_ids = list(range(n)) if job_ids is None else [int(x) for x in job_ids]
+            self.duration = [float(x) for x in (work if duration is None else duration)]
+            for j in jobs:
+                j.ustate = states[j.i] if job_policy.state else None
         thresholds = [float(x) for x in thresholds]
         assert all(x > 0 for x in thresholds) and all(a < b for a, b in zip(thresholds, thresholds[1:]))
         queued = planner is None and key_fn is None and policy in QUEUED
@@ -560,9 +588,49 @@ class _Replay:
         promote, queued = self.promote, self.queued
         job.wait_since = t
         job.promote_at = None
+        if self.jp is not None:
+            self.user_waits(job, t)
         ran = job.attained - job.exec0
         if queued and promote > 0.0 and job.queue > 0 and ran > 0.0:
             job.promote_at = max(t, t + (promote * ran - job.pend))
+
+    def user_call(self, job: Job, t):
+        """``(rank, key, wake-up time)`` of a per-job user policy's function for ``job`` at ``t``
+        (its state written as the function writes it); as the kernel builds the job's view and
+        reads the answer."""
+        from ..parts import JobView
+
+        running = job.state == RUNNING
+        el = t - job.cur.t if running else 0.0
+        left = job.work_left - (max(0.0, el - self.restart_s) * job.cur.rate if running else 0.0)
+        view = JobView(self.job_ids[job.i], job.submit, job.gpus, self.duration[job.i], job.attained + el,
+                       job.attained_gpu + el * (len(job.cur.gpus) if running else 0), left / job.ref_rate,
+                       np.int8(1 if running else 0), job.n_preempt, job.cur.t if running else job.wait_since)
+        fn = getattr(self.jp.job_fn, "py_func", self.jp.job_fn)
+        out = fn(view, t, job.ustate) if self.jp.state else fn(view, t)
+        out = tuple(out) if isinstance(out, tuple) else (0, out)
+        rank, key = int(out[0]), float(out[1])
+        wake = max(float(out[2]), t) if len(out) > 2 else math.inf
+        assert math.isfinite(key) and not math.isnan(wake)
+        return rank, key, wake
+
+    def user_waits(self, job: Job, t):
+        """A job starts waiting (or is woken while waiting): keyed now, with its wake-up."""
+        r, k, job.uwake = self.user_call(job, t)
+        job.ukey = (r, k)
+
+    def user_wakes_to(self, t):
+        """The wake-ups a per-job user policy asked for, due by ``t``, in (time, job) order."""
+        while True:
+            due = [j for j in self.active if j.state in (WAITING, RUNNING) and j.uwake <= t]
+            if not due:
+                return
+            job = min(due, key=lambda j: (j.uwake, j.i))
+            job.uwake = math.inf
+            if job.state == WAITING:
+                self.user_waits(job, t)
+            else:
+                job.uwake = self.user_call(job, t)[2]
 
     def promotions_to(self, t):
         """Waiting jobs whose promotion is due by ``t`` go to queue 0 at ``t``, service afresh."""
@@ -581,6 +649,7 @@ class _Replay:
         active, queued, thresholds = self.active, self.queued, self.thresholds
         w = math.inf
         for job in active:
+            w = min(w, job.uwake)
             if job.state == RUNNING and queued:
                 w = min([w] + [tc for _, tc in crossings(thresholds, job.cur) if tc > t])
             elif job.state == WAITING and job.promote_at is not None:
@@ -622,6 +691,7 @@ class _Replay:
         job.history.append(c)
         job.cur = None
         job.version += 1
+        job.uwake = math.inf  # (its wake-up was for this launch)
 
     def complete(self, job: Job, te):
         active, cl, queued, restart_s, st = self.active, self.cl, self.queued, self.restart_s, self.st
@@ -754,6 +824,8 @@ class _Replay:
             job.queue, job.qentry, job.wait_since = 0, t, t  # Tiresias: enters queue 0 now
             job.queue_log.append((t, 0, "admit"))
             active.append(job)
+            if self.jp is not None:
+                self.user_waits(job, t)
         assert [j.i for j in active] == sorted(j.i for j in active)
         if planner is not None:
             if not active:
@@ -794,6 +866,8 @@ class _Replay:
         else:
             if key_fn is not None:
                 kmap = {j.i: key_fn(j, t) for j in active}
+            elif self.jp is not None:  # (rank, key); ties in arrival order
+                kmap = {j.i: self.user_call(j, t)[:2] if j.state == RUNNING else j.ukey for j in active}
             elif policy == TIRESIAS:
                 # by queue; within a queue the running jobs, then the waiting ones, each by the
                 # time they entered the queue
@@ -838,6 +912,8 @@ class _Replay:
                 job.first_start = t
             job.version += 1
             heapq.heappush(heap, (t + restart_s + job.work_left / rate, job.i, job.version))
+            if self.jp is not None:
+                job.uwake = self.user_call(job, t)[2]
         for j in jobs:
             assert (j.state == RUNNING) == bool(j.gang) == (j.cur is not None)
         assert len(cl.owner) == sum(len(j.gang) for j in jobs) <= cl.in_service()
@@ -852,7 +928,8 @@ class _Replay:
         none of them fits, or for admission, which only moves after a completion or a node event."""
         active, evs, n, st = self.active, self.evs, self.n, self.st
         return (st["next_arr"] < n or self.live_top() < math.inf or st["next_ev"] < len(evs)
-                or any(j.state == WAITING and j.promote_at is not None for j in active))
+                or any(j.state == WAITING and j.promote_at is not None for j in active)
+                or any(j.uwake < math.inf for j in active))
 
     def run(self) -> dict:
         """Replay the run to its end; returns what :func:`simulate_native_reference` returns."""
@@ -878,6 +955,7 @@ class _Replay:
                 break
             self.node_events_to(t)
             self.promotions_to(t)
+            self.user_wakes_to(t)
             self.schedule(t)
             if not self.pending():
                 deadlock = True
@@ -918,6 +996,7 @@ class _Replay:
                 break
             self.node_events_to(b)
             self.promotions_to(b)  # (a crossing needs no step of its own: the queue is worked out when needed)
+            self.user_wakes_to(b)
             arrival = st["next_arr"] < n and jobs[st["next_arr"]].submit <= b
             look = (k == 0 or st["changed"] or arrival or (dynamic and self.waiting())
                     or (planner is not None and active))
@@ -963,4 +1042,5 @@ class _Replay:
             "queue_log": [j.queue_log for j in jobs],
             "step_log": st["step_log"],
             "preemptions": st["preemptions"],
+            "state": getattr(self, "states", None),
         }

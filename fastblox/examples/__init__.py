@@ -1,0 +1,1 @@
+"""Example user policies (docs/policies.md, *Write your own policy*)."""
