@@ -3,6 +3,7 @@
     python bench/profile_kernel.py                          # 1M jobs, 2801x8, FIFO (bench_scale's input)
     python bench/profile_kernel.py --config 10000,128x8,las --top 60
     python bench/profile_kernel.py --trace my.parquet --config 0,64x8,tiresias   # 0: every job
+    python bench/profile_kernel.py --config 20000,16x8,py:las     # an array-form user policy (LAS)
 
 ``perf`` sees numba's code as anonymous JIT memory. This script runs the simulation in a child
 under ``perf record`` with the kernels compiled with line tables (``FASTBLOX_KERNEL_LINES=1``: the
@@ -38,6 +39,11 @@ DEFAULT_TRACE = OUT / "scale" / "philly_1m.parquet"
 SOURCES = ("engine.py", "walk.py", "placement.py", "rates.py", "state.py", "compat.py", "planners.py")
 
 
+#: ``--config ...,py:NAME``: an array-form user policy, called from Python at every step
+PY_POLICIES = {"las": lambda jobs, now: jobs.attained_s, "srtf": lambda jobs, now: jobs.remaining_s,
+               "fifo": lambda jobs, now: jobs.submit_s}
+
+
 def child(args) -> None:
     """Under perf: compile (fresh cache), write the symbol map and objects, run ``--runs`` times."""
     import fastblox
@@ -47,6 +53,7 @@ def child(args) -> None:
     from numba.core.registry import CPUDispatcher
 
     jobs, cluster, policy = args.config
+    policy = PY_POLICIES[policy[3:]] if policy.startswith("py:") else policy
     w = read_trace(args.trace)
     if jobs:
         w = w.head(jobs)

@@ -333,7 +333,8 @@ def _policy_params(policy: parts.Policy, opts: dict, w: Workload) -> PolicyParam
         n = len(w)
         view = parts.JobView(*(np.empty(n, dtype=d) for d in VIEW_DTYPES))
         return PyParams(thr, gx, gv, np.ascontiguousarray(w.job_id, dtype=np.int64),
-                        np.ascontiguousarray(w.duration_s, dtype=np.float64), view)  # (its ``columns``)
+                        np.ascontiguousarray(w.duration_s, dtype=np.float64), view,  # (its ``columns``)
+                        np.zeros(1, dtype=np.int64))  # (no column read yet: LazyView)
     return pp
 
 
@@ -394,6 +395,43 @@ def user_keys(policy: parts.Policy, view: parts.JobView, now: float) -> np.ndarr
             f"(expected shape ({n},), got {keys.shape}" + (")" if keys.shape != (n,) else ", with NaN or infinity)")
         )
     return keys
+
+
+def lazy_view_class(st: "NativeState") -> type:
+    """A :class:`~fastblox.parts.JobView` subclass for the Python policy of ``st``: the kernel
+    fills only the columns the policy has read before (``pp.need``); reading another one (by
+    name, index or iteration) fills it first, and the kernel fills it from then on. A policy
+    that reads one column pays for one, not ten."""
+    need = st.pp.need
+
+    def column(k: int):
+        def get(view):
+            if not need[0] >> k & 1:
+                st._fill_column(k)
+            return tuple.__getitem__(view, k)
+
+        return property(get, doc=parts.JobView.__doc__ and f"the {parts.JobView._fields[k]} column")
+
+    def fill_all():
+        for k in range(len(VIEW_DTYPES)):
+            if not need[0] >> k & 1:
+                st._fill_column(k)
+
+    def getitem(view, i):
+        fill_all()
+        return tuple.__getitem__(view, i)
+
+    def iterate(view):
+        fill_all()
+        return tuple.__iter__(view)
+
+    def represent(view):
+        fill_all()
+        return parts.JobView.__repr__(view)
+
+    ns = {f: column(k) for k, f in enumerate(parts.JobView._fields)}
+    ns.update(__slots__=(), __getitem__=getitem, __iter__=iterate, __repr__=represent, __doc__=parts.JobView.__doc__)
+    return type("JobView", (parts.JobView,), ns)
 
 
 class NativeState:
@@ -478,6 +516,7 @@ class NativeState:
         self.pp = _policy_params(policy, opts, self.w)
         self.planner = policy.planner(self, opts) if policy.planner is not None else None
         self._entries = {}  # path marker type -> the compiled kernel's entry point (Python policies)
+        self._lazy_view = None  # (the Python policy's JobView class: lazy_view_class)
 
     def set_policy(self, policy: parts.Policy, opts: dict | None = None, preempt: bool | None = None) -> None:
         """Switch a paused run to another policy (the waiting queue is re-keyed). Orderings only:
@@ -496,6 +535,7 @@ class NativeState:
         """An independent copy of the whole run state (for look-ahead simulation)."""
         new = object.__new__(NativeState)
         new.__dict__.update(self.__dict__)
+        new._lazy_view = None  # (its class reads the state it was made for)
         new.rec = copy_records(self.rec)
         f = record_fields(new.rec)
         new.jobs = Jobs(**f["jobs"])
@@ -510,7 +550,8 @@ class NativeState:
         if hasattr(self.pp, "state"):  # (a compiled user policy's state and wake-ups: each copy its own)
             new.pp = new.pp._replace(state=self.pp.state.copy(), wake_at=self.pp.wake_at.copy())
         if hasattr(self.pp, "columns"):  # (a Python policy's view buffers)
-            new.pp = new.pp._replace(columns=parts.JobView(*(b.copy() for b in self.pp.columns)))
+            new.pp = new.pp._replace(columns=parts.JobView(*(b.copy() for b in self.pp.columns)),
+                                     need=self.pp.need.copy())
         new.planner = self.planner.copy(new) if self.planner is not None and hasattr(self.planner, "copy") else (
             self.policy.planner(new, self.opts) if self.policy.planner is not None else None)
         return new
@@ -619,19 +660,35 @@ class NativeState:
         from .kernels.userpol import view_into
 
         idx = self.active_idx() if idx is None else idx
-        r, w = self.run, self.w
         view = parts.JobView(*(np.empty(len(idx), dtype=d) for d in VIEW_DTYPES))
-        view_into(idx, self.now, float(self.cf[kengine.CF_RESTART_S]), w.job_id, w.submit_s, w.num_gpus, w.duration_s,
-                  r.status, r.launch_t, r.wait_t, r.attained, r.attained_gpu, r.held, r.work_left, r.rate,
-                  self.jobs.ref_rate, r.n_preempt, *view)
+        self._view_into(idx, (1 << len(VIEW_DTYPES)) - 1, view)
         return view
+
+    def _view_into(self, idx: np.ndarray, mask: int, view) -> None:
+        """The columns in ``mask`` (``kernels.userpol.view_into``) of the jobs ``idx`` at the
+        current time into the first ``len(idx)`` entries of ``view``'s arrays."""
+        from .kernels.userpol import view_into
+
+        r, w = self.run, self.w
+        view_into(idx, mask, self.now, float(self.cf[kengine.CF_RESTART_S]), w.job_id, w.submit_s, w.num_gpus,
+                  w.duration_s, r.status, r.launch_t, r.wait_t, r.attained, r.attained_gpu, r.held, r.work_left,
+                  r.rate, self.jobs.ref_rate, r.n_preempt, *view)
+
+    def _fill_column(self, k: int) -> None:
+        """Column ``k`` of the Python policy's view, which the kernel did not fill (the policy had
+        not read it before): filled now, and by the kernel at every later step."""
+        self._view_into(self.active_idx(), 1 << k, self.pp.columns)
+        self.pp.need[0] |= 1 << k
 
     def _answer_keys(self) -> None:
         """The Python policy's keys into ``s.keys``. It gets views of the first A entries of the
         JobView buffers the kernel filled (valid during the call: a policy that keeps them
-        between calls must copy them)."""
+        between calls must copy them); a column it had not read before is filled when it first
+        reads it (:class:`LazyView`)."""
         a = int(self.si[kengine.I_N_ACTIVE])
-        view = parts.JobView._make([b[:a] for b in self.pp.columns])
+        if self._lazy_view is None:
+            self._lazy_view = lazy_view_class(self)
+        view = self._lazy_view._make([b[:a] for b in self.pp.columns])
         self.s.keys[:a] = user_keys(self.policy, view, self.now)
 
     def _answer_plan(self) -> None:

@@ -258,6 +258,46 @@ def test_the_job_view_kernel_gives_numpy_s_columns_to_the_bit():
     assert seen > 0
 
 
+def test_a_python_policy_reads_exact_columns_whichever_it_reads_and_whenever():
+    """The kernel fills only the columns a Python policy has read before: a column read for the
+    first time (by name, by index, by iteration, half way through the run) is filled then, and
+    every column read is the state's at that step, to the bit."""
+    w = workload(300, seed=5)
+    t_switch = float(np.median(w.submit_s))
+    calls = {"submit": 0, "index": 0, "iter": 0, "name": 0}
+
+    def check(a, f):
+        np.testing.assert_array_equal(a, getattr(numpy_job_view(nr.state), f), err_msg=f)
+
+    def switching(jobs, now):
+        if now < t_switch:  # FIFO's column only: the others are not filled
+            calls["submit"] += 1
+            check(jobs.submit_s, "submit_s")
+            return jobs.submit_s
+        k = calls["index"] + calls["iter"] + calls["name"]
+        if k % 3 == 0:
+            calls["index"] += 1
+            check(jobs[6], "remaining_s")
+        elif k % 3 == 1:
+            calls["iter"] += 1
+            for f, a in zip(fastblox.JobView._fields, jobs):
+                check(a, f)
+        else:
+            calls["name"] += 1
+        check(jobs.attained_s, "attained_s")
+        return jobs.attained_s
+
+    nr = fastblox.prepare_native(w, cluster="2x8", policy=switching, restart_s=30.0)
+    code, _ = nr.drive()
+    assert min(calls.values()) > 10, calls
+
+    def eager(jobs, now):  # every column, every step
+        cols = tuple(jobs)
+        return cols[1] if now < t_switch else cols[4]
+
+    assert nr.result(0.0).jobs.equals(fastblox.simulate(w, cluster="2x8", restart_s=30.0, policy=eager).jobs)
+
+
 def test_compose_refuses_unknown_parts_and_a_real_valued_rank():
     with pytest.raises(fastblox.ConfigError, match="unknown rank part 'fewest'; choose one of: fewest-gpus, "):
         userpol.compose("fewest", "las")
