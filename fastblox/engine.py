@@ -479,7 +479,8 @@ class NativeState:
             prio=np.zeros(n, dtype=np.int64), launched=np.empty(n, dtype=np.int64),
             suspended=np.empty(n, dtype=np.int64), victims=np.empty(n, dtype=np.int64),
             victims_pos=np.empty(n, dtype=np.int64), run_suffix=np.empty(n + 1, dtype=np.int64),
-            tmp=np.empty(max(c.total_gpus, 1), dtype=np.int64),
+            tmp=np.empty(max(c.total_gpus, 1), dtype=np.int64), last_key=np.empty(n),
+            last_prio=np.empty(n, dtype=np.int64),
         )
         self.series = np.empty((1024 if series else 1, kengine.SERIES_COLS))
         self.si = np.zeros(kengine.I_SIZE, dtype=np.int64)

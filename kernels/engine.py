@@ -1078,7 +1078,8 @@ def _step_full(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, 
     if not py:
         policy_keys(ci[C_POLICY], t, jobs, run, s, na, cf[CF_RESTART_S], cf[CF_ROUND_S], cf[CF_THEMIS_F], pp)
     if py or ci[C_POLICY] == POL_CUSTOM_FULL:  # (user keys: from the last step's order, q.ro, unused on this path)
-        n_ro = resort(s.keys, s.prio, s.active, na, s.order, q.ro, n_ro, s.victims_pos, s.suspended)
+        n_ro = resort(s.keys, s.prio, s.active, na, s.order, q.ro, n_ro, s.victims_pos, s.suspended, s.last_key,
+                      s.last_prio)
     else:
         stable_order(s.keys, s.prio, s.active, na, s.order)
     if not py:

@@ -172,7 +172,7 @@ class Queues(NamedTuple):
 
 class Scratch(NamedTuple):
     """Work arrays of a scheduling step (contents meaningless between steps, except ``active``
-    and ``keys`` while a step waits for Python)."""
+    and ``keys`` while a step waits for Python, and ``last_key``/``last_prio``)."""
 
     active: np.ndarray
     order: np.ndarray
@@ -184,6 +184,8 @@ class Scratch(NamedTuple):
     victims_pos: np.ndarray
     run_suffix: np.ndarray
     tmp: np.ndarray
+    last_key: np.ndarray  # (``walk.resort``: the keys of ``q.ro``'s order, kept between steps)
+    last_prio: np.ndarray
 
 
 class ClusterEvents(NamedTuple):

@@ -175,35 +175,47 @@ def _first(pa, ka, a, pb, kb, b):
 
 
 @helper
-def resort(keys, prio, active, n_active, order, prev, n_prev, pos, fresh):
+def resort(keys, prio, active, n_active, order, prev, n_prev, pos, fresh, last_key, last_prio):
     """:func:`stable_order` for ``active`` in job-index order (ties by job), starting from ``prev[:n_prev]``,
-    the order of the last step: the jobs still active keep their relative order, the others are
-    sorted and merged in, and one insertion pass makes the order exact (the same order as
-    :func:`stable_order`'s). When keys move little between steps that is O(A) instead of
-    O(A log A); after more than 8 moves per job, or more than 32 new jobs, it sorts.
-    ``pos`` (by job) and ``fresh`` are scratch. Writes ``prev[:n_active]`` = the new order too;
-    returns ``n_active``."""
+    the order of the last step, with ``last_key``/``last_prio`` its jobs' keys and priorities
+    then (by position in it). The jobs still active whose key and priority did not change keep
+    their relative order (they are still sorted among themselves); the others (new, or re-keyed:
+    with LAS, the running jobs) are sorted and merged in: O(A + m log m) for m of them instead
+    of O(A log A). The kept jobs are checked to be in order as they are read (if not, a ``prev``
+    from elsewhere, it sorts from scratch), so the order is always :func:`stable_order`'s. ``pos`` (by job) and
+    ``fresh`` are scratch. Writes ``prev[:n_active]`` = the new order, ``last_key``/``last_prio``
+    its keys; returns ``n_active``."""
     for a in range(n_active):
         pos[active[a]] = a
     nk = 0
-    for b in range(n_prev):  # the jobs of the last order still active, marked (-1 - position)
+    kept_sorted = True
+    kp, kk, kj = 0, 0.0, 0  # (the last kept job's priority, key, index)
+    for b in range(n_prev):  # still active, same key and priority: kept, marked (-1 - position)
         j = prev[b]
         a = pos[j]
-        if 0 <= a < n_active and active[a] == j:
+        if 0 <= a < n_active and active[a] == j and keys[a] == last_key[b] and prio[j] == last_prio[b]:
+            if nk > 0 and not _first(kp, kk, kj, prio[j], keys[a], j):
+                kept_sorted = False
+            kp, kk, kj = prio[j], keys[a], j
             order[nk] = j
             pos[j] = -1 - a
             nk += 1
     nf = 0
-    if nk > 0:
-        for a in range(n_active):
-            j = active[a]
-            if pos[j] >= 0:
-                fresh[nf] = j
-                nf += 1
-    if nk == 0 or nf > 32:
-        stable_order(keys, prio, active, n_active, order)
+    for a in range(n_active):
+        j = active[a]
+        if pos[j] >= 0:
+            fresh[nf] = j
+            nf += 1
+        else:
+            pos[j] = a
+    srt = fresh
+    if nf > 32:  # (last_key and prev are free from here on: scratch for the sort)
+        for x in range(nf):
+            last_key[x] = keys[pos[fresh[x]]]
+        stable_order(last_key, prio, fresh, nf, prev)
+        srt = prev
     else:
-        for x in range(1, nf):  # insertion sort of the few new jobs
+        for x in range(1, nf):  # insertion sort of the few
             v = fresh[x]
             kv = keys[pos[v]]
             y = x - 1
@@ -211,41 +223,27 @@ def resort(keys, prio, active, n_active, order, prev, n_prev, pos, fresh):
                 fresh[y + 1] = fresh[y]
                 y -= 1
             fresh[y + 1] = v
-        # merge the new jobs in from the back (order[:nk] holds the kept ones)
-        a = nk - 1
-        b = nf - 1
-        for w in range(n_active - 1, -1, -1):
-            if b < 0:
-                break
-            vb = fresh[b]
-            if a >= 0:
-                va = order[a]
-                if _first(prio[vb], keys[pos[vb]], vb, prio[va], keys[-1 - pos[va]], va):
-                    order[w] = va
-                    a -= 1
-                    continue
-            order[w] = vb
-            b -= 1
-        for a in range(n_active):  # keys by job position from here on
-            j = active[a]
-            pos[j] = a
-        moves = 0
-        budget = 8 * n_active + 64
-        for x in range(1, n_active):
-            v = order[x]
-            kv = keys[pos[v]]
-            pv = prio[v]
-            y = x - 1
-            while y >= 0 and _first(pv, kv, v, prio[order[y]], keys[pos[order[y]]], order[y]):
-                order[y + 1] = order[y]
-                y -= 1
-                moves += 1
-            order[y + 1] = v
-            if moves > budget:
-                stable_order(keys, prio, active, n_active, order)
-                break
-    for a in range(n_active):
-        prev[a] = order[a]
+    a = nk - 1  # merge them in from the back (order[:nk] holds the kept ones)
+    b = nf - 1
+    for w in range(n_active - 1, -1, -1):
+        if b < 0:
+            break
+        vb = srt[b]
+        if a >= 0:
+            va = order[a]
+            if _first(prio[vb], keys[pos[vb]], vb, prio[va], keys[pos[va]], va):
+                order[w] = va
+                a -= 1
+                continue
+        order[w] = vb
+        b -= 1
+    if not kept_sorted:  # (a merge of two sorted sequences is sorted)
+        stable_order(keys, prio, active, n_active, order)
+    for x in range(n_active):
+        j = order[x]
+        prev[x] = j
+        last_key[x] = keys[pos[j]]
+        last_prio[x] = prio[j]
     return n_active
 
 

@@ -332,3 +332,37 @@ def test_records_filled_and_read_back_match_plain_numpy(n, data):
     for (g, f), a in zip(keys, back):
         want = views[g][f][:n]
         assert a.dtype == want.dtype and a.flags.c_contiguous and np.array_equal(a, want), (g, f)
+
+
+@given(st.integers(1, 120), st.integers(1, 6), st.data())
+def test_resort_gives_the_sorted_order_step_after_step_even_from_a_stale_last_order(n, steps, data):
+    """``walk.resort`` (the order of a policy whose keys come each step: kept jobs merged with the
+    re-keyed ones) against Python's sort by (priority, key, job), over steps where jobs come and
+    go, some keys change (ties included) and some do not; now and then the last order's saved
+    keys are scribbled over (a ``q.ro`` written by another path), which must not change the
+    result."""
+    import numba
+
+    from fastblox.kernels import walk
+
+    resort = numba.njit(lambda *a: walk.resort(*a))  # (a helper: callable from kernels only)
+    prio = np.zeros(n, dtype=np.int64)
+    key_of = np.array(data.draw(st.lists(st.sampled_from([0.0, 1.0, 2.5, 7.0]), min_size=n, max_size=n)))
+    prev, pos, fresh = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    order = np.zeros(n, dtype=np.int64)
+    last_key, last_prio = np.zeros(n), np.zeros(n, dtype=np.int64)
+    n_prev = 0
+    for _ in range(steps):
+        active = np.flatnonzero(np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))).astype(np.int64)
+        for j in data.draw(st.lists(st.integers(0, n - 1), max_size=n)):  # re-keyed jobs
+            key_of[j] = data.draw(st.sampled_from([0.0, 1.0, 2.5, 7.0, -3.0]))
+            prio[j] = data.draw(st.integers(0, 2))
+        if data.draw(st.booleans()) and n_prev:  # a stale record of the last order
+            last_key[: n_prev] = data.draw(st.sampled_from([0.0, 1.0, 7.0]))
+        keys = key_of[active].copy()
+        na = len(active)
+        n_prev = resort(keys, prio, active, na, order, prev, n_prev, pos, fresh, last_key, last_prio)
+        want = sorted(active.tolist(), key=lambda j: (prio[j], key_of[j], j))
+        assert order[:na].tolist() == want
+        assert prev[:na].tolist() == want and n_prev == na
+        np.testing.assert_array_equal(last_key[:na], key_of[want])
