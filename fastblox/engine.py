@@ -431,7 +431,11 @@ def lazy_view_class(st: "NativeState") -> type:
 
     ns = {f: column(k) for k, f in enumerate(parts.JobView._fields)}
     ns.update(__slots__=(), __getitem__=getitem, __iter__=iterate, __repr__=represent, __doc__=parts.JobView.__doc__)
-    return type("JobView", (parts.JobView,), ns)
+    cls = type("JobView", (parts.JobView,), ns)
+    # a numba-compiled policy gets a plain JobView of every column (numba types and unboxes all of
+    # them at each call: the first call fills them, the kernel then fills all ten)
+    cls.compiled = hasattr(st.policy.fn, "py_func")
+    return cls
 
 
 class NativeState:
@@ -690,6 +694,9 @@ class NativeState:
         if self._lazy_view is None:
             self._lazy_view = lazy_view_class(self)
         view = self._lazy_view._make([b[:a] for b in self.pp.columns])
+        if self._lazy_view.compiled:  # (numba reads every column of its argument)
+            tuple(view)
+            view = parts.JobView._make(view)
         self.s.keys[:a] = user_keys(self.policy, view, self.now)
 
     def _answer_plan(self) -> None:
