@@ -666,7 +666,9 @@ class NativeState:
 
         idx = self.active_idx() if idx is None else idx
         view = parts.JobView(*(np.empty(len(idx), dtype=d) for d in VIEW_DTYPES))
-        self._view_into(idx, (1 << len(VIEW_DTYPES)) - 1, view)
+        from .kernels.userpol import ALL_COLUMNS
+
+        self._view_into(idx, ALL_COLUMNS, view)
         return view
 
     def _view_into(self, idx: np.ndarray, mask: int, view) -> None:

@@ -252,7 +252,7 @@ def _ov_fail(err, code, j, t, k):
 from ._jit import jit  # noqa: E402
 
 
-#: ``view_into``'s ``mask`` for every column
+#: ``view_into``'s ``mask`` for every column (a ``JobView`` has ten)
 ALL_COLUMNS = (1 << 10) - 1
 
 
