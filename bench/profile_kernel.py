@@ -41,7 +41,8 @@ SOURCES = ("engine.py", "walk.py", "placement.py", "rates.py", "state.py", "comp
 
 #: ``--config ...,py:NAME``: an array-form user policy, called from Python at every step
 PY_POLICIES = {"las": lambda jobs, now: jobs.attained_s, "srtf": lambda jobs, now: jobs.remaining_s,
-               "fifo": lambda jobs, now: jobs.submit_s, "two-key": lambda jobs, now: jobs.num_gpus * 1e9 + jobs.attained_s}
+               "fifo": lambda jobs, now: jobs.submit_s,
+               "two-key": lambda jobs, now: jobs.num_gpus * 1e9 + jobs.attained_s}
 
 
 def child(args) -> None:

@@ -334,7 +334,7 @@ def _policy_params(policy: parts.Policy, opts: dict, w: Workload) -> PolicyParam
         view = parts.JobView(*(np.empty(n, dtype=d) for d in VIEW_DTYPES))
         return PyParams(thr, gx, gv, np.ascontiguousarray(w.job_id, dtype=np.int64),
                         np.ascontiguousarray(w.duration_s, dtype=np.float64), view,  # (its ``columns``)
-                        np.zeros(1, dtype=np.int64))  # (no column read yet: LazyView)
+                        np.zeros(1, dtype=np.int64))  # (its ``need``: no column read yet)
     return pp
 
 
@@ -410,7 +410,7 @@ def lazy_view_class(st: "NativeState") -> type:
                 st._fill_column(k)
             return tuple.__getitem__(view, k)
 
-        return property(get, doc=parts.JobView.__doc__ and f"the {parts.JobView._fields[k]} column")
+        return property(get, doc=f"the {parts.JobView._fields[k]} column")
 
     def fill_all():
         for k in range(len(VIEW_DTYPES)):
@@ -431,11 +431,7 @@ def lazy_view_class(st: "NativeState") -> type:
 
     ns = {f: column(k) for k, f in enumerate(parts.JobView._fields)}
     ns.update(__slots__=(), __getitem__=getitem, __iter__=iterate, __repr__=represent, __doc__=parts.JobView.__doc__)
-    cls = type("JobView", (parts.JobView,), ns)
-    # a numba-compiled policy gets a plain JobView of every column (numba types and unboxes all of
-    # them at each call: the first call fills them, the kernel then fills all ten)
-    cls.compiled = hasattr(st.policy.fn, "py_func")
-    return cls
+    return type("JobView", (parts.JobView,), ns)
 
 
 class NativeState:
@@ -521,7 +517,7 @@ class NativeState:
         self.pp = _policy_params(policy, opts, self.w)
         self.planner = policy.planner(self, opts) if policy.planner is not None else None
         self._entries = {}  # path marker type -> the compiled kernel's entry point (Python policies)
-        self._lazy_view = None  # (the Python policy's JobView class: lazy_view_class)
+        self._view_cls = None  # (the Python policy's JobView class: _make_view_cls)
 
     def set_policy(self, policy: parts.Policy, opts: dict | None = None, preempt: bool | None = None) -> None:
         """Switch a paused run to another policy (the waiting queue is re-keyed). Orderings only:
@@ -540,7 +536,7 @@ class NativeState:
         """An independent copy of the whole run state (for look-ahead simulation)."""
         new = object.__new__(NativeState)
         new.__dict__.update(self.__dict__)
-        new._lazy_view = None  # (its class reads the state it was made for)
+        new._view_cls = None  # (a lazy one reads the state it was made for)
         new.rec = copy_records(self.rec)
         f = record_fields(new.rec)
         new.jobs = Jobs(**f["jobs"])
@@ -662,12 +658,10 @@ class NativeState:
     def job_view(self, idx: np.ndarray | None = None) -> parts.JobView:
         """The active jobs' columns at the current time (for user policies): new arrays, which
         the caller may keep."""
-        from .kernels.userpol import view_into
+        from .kernels.userpol import ALL_COLUMNS
 
         idx = self.active_idx() if idx is None else idx
         view = parts.JobView(*(np.empty(len(idx), dtype=d) for d in VIEW_DTYPES))
-        from .kernels.userpol import ALL_COLUMNS
-
         self._view_into(idx, ALL_COLUMNS, view)
         return view
 
@@ -691,15 +685,24 @@ class NativeState:
         """The Python policy's keys into ``s.keys``. It gets views of the first A entries of the
         JobView buffers the kernel filled (valid during the call: a policy that keeps them
         between calls must copy them); a column it had not read before is filled when it first
-        reads it (:class:`LazyView`)."""
+        reads it (:func:`lazy_view_class`)."""
         a = int(self.si[kengine.I_N_ACTIVE])
-        if self._lazy_view is None:
-            self._lazy_view = lazy_view_class(self)
-        view = self._lazy_view._make([b[:a] for b in self.pp.columns])
-        if self._lazy_view.compiled:  # (numba reads every column of its argument)
-            tuple(view)
-            view = parts.JobView._make(view)
+        if self._view_cls is None:
+            self._view_cls = self._make_view_cls()
+        view = self._view_cls._make([b[:a] for b in self.pp.columns])
         self.s.keys[:a] = user_keys(self.policy, view, self.now)
+
+    def _make_view_cls(self) -> type:
+        """The class of the Python policy's view: :func:`lazy_view_class`, or for a numba-compiled
+        policy, which types and unboxes every field at each call, a plain ``JobView`` with all
+        ten columns filled (now, and by the kernel from then on)."""
+        if not hasattr(self.policy.fn, "py_func"):
+            return lazy_view_class(self)
+        from .kernels.userpol import ALL_COLUMNS
+
+        self._view_into(self.active_idx(), ALL_COLUMNS, self.pp.columns)
+        self.pp.need[0] = ALL_COLUMNS
+        return parts.JobView
 
     def _answer_plan(self) -> None:
         idx = self.active_idx()

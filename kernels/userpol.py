@@ -100,7 +100,7 @@ class PyParams(NamedTuple):
     per-job buffers that the kernel fills for the active jobs (first A entries) when it returns
     ``NEED_KEYS``: Python then calls the policy on views of them, with no copy and no second
     kernel call. ``need`` (one int64) says which columns (bit k: the ``JobView``'s k-th field)
-    the kernel fills: those the policy has read so far (``fastblox.engine.LazyView``)."""
+    the kernel fills: those the policy has read so far (``fastblox.engine.lazy_view_class``)."""
 
     thresholds: np.ndarray
     gittins_x: np.ndarray

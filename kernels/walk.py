@@ -182,9 +182,9 @@ def resort(keys, prio, active, n_active, order, prev, n_prev, pos, fresh, last_k
     their relative order (they are still sorted among themselves); the others (new, or re-keyed:
     with LAS, the running jobs) are sorted and merged in: O(A + m log m) for m of them instead
     of O(A log A). The kept jobs are checked to be in order as they are read (if not, a ``prev``
-    from elsewhere, it sorts from scratch), so the order is always :func:`stable_order`'s. ``pos`` (by job) and
-    ``fresh`` are scratch. Writes ``prev[:n_active]`` = the new order, ``last_key``/``last_prio``
-    its keys; returns ``n_active``."""
+    from elsewhere, it sorts from scratch), so the order is always :func:`stable_order`'s.
+    ``pos`` (by job) and ``fresh`` are scratch. Writes ``prev[:n_active]`` = the new order,
+    ``last_key``/``last_prio`` its keys; returns ``n_active``."""
     for a in range(n_active):
         pos[active[a]] = a
     nk = 0
