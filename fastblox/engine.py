@@ -29,6 +29,7 @@ from .errors import ConfigError, FastbloxError, NoProgressError, SimulationError
 from .kernels import compat as kcompat
 from .kernels import engine as kengine
 from .kernels import enums
+from .kernels import state as kstate
 from .kernels.state import ClusterEvents as KEvents
 from .kernels.state import (Jobs, PolicyParams, Queues, Run, Scratch, copy_nodes, copy_records, fill_records, make_nodes,
                             new_records, record_fields)
@@ -93,8 +94,8 @@ NOTICE_AFTER_S = 3.0
 #: CPU seconds each kernel took to compile on an empty cache, which the notice quotes (written by
 #: ``python bench/bench_compile.py``: its median, on the machine it names)
 # <!-- bench:compile-cpu:start -->
-COMPILE_CPU_S = {"compat": 19, "native:full": 30, "native:plan": 29, "native:queue": 23, "native:queue+events": 19,
-                 "native:static": 35}
+COMPILE_CPU_S = {"compat": 11, "native:full": 18, "native:plan": 17, "native:queue": 10, "native:queue+events": 11,
+                 "native:static": 16}
 # <!-- bench:compile-cpu:end -->
 
 
@@ -529,8 +530,8 @@ class NativeState:
         self._set_policy(policy, opts)
         if preempt is not None:
             self.ci[kengine.C_PREEMPT] = int(preempt)
-        kengine.rekey_waiting(policy.code, float(self.sf[kengine.F_T]), self.jobs, self.run, self.q, self.pp, self.si,
-                              float(self.cf[kengine.CF_RESTART_S]))
+        kstate.call(kengine.rekey_waiting, policy.code, float(self.sf[kengine.F_T]), self.jobs, self.run, self.q,
+                    self.pp, self.si, float(self.cf[kengine.CF_RESTART_S]))
 
     def copy(self) -> "NativeState":
         """An independent copy of the whole run state (for look-ahead simulation)."""
@@ -671,9 +672,9 @@ class NativeState:
         from .kernels.userpol import view_into
 
         r, w = self.run, self.w
-        view_into(idx, mask, self.now, float(self.cf[kengine.CF_RESTART_S]), w.job_id, w.submit_s, w.num_gpus,
-                  w.duration_s, r.status, r.launch_t, r.wait_t, r.attained, r.attained_gpu, r.held, r.work_left,
-                  r.rate, self.jobs.ref_rate, r.n_preempt, *view)
+        kstate.call(view_into, idx, mask, self.now, float(self.cf[kengine.CF_RESTART_S]), w.job_id, w.submit_s,
+                    w.num_gpus, w.duration_s, r.status, r.launch_t, r.wait_t, r.attained, r.attained_gpu, r.held,
+                    r.work_left, r.rate, self.jobs.ref_rate, r.n_preempt, *view)
 
     def _fill_column(self, k: int) -> None:
         """Column ``k`` of the Python policy's view, which the kernel did not fill (the policy had

@@ -58,6 +58,7 @@ from .enums import (
 )
 from .placement import assign, release, set_node_bit, spans
 from .rates import launch_rate
+from .state import entry
 from .userpol import is_user, py_view, user_key, user_wake, user_wakes
 from .walk import place, resort, sort_jobs, stable_order, walk
 
@@ -1398,29 +1399,21 @@ def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
     Call again to resume. Returns ``(code, series)``: ``series`` may be a new, larger array
     (rows ``[t, preemptions, free GPUs, queued, running, GPU demand, GPUs up]``). Runs the
     compiled driver of the run's path (:func:`path_of`), compiling it on its first use."""
-    return _advance(path_of(ci), jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf)
-
-
-def compiled_entry(dispatcher, args):
-    """The compiled function of ``dispatcher`` for the types of ``args`` (None if not compiled),
-    to call with arguments of the same types without numba's dispatch, which types every
-    argument at every call (for the driver's NamedTuples of arrays: tens of microseconds, a
-    Python policy pays them every step). The caller keeps the types fixed."""
-    cres = dispatcher.overloads.get(tuple(numba.typeof(a) for a in args))
-    return None if cres is None else cres.entry_point
+    path = path_of(ci)
+    args = (path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf)
+    return entry(_advance, args)(*args)
 
 
 def entry_point(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
-    """:func:`compiled_entry` of the driver of ``path``, else the driver (call either as
-    ``_advance``: the path marker first)."""
-    return compiled_entry(_advance, (path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf)) or _advance
+    """The compiled driver of ``path`` for these arguments' types (``kernels.state.entry``; call
+    it as ``_advance``: the path marker first), compiled or loaded on first use."""
+    return entry(_advance, (path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf))
 
 
 def load(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf) -> None:
     """Compile (or load from numba's cache) the driver of ``path`` for these arguments' types,
     without running it."""
-    _advance.compile(tuple(numba.typeof(a) for a in (path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci,
-                                                     cf)))
+    entry_point(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf)
 
 
 @jit

@@ -10,7 +10,9 @@ import mmap
 import sys
 from typing import NamedTuple
 
+import numba
 import numpy as np
+from numba.core import types
 
 from ._jit import jit
 
@@ -353,3 +355,44 @@ def gather_records(buf: np.ndarray, keys: list) -> list:
         dt = RECORD_WORDS[k][1]
         outs.append(row.view(dt) if dt.itemsize == 8 else row.astype(dt))
     return outs
+
+
+# ------------------------------------------------------------------------------ argument types
+def _as_strided(a, t):
+    """``t`` (numba's type of array ``a``) as strided (layout ``A``) when ``a`` is a record field."""
+    if isinstance(t, types.Array) and t.layout != "A" and a.ndim == 1 and a.strides[0] == RECORD_BYTES:
+        return t.copy(layout="A")
+    return t
+
+
+def arg_type(a):
+    """numba's type of a kernel argument, except that a field of a record buffer (an array of
+    stride ``RECORD_BYTES``, alone or in a NamedTuple) is typed strided whatever its length.
+
+    numpy calls a view of zero or one element contiguous, so numba typed the fields of a one-job
+    run ``C`` and compiled every kernel a second time for it (10-18 CPU-s each; a third of the
+    kernels the test suite compiled). A contiguous array passes for a strided one: numba's
+    unboxing of an ``A`` array takes any data, shape and strides."""
+    t = numba.typeof(a)
+    if isinstance(a, np.ndarray):
+        return _as_strided(a, t)
+    if isinstance(a, tuple) and hasattr(a, "_fields") and isinstance(t, types.BaseTuple):
+        tys = [_as_strided(x, tx) if isinstance(x, np.ndarray) else tx for x, tx in zip(a, t.types)]
+        if tys != list(t.types):
+            return types.BaseTuple.from_types(tys, type(a))
+    return t
+
+
+def entry(dispatcher, args):
+    """The compiled function of kernel ``dispatcher`` for ``args`` (typed by :func:`arg_type`),
+    compiled or loaded from the cache on first use. Calling it skips numba's dispatch, which
+    types every argument at every call (for NamedTuples of arrays: tens of microseconds); call
+    it with arguments of the same types."""
+    sig = tuple(arg_type(a) for a in args)
+    cres = dispatcher.overloads.get(sig)
+    return cres.entry_point if cres is not None else dispatcher.compile(sig)
+
+
+def call(dispatcher, *args):
+    """``dispatcher(*args)`` through :func:`entry`: one compiled copy per argument layout."""
+    return entry(dispatcher, args)(*args)

@@ -139,3 +139,26 @@ def test_linked_only_kernels_get_no_machine_code_of_their_own():
     assert lib.get_pointer_to_function(name) != 0  # finalized on demand
     assert not _lazy._linked_only(lib)
     assert not _lazy._linked_only(outer.overloads[outer.signatures[0]].library)  # (it has its wrappers)
+
+
+def test_a_run_of_one_job_uses_the_kernels_compiled_for_many():
+    """numpy calls a view of one element contiguous: typed by numba's dispatch, a one-job run's
+    record fields made a second copy of each kernel (10-18 CPU-s each). ``state.arg_type`` types
+    them strided whatever their length; the run must also give the right result."""
+    from fastblox import Workload, simulate
+    from fastblox.kernels import userpol
+
+    def py_las(jobs, now):
+        return jobs.attained_s
+
+    two = dict(submit_s=[0.0, 1.0], num_gpus=[1, 2], duration_s=[10.0, 20.0])
+    one = dict(submit_s=[0.5], num_gpus=[3], duration_s=[7.0])
+    for policy in ("fifo", "las", py_las):
+        simulate(Workload.from_arrays(**two), cluster="2x2", policy=policy)
+        before = {k: len(d.overloads) for k, d in (("_advance", engine._advance), ("view_into", userpol.view_into))}
+        r = simulate(Workload.from_arrays(**one), cluster="2x2", policy=policy)
+        after = {k: len(d.overloads) for k, d in (("_advance", engine._advance), ("view_into", userpol.view_into))}
+        assert after == before, policy
+        assert r.jobs["finish_s"].to_list() == [7.5]
+    one_view = state.record_fields(state.new_records(1))["run"]["attained"]
+    assert one_view.flags.c_contiguous and str(state.arg_type(one_view)) == "array(float64, 1d, A)"
