@@ -181,7 +181,7 @@ def env_for(repo: Path, cache: Path, boundscheck: bool = False) -> dict:
 def run_tests(repo: Path, cache: Path, tests, timeout_s: int, boundscheck: bool = False) -> tuple[str, float, str]:
     """``(outcome, seconds, detail)``: outcome ``passed``, ``failed``, ``timeout`` (pytest-timeout
     or this function's own limit: a hang) or ``error`` (nothing collected: a broken mutant)."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--hypothesis-seed=0",
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "no:cacheprovider", "--hypothesis-seed=0",
            "-o", f"timeout={timeout_s}", *tests]
     t0 = time.perf_counter()
     try:

@@ -114,6 +114,7 @@ NEW = {
 }
 
 
+@pytest.mark.slow  # (each a whole quick study: 5-9 s)
 @pytest.mark.parametrize("name", sorted(NEW))
 def test_new_settings_quick(tmp_path, name):
     files = run_experiment(name, tmp_path, quick=True)
@@ -152,6 +153,7 @@ def test_recipe_registry_errors():
     assert quick["base"]["num_jobs"] < full["base"]["num_jobs"] and quick["name"] == "blox-dynamic-quick"
 
 
+@pytest.mark.slow  # (each a whole quick study: 5-9 s)
 def test_hetero_cluster_quick(tmp_path):
     files = run_experiment("hetero-cluster", tmp_path, quick=True)
     for stem in ("avg_jct_vs_load", "rho_p95_vs_load", "jct_cdf_load3", "jct_by_gpus_load3"):

@@ -268,6 +268,7 @@ def test_gavel_load_and_cases(tmp_path):
     assert sorted(p.id for p in again.points) == sorted(p.id for p in cc.points)
 
 
+@pytest.mark.slow  # (a sweep of realism options end to end: ~8 s)
 def test_sweep_takes_realism_options_and_policy_parameters(tmp_path):
     cfg = load_config({
         "base": {"workload": "gavel", "num_jobs": 60, "cluster": "v100:2x4,k80:2x4", "checkpoint_s": 100},

@@ -79,6 +79,7 @@ def test_the_page_has_the_study_in_it():
         assert words in commands
 
 
+@pytest.mark.slow  # (the tutorial's commands end to end: ~15 s)
 def test_every_command_runs_and_its_outputs_exist(tutorial):
     work, outputs = tutorial
     inspect = next(v for k, v in outputs.items() if "trace inspect" in k)
@@ -91,6 +92,7 @@ def test_every_command_runs_and_its_outputs_exist(tutorial):
     assert (work / "study" / "failures" / "report.html").stat().st_size > 10_000
 
 
+@pytest.mark.slow  # (the tutorial's commands end to end: ~15 s)
 def test_the_claims_about_four_policies(tutorial):
     s = {r["policy"]: r for r in pl.read_parquet(tutorial[0] / "study/policies/summary.parquet").iter_rows(named=True)}
     assert min(s, key=lambda p: s[p]["avg_jct_s"]) == "srtf"
@@ -101,6 +103,7 @@ def test_the_claims_about_four_policies(tutorial):
     assert s["tiresias"]["p99_jct_s"] < 1.1 * s["fifo"]["p99_jct_s"]
 
 
+@pytest.mark.slow  # (the tutorial's commands end to end: ~15 s)
 def test_the_claims_about_load(tutorial):
     s = pl.read_parquet(tutorial[0] / "study/load/summary.parquet")
     growth = {p: g["avg_jct_s"].max() / g["avg_jct_s"].min() for (p,), g in s.group_by("policy")}
@@ -110,6 +113,7 @@ def test_the_claims_about_load(tutorial):
         assert jct == sorted(jct), f"{p}: the average JCT should grow with the load"
 
 
+@pytest.mark.slow  # (the tutorial's commands end to end: ~15 s)
 def test_the_claims_about_failures(tutorial):
     s = pl.read_parquet(tutorial[0] / "study/failures/summary.parquet")
     assert s.height == 27 and s["seed"].n_unique() == 3
