@@ -152,6 +152,7 @@ def _load_table(value, what: str) -> dict:
     description="Pollux/Sia workload CSV (name,time,application,num_replicas,batch_size; needs app_duration_s) "
                 "or the Pollux/Sia philly.csv (timestamp,duration,num_gpus,gpu_time,cluster)",
     detect=_detect_pollux,
+    self_contained=False,  # (app_duration_s may name a JSON file)
     options={"app_duration_s": "application -> run time in seconds on the job's num_replicas GPUs (dict or JSON file); "
                                "Pollux workloads carry no run time"},
 )

@@ -98,6 +98,7 @@ def _throughput_lookup(table: dict, worker_type: str):
     description="Gavel job trace (*.trace): 10 tab-separated fields, no header; run time from steps_per_s, "
                 "a neutral CSV, or the <stem>.neutral.csv beside it",
     detect=_detect,
+    self_contained=False,  # (a neutral table beside the trace, or one named by an option)
     options={
         "steps_per_s": "throughput table: 'builtin' (Gavel's published table), a throughput CSV (*.csv[.gz]), "
                        "{job_type: steps/s}, {job_type: {gpus: steps/s}} or Gavel's throughputs JSON (dict or file)",

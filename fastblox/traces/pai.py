@@ -59,6 +59,7 @@ def sibling_task_table(path) -> Path | None:
     description="Alibaba PAI 2020 (cluster-trace-gpu-v2020) header-less pai_job_table.csv + pai_task_table.csv "
                 "(GPUs summed over tasks; fractional GPUs rounded up, share kept in gpu_fraction)",
     detect=_detect,
+    self_contained=False,  # (the task table beside the job table)
     options={
         "task_table": "path of pai_task_table.csv (default: the file beside pai_job_table.csv)",
         "fractional": "'whole' (default: round a job's GPU request up to whole GPUs, share kept in gpu_fraction) "

@@ -24,6 +24,9 @@ class TraceFormat:
     description: str
     detect: Callable | None = None  # (path: Path, head: str) -> bool
     options: dict = field(default_factory=dict)  # option name -> one-line help
+    #: the reader reads only the trace file (not a table beside it or one an option names): its
+    #: workloads can be cached by the file's bytes (``fastblox.traces.cache``)
+    self_contained: bool = True
 
     def option_names(self) -> list[str]:
         sig = _inspect.signature(self.read)
@@ -34,11 +37,13 @@ class TraceFormat:
 FORMATS = Registry("trace format")
 
 
-def register_format(name: str, *, description: str, detect=None, options: dict | None = None):
-    """Decorator: register ``fn`` as the reader of format ``name`` (a duplicate name raises)."""
+def register_format(name: str, *, description: str, detect=None, options: dict | None = None,
+                    self_contained: bool = True):
+    """Decorator: register ``fn`` as the reader of format ``name`` (a duplicate name raises).
+    ``self_contained=False`` for a reader that also reads other files (then never cached)."""
 
     def deco(fn):
-        FORMATS.register(name, TraceFormat(name, fn, description, detect, dict(options or {})))
+        FORMATS.register(name, TraceFormat(name, fn, description, detect, dict(options or {}), self_contained))
         return fn
 
     return deco
@@ -86,8 +91,17 @@ def read_trace(path, format: str | None = None, on_bad_rows: str = "error", max_
     first kind of unusable row, naming file, column, rows and count; ``"drop"`` drops them and counts
     them per reason in ``Workload.dropped`` (unsorted submit times are sorted, counted as
     ``"resorted"``). ``max_gpus`` (the cluster's GPUs) makes larger jobs bad rows. ``options`` go to
-    the format's reader (e.g. ``duration="sum"`` for ``philly-log``)."""
+    the format's reader (e.g. ``duration="sum"`` for ``philly-log``). A file read before with the
+    same arguments comes from the parsed-trace cache (:mod:`fastblox.traces.cache`)."""
+    from . import cache
+
     _core.check_mode(on_bad_rows, max_gpus)
+    args = (format, on_bad_rows, max_gpus, sorted(options.items()))
+    return cache.cached(path, args, lambda: _read(path, format, on_bad_rows, max_gpus, options))
+
+
+def _read(path, format, on_bad_rows, max_gpus, options):
+    """``(workload, whether it may be cached)``."""
     if format is None:
         data = None
         p = Path(str(path))
@@ -102,4 +116,4 @@ def read_trace(path, format: str | None = None, on_bad_rows: str = "error", max_
             f"format {fmt.name!r} has no option {', '.join(map(repr, unknown))}"
             + (f"; its options are: {', '.join(allowed)}" if allowed else "; it takes no options")
         )
-    return fmt.read(path, on_bad_rows=on_bad_rows, max_gpus=max_gpus, **options)
+    return fmt.read(path, on_bad_rows=on_bad_rows, max_gpus=max_gpus, **options), fmt.self_contained
