@@ -26,7 +26,6 @@ from . import parts
 from . import speed as speedmod
 from .cluster import Cluster
 from .errors import ConfigError, FastbloxError, NoProgressError, SimulationError, WorkloadError
-from .kernels import compat as kcompat
 from .kernels import engine as kengine
 from .kernels import enums
 from .kernels import state as kstate
@@ -270,6 +269,7 @@ def _compat_args(w: Workload, c: Cluster, pol: int, pl: int, theta: float, round
                  max_rounds=COMPAT_MAX_ROUNDS):
     """The compat kernel's arguments (prepared outside the timed simulation); the last is its
     ``ctl`` array (``kernels.compat.CTL_*``)."""
+    from .kernels import compat as kcompat
     ctl = np.zeros(kcompat.CTL_SIZE, dtype=np.int64)
     ctl[kcompat.CTL_MAX_ROUNDS] = max_rounds
     return (w.submit_s, w.num_gpus, w.blox_iter_time, w.total_iters, tracked, _alloc_offsets(w.num_gpus),
@@ -282,6 +282,7 @@ def _drive_compat(args: tuple, limits: RunLimits, n_jobs: int) -> tuple:
     ``max_wall`` lower its round limit, so it stops at its next round. Returns the kernel's output
     and whether the wall limit stopped it. (The kernel keeps its state in locals, so it cannot
     pause and resume as the native one does; its round limit, read every round, is the hook.)"""
+    from .kernels import compat as kcompat
     ctl = args[-1]
     box = {}
 
@@ -315,6 +316,7 @@ def _drive_compat(args: tuple, limits: RunLimits, n_jobs: int) -> tuple:
 
 
 def _run_compat(*args, **kw):
+    from .kernels import compat as kcompat
     return kcompat.run_blox(*_compat_args(*args, **kw))
 
 
@@ -785,6 +787,7 @@ def simulate(workload: Workload, spec: "RunSpec | None" = None, **options) -> Re
 
 
 def _simulate_compat(workload: Workload, s: RunSpec) -> Result:
+    from .kernels import compat as kcompat
     r = s.resolved(source=False)
     c, adm, tracked = _check_args(workload, r)
     pl = parts.PLACEMENTS.get(r.placement)

@@ -18,6 +18,7 @@ import importlib.util
 import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -90,28 +91,46 @@ def _prune(parent: Path) -> None:
 class KernelCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
     """numba cache locator for the functions of this package: ``<parent>/kernels-<digest>/``."""
 
-    def __init__(self, py_func, py_file, parent: Path):
+    def __init__(self, py_func, py_file, cache_path: str):
         self._py_file = py_file
         self._lineno = py_func.__code__.co_firstlineno
-        self._parent = parent
-        self._cache_path = str(parent / (CACHE_PREFIX + source_digest()) / self.get_suitable_cache_subpath(py_file))
+        self._cache_path = cache_path
 
     def get_cache_path(self):
         return self._cache_path
 
+    def ensure_cache_path(self):
+        """Checked once per folder (:func:`_folder_of`), not once per function: numba's own check
+        makes the folder and writes a temporary file in it, for each of the ~120 kernels as this
+        package is imported (about 20 ms of every start-up)."""
+        if _folder_of(self._py_file) is None:
+            raise OSError(f"no writable kernel cache folder for {self._py_file}")
+
     @classmethod
     def from_function(cls, py_func, py_file):
-        if not is_source(py_file):
-            return None  # not ours: numba's own locators handle it
-        for parent in _cache_parents():
-            self = cls(py_func, py_file, parent)
-            try:
-                self.ensure_cache_path()
-            except OSError:
-                continue
-            _prune(parent)
-            return self
+        path = _folder_of(py_file)
+        if path is None:
+            return None  # not ours (numba's own locators handle it), or no writable folder
+        return cls(py_func, py_file, path)
+
+
+@functools.cache
+def _folder_of(py_file) -> str | None:
+    """The cache folder of the kernels of source file ``py_file`` (created and checked writable;
+    once per file and process), or None for a file that is not ours or no writable folder."""
+    if not is_source(py_file):
         return None
+    sub = caching._CacheLocator.get_suitable_cache_subpath(py_file)
+    for parent in _cache_parents():
+        path = parent / (CACHE_PREFIX + source_digest()) / sub
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            tempfile.TemporaryFile(dir=path).close()
+        except OSError:
+            continue
+        _prune(parent)
+        return str(path)
+    return None
 
 
 def _defer_blas_probe() -> None:
