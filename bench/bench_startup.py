@@ -27,6 +27,7 @@ machine: ``--python2 ~/.pyenv/versions/2.7.18/bin/python2.7`` after ``pip instal
 into it.
 
     python bench/bench_startup.py                     # 5 repeats, with the baseline
+    # (run it with the python of a regular install, `pip install .`, as users have it)
     python bench/bench_startup.py --repeat 3 --no-baseline --tiresias ../Tiresias/simulator
 """
 
@@ -79,7 +80,7 @@ from fastblox import engine
 from fastblox.runner import build_workload, workload_key
 kind = engine.spec_kind(r)
 engine._warm(kind); mark("kernel load: numba's target init + cached kernels")
-w = build_workload(workload_key(r)); mark("read the trace (polars)")
+w = build_workload(workload_key(r)); mark("read the trace (parsed-trace cache, else polars)")
 res = engine.simulate(w, r); mark("simulate (+ summary)")
 res.write(a.out); mark("write jobs.parquet + summary.json")
 cli.format_summary(res, "x"); mark("format the summary")
@@ -164,13 +165,23 @@ def table(d: dict) -> str:
     py2 = ("" if ti else " Tiresias' simulator (Python 2) was not measured in this run: "
            + (f"no `--tiresias`" if d["python2"] else "no Python 2 with numpy") + ".")
     note = (f"Measured by `python bench/bench_startup.py --repeat {d['repeat']}` on {d['machine']} ({d['date']}; "
-            f"median of {d['repeat']} fresh processes, warm numba cache, "
+            f"median of {d['repeat']} fresh processes, {d.get('install', 'an install')}, warm numba cache, "
             + ("warm bytecode cache" if d["bytecode_cache"] else "no bytecode cache (`PYTHONDONTWRITEBYTECODE`)")
             + (f"; before: `{d['baseline_rev']}`, measured in the same session" if base else "")
             + "). Wall time depends on how busy the machine is; CPU seconds are the child's user + sys.")
     tail = (f"\n\nPhases of the run, in seconds, one process (no overlap): {br}. Imported by the run: "
             f"{', '.join(ph['modules']) or 'none of polars, pyarrow, scipy.linalg, matplotlib'}.{py2}")
     return note + "\n\n" + "\n".join(rows) + tail
+
+
+def install_kind() -> str:
+    """How this interpreter has fastblox: a regular install (``pip install .``: what users run) or the
+    source checkout (editable, whose import finder adds ~10 ms to every start)."""
+    out = subprocess.run([sys.executable, "-c", "import fastblox; print(fastblox.__file__)"], capture_output=True,
+                         text=True, cwd=tempfile.gettempdir()).stdout.strip()
+    if Path(out).resolve().is_relative_to(ROOT):
+        return "fastblox from the source checkout (editable)"
+    return "fastblox installed by `pip install .`"
 
 
 def main() -> None:
@@ -189,7 +200,8 @@ def main() -> None:
     d = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "repeat": a.repeat, "trace": TRACE, "cluster": CLUSTER,
          "bytecode_cache": bytecode or not os.environ.get("PYTHONDONTWRITEBYTECODE"),  # as the children ran
          "numba_cache_dir": os.environ.get("NUMBA_CACHE_DIR"), "python2": python2(a.python2),
-         "baseline_rev": None if a.no_baseline else a.baseline, "after": {}, "baseline": {}}
+         "baseline_rev": None if a.no_baseline else a.baseline, "after": {}, "baseline": {},
+         "install": install_kind()}
     tiresias = None
     if a.tiresias:
         if not d["python2"]:
