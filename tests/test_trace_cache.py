@@ -101,3 +101,23 @@ def test_a_warm_run_of_a_trace_does_not_import_polars(tmp_path):
     a, b = (json.loads(o.stdout) for o in outs)
     timing = {k for k in a if k.endswith(("wall_s", "compile_s", "load_s", "read_s"))}
     assert {k: v for k, v in a.items() if k not in timing} == {k: v for k, v in b.items() if k not in timing}
+
+
+def test_only_the_most_recently_used_entries_are_kept(tmp_path, folder, monkeypatch):
+    monkeypatch.setattr(cache._prune_entries, "__defaults__", (2,))  # (keep two)
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"jobs{i}.csv"
+        p.write_text(CSV)
+        paths.append(p)
+    read_trace(paths[0])
+    read_trace(paths[1])
+    for e in folder.glob("*.pkl"):
+        os.utime(e, (1, 1))  # (both long unused)
+    s0 = stats()
+    read_trace(paths[0])  # a hit: used now
+    read_trace(paths[2])  # a third entry: the least recently used one (jobs1's) goes
+    assert len(list(folder.glob("*.pkl"))) == 2
+    read_trace(paths[0])
+    read_trace(paths[1])
+    assert stats()["hit"] - s0["hit"] == 2 and stats()["miss"] - s0["miss"] == 2

@@ -9,7 +9,8 @@ start-up bound); a read that raised or warned is not cached (its warnings are sh
 read), nor one of a format that also reads other files (``self_contained=False``: Gavel's traces,
 Alibaba PAI's job table, Pollux's with a duration table). Entries live in ``<cache>/traces-<digest>/`` beside the kernel cache (``NUMBA_CACHE_DIR``
 if set, else ``~/.cache/fastblox``); folders of other reader sources unused for ``STALE_DAYS`` days
-are removed, as the kernels' are. ``FASTBLOX_TRACE_CACHE=0`` turns it off.
+are removed, as the kernels' are, and a folder keeps its ``MAX_ENTRIES`` most recently used entries.
+``FASTBLOX_TRACE_CACHE=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from pathlib import Path
 
 #: files larger than this (bytes on disk) are read every time
 MAX_BYTES = 16 << 20
+#: entries kept per folder: past it, the least recently used go (a sweep over many generated traces)
+MAX_ENTRIES = 256
 STALE_DAYS = 14
 PREFIX = "traces-"
 #: hits and misses of this process (the tests read them)
@@ -115,6 +118,7 @@ def cached(path, args: tuple, read):
         with open(entry, "rb") as f:
             w = pickle.load(f)
         STATS["hit"] += 1
+        _touch(entry)
         return w
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError, TypeError):
         pass
@@ -129,6 +133,26 @@ def cached(path, args: tuple, read):
     return w
 
 
+def _touch(entry: Path) -> None:
+    try:
+        os.utime(entry)  # (its last use: the pruning below keeps the most recently used)
+    except OSError:
+        pass
+
+
+def _prune_entries(folder: Path, keep: int = MAX_ENTRIES) -> None:
+    """Remove all but the ``keep`` most recently used entries of ``folder``."""
+    try:
+        entries = sorted(folder.glob("*.pkl"), key=lambda e: e.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for e in entries[keep:]:
+        try:
+            e.unlink()
+        except OSError:
+            pass
+
+
 def _store(entry: Path, w) -> None:
     """Write ``w`` to ``entry`` atomically (a reader in another process sees all of it or nothing)."""
     try:
@@ -136,6 +160,7 @@ def _store(entry: Path, w) -> None:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(w, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, entry)
+        _prune_entries(entry.parent)
     except OSError:
         try:
             os.unlink(tmp)
