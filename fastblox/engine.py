@@ -519,7 +519,7 @@ class NativeState:
         cf[kengine.CF_THEMIS_F] = float(opts.get("f", 0.0))
         self.pp = _policy_params(policy, opts, self.w)
         self.planner = policy.planner(self, opts) if policy.planner is not None else None
-        self._entries = {}  # path marker type -> the compiled kernel's entry point (Python policies)
+        self._entries = {}  # (path marker type, no node events) -> the compiled kernel's entry point
         self._view_cls = None  # (the Python policy's JobView class: _make_view_cls)
 
     def set_policy(self, policy: parts.Policy, opts: dict | None = None, preempt: bool | None = None) -> None:
@@ -540,6 +540,7 @@ class NativeState:
         new = object.__new__(NativeState)
         new.__dict__.update(self.__dict__)
         new._view_cls = None  # (a lazy one reads the state it was made for)
+        new._entries = dict(self._entries)
         new.rec = copy_records(self.rec)
         f = record_fields(new.rec)
         new.jobs = Jobs(**f["jobs"])
@@ -568,15 +569,16 @@ class NativeState:
                 self.ci, self.cf)
 
     def advance(self) -> int:
+        """One call of the kernel (``kernels.engine.advance``): its compiled entry point is looked
+        up once per path (typing the ~80 arrays of the arguments costs ~0.5 ms, and a Python
+        policy or a planner calls the kernel at every step)."""
         args = self.kernel_args()
         path = kengine.path_of(self.ci)
-        entry = self._entries.get(type(path)) if self.policy.fn is not None else None
+        key = (type(path), args[6] is None)  # (the kernel's argument types: its path, node events or not)
+        entry = self._entries.get(key)
         if entry is None:
-            code, self.series = kengine.advance(*args)
-            if self.policy.fn is not None:  # a Python policy: the kernel returns every step
-                self._entries[type(path)] = kengine.entry_point(path, *args)
-        else:
-            code, self.series = entry(path, *args)
+            entry = self._entries[key] = kengine.entry_point(path, *args)
+        code, self.series = entry(path, *args)
         return int(code)
 
     def drive(self, stop_t: float = np.inf, slicer: Slicer | None = None) -> DriveCode:

@@ -373,14 +373,31 @@ def arg_type(a):
     run ``C`` and compiled every kernel a second time for it (10-18 CPU-s each; a third of the
     kernels the test suite compiled). A contiguous array passes for a strided one: numba's
     unboxing of an ``A`` array takes any data, shape and strides."""
+    if isinstance(a, tuple) and hasattr(a, "_fields") and all(isinstance(x, np.ndarray) for x in a):
+        key = (type(a),) + tuple(map(_array_key, a))
+        t = _TUPLE_TYPES.get(key)
+        if t is None:
+            t = _TUPLE_TYPES[key] = _tuple_type(a)
+        return t
     t = numba.typeof(a)
-    if isinstance(a, np.ndarray):
-        return _as_strided(a, t)
-    if isinstance(a, tuple) and hasattr(a, "_fields") and isinstance(t, types.BaseTuple):
-        tys = [_as_strided(x, tx) if isinstance(x, np.ndarray) else tx for x, tx in zip(a, t.types)]
-        if tys != list(t.types):
-            return types.BaseTuple.from_types(tys, type(a))
-    return t
+    return _as_strided(a, t) if isinstance(a, np.ndarray) else t
+
+
+def _array_key(a: np.ndarray) -> tuple:
+    """What numba's type of ``a`` (and :func:`_as_strided`) depends on."""
+    f = a.flags
+    return a.dtype.str, a.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned, a.ndim == 1 and (
+        a.strides[0] == RECORD_BYTES)
+
+
+def _tuple_type(a: tuple):
+    t = numba.typeof(a)
+    tys = [_as_strided(x, tx) for x, tx in zip(a, t.types)]
+    return t if tys == list(t.types) else types.BaseTuple.from_types(tys, type(a))
+
+
+#: NamedTuple types by the key of their arrays (typing ~80 arrays with numba.typeof: ~0.5 ms a call)
+_TUPLE_TYPES: dict = {}
 
 
 def entry(dispatcher, args):

@@ -162,3 +162,17 @@ def test_a_run_of_one_job_uses_the_kernels_compiled_for_many():
         assert r.jobs["finish_s"].to_list() == [7.5]
     one_view = state.record_fields(state.new_records(1))["run"]["attained"]
     assert one_view.flags.c_contiguous and str(state.arg_type(one_view)) == "array(float64, 1d, A)"
+
+
+def test_a_run_looks_its_kernel_up_once_not_at_every_return_to_python(monkeypatch):
+    """A planner or a Python policy returns to Python at every step; typing the kernel's ~80 array
+    arguments to find its compiled code costs ~0.1-0.5 ms, so a run looks it up once per path
+    (without this, Optimus on 2,000 jobs took 1.8 s instead of 0.17 s)."""
+    import fastblox
+    from fastblox import engine as fengine
+
+    calls = []
+    real = fengine.kengine.entry
+    monkeypatch.setattr(fengine.kengine, "entry", lambda *a: calls.append(1) or real(*a))
+    r = fastblox.simulate(fastblox.gavel_like_workload(150, seed=2), cluster="2x4", policy="optimus")
+    assert r.summary["num_steps"] > 100 and len(calls) <= 2  # (the kernel's first load, and the run's lookup)
