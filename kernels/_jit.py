@@ -72,15 +72,20 @@ def _cache_parents() -> list[Path]:
 
 @functools.cache
 def _prune(parent: Path) -> None:
-    """Mark this digest's folder used (its mtime) and remove the folders of other kernel sources
-    not used for STALE_DAYS days; once per parent and process."""
+    """:func:`prune_stale` for this digest's kernels; once per parent and process."""
+    prune_stale(parent, CACHE_PREFIX, CACHE_PREFIX + source_digest())
+
+
+def prune_stale(parent: Path, prefix: str, mine: str) -> None:
+    """Mark ``parent/mine`` used (its mtime) and remove the other ``prefix*`` folders of ``parent``
+    not used for STALE_DAYS days (the caches of other sources: kernels here, parsed traces in
+    ``fastblox.traces.cache``)."""
     cutoff = time.time() - STALE_DAYS * 86400
-    mine = CACHE_PREFIX + source_digest()
     try:
         os.utime(parent / mine)
     except OSError:
         pass
-    for d in parent.glob(CACHE_PREFIX + "*"):
+    for d in parent.glob(prefix + "*"):
         try:
             if d.name != mine and d.is_dir() and d.stat().st_mtime < cutoff:
                 shutil.rmtree(d, ignore_errors=True)

@@ -7,10 +7,11 @@ the pickled :class:`~fastblox.workload.Workload` (arrays, extra columns, the dro
 where they were) and parses nothing. Only files up to ``MAX_BYTES`` are cached (a larger trace is not
 start-up bound); a read that raised or warned is not cached (its warnings are shown at every
 read), nor one of a format that also reads other files (``self_contained=False``: Gavel's traces,
-Alibaba PAI's job table, Pollux's with a duration table). Entries live in ``<cache>/traces-<digest>/`` beside the kernel cache (``NUMBA_CACHE_DIR``
-if set, else ``~/.cache/fastblox``); folders of other reader sources unused for ``STALE_DAYS`` days
-are removed, as the kernels' are, and a folder keeps its ``MAX_ENTRIES`` most recently used entries.
-``FASTBLOX_TRACE_CACHE=0`` turns it off.
+Alibaba PAI's job table, Pollux's with a duration table). Entries live in ``<cache>/traces-<digest>/``
+beside the kernel cache (``NUMBA_CACHE_DIR`` if set, else ``~/.cache/fastblox``); folders of other
+reader sources unused for two weeks are removed, as the kernels' are (``kernels._jit.prune_stale``),
+and a folder keeps its ``MAX_ENTRIES`` most recently used entries. ``FASTBLOX_TRACE_CACHE=0`` turns
+it off.
 """
 
 from __future__ import annotations
@@ -19,9 +20,7 @@ import functools
 import hashlib
 import os
 import pickle
-import shutil
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
@@ -29,7 +28,6 @@ from pathlib import Path
 MAX_BYTES = 16 << 20
 #: entries kept per folder: past it, the least recently used go (a sweep over many generated traces)
 MAX_ENTRIES = 256
-STALE_DAYS = 14
 PREFIX = "traces-"
 #: hits and misses of this process (the tests read them)
 STATS = {"hit": 0, "miss": 0}
@@ -60,20 +58,15 @@ def _parent() -> Path:
 @functools.cache
 def _folder() -> Path | None:
     """This digest's folder (created; stale folders of other digests pruned), None if not writable."""
+    from ..kernels._jit import prune_stale
+
     parent = _parent()
     mine = parent / (PREFIX + source_digest())
     try:
         mine.mkdir(parents=True, exist_ok=True)
-        os.utime(mine)
     except OSError:
         return None
-    cutoff = time.time() - STALE_DAYS * 86400
-    for d in parent.glob(PREFIX + "*"):
-        try:
-            if d != mine and d.is_dir() and d.stat().st_mtime < cutoff:
-                shutil.rmtree(d, ignore_errors=True)
-        except OSError:
-            pass
+    prune_stale(parent, PREFIX, mine.name)
     return mine
 
 
@@ -157,12 +150,16 @@ def _store(entry: Path, w) -> None:
     """Write ``w`` to ``entry`` atomically (a reader in another process sees all of it or nothing)."""
     try:
         fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
+    except OSError:
+        return
+    try:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(w, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, entry)
-        _prune_entries(entry.parent)
-    except OSError:
+    except (OSError, pickle.PicklingError, TypeError, AttributeError):  # (the read stands; only not cached)
         try:
             os.unlink(tmp)
-        except (OSError, UnboundLocalError):
+        except OSError:
             pass
+        return
+    _prune_entries(entry.parent)
