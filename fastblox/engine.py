@@ -15,9 +15,11 @@ import contextlib
 import dataclasses
 import enum
 import inspect
+import itertools
 import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,7 +187,8 @@ def state_kind(st: "NativeState") -> str:
     """The ``_warm`` kind of a native run's state (with ``+events`` when it has node events, and
     ``+user:DIGEST`` for a user policy compiled into the kernel: a kernel of its own)."""
     user = getattr(st.pp, "fn", None)
-    return (native_kind(st.ci) + ("+py" if hasattr(st.pp, "columns") else "") + ("+events" if st.events.t.shape[0] else "")
+    py = "+pyrow" if hasattr(st.pp, "marks") else "+py" if hasattr(st.pp, "columns") else ""
+    return (native_kind(st.ci) + py + ("+events" if st.events.t.shape[0] else "")
             + (f"+user:{user.digest}" if user is not None else ""))
 
 
@@ -194,7 +197,7 @@ def kind_of(scheduler, preempt: bool | None = None) -> str:
     pol = parts.resolve_policy(scheduler)
     ci = np.zeros(kengine.C_SIZE, dtype=np.int64)
     ci[kengine.C_KIND] = pol.kind
-    ci[kengine.C_PY] = int(pol.fn is not None or pol.planner is not None)
+    ci[kengine.C_PY] = int(_called_per_step(pol))
     ci[kengine.C_PREEMPT] = int(pol.preemptive if preempt is None else preempt)
     if pol.job_fn is not None:  # (a per-job user policy: a kernel of its own, as state_kind names it)
         from . import userpol
@@ -202,7 +205,13 @@ def kind_of(scheduler, preempt: bool | None = None) -> str:
         _, d = userpol.compile_for_job(pol.name, pol.job_fn, pol.state)
         userpol.POLICIES[d] = pol
         return native_kind(ci) + f"+user:{d}"
-    return native_kind(ci) + ("+py" if pol.fn is not None else "")
+    return native_kind(ci) + ("" if pol.fn is None else "+pyrow" if pol.rowwise else "+py")
+
+
+def _called_per_step(pol: parts.Policy) -> bool:
+    """Whether the kernel asks Python for every active job's keys (or a plan) at each step (a
+    row-wise Python policy takes the sorted-queue path and is asked for a few jobs' only)."""
+    return (pol.fn is not None and not pol.rowwise) or pol.planner is not None
 
 
 def spec_kind(r: RunSpec) -> str | None:
@@ -252,9 +261,9 @@ def _warm_now(kind: str) -> float:
                 from .userpol import POLICIES as USER
 
                 st._set_policy(USER[user[0]], {})
-            if "py" in flags:  # (a Python policy's parameters carry its JobView's buffers)
-                st._set_policy(parts.Policy("warm", enums.POL_CUSTOM, True, True, "", fn=lambda jobs, now: jobs.submit_s),
-                               {})
+            if "py" in flags or "pyrow" in flags:  # (a Python policy's parameters carry its JobView's buffers)
+                st._set_policy(parts.Policy("warm", enums.POL_CUSTOM, True, True, "", fn=lambda jobs, now: jobs.submit_s,
+                                            rowwise="pyrow" in flags), {})
             if "events" in flags:
                 st.events = KEvents(np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
             kengine.load(kengine.PATHS[path], *st.kernel_args())
@@ -331,13 +340,19 @@ def _policy_params(policy: parts.Policy, opts: dict, w: Workload) -> PolicyParam
 
         return userpol.params(policy, pp, w)
     if policy.fn is not None:  # (a Python policy: the kernel fills its JobView's buffers)
-        from .kernels.userpol import PyParams
+        from .kernels.userpol import PyParams, PyRowParams
 
         n = len(w)
         view = parts.JobView(*(np.empty(n, dtype=d) for d in VIEW_DTYPES))
-        return PyParams(thr, gx, gv, np.ascontiguousarray(w.job_id, dtype=np.int64),
-                        np.ascontiguousarray(w.duration_s, dtype=np.float64), view,  # (its ``columns``)
-                        np.zeros(1, dtype=np.int64))  # (its ``need``: no column read yet)
+        py = PyParams(thr, gx, gv, np.ascontiguousarray(w.job_id, dtype=np.int64),
+                      np.ascontiguousarray(w.duration_s, dtype=np.float64), view,  # (its ``columns``)
+                      np.zeros(1, dtype=np.int64),  # (its ``need``: no column read yet)
+                      np.zeros(1, dtype=np.int64))  # (its ``token``: set by the NativeState that runs it)
+        if not policy.rowwise:
+            return py
+        return PyRowParams(*py, np.zeros(n, dtype=np.int64), np.zeros(n),  # (rank_of, key_of)
+                           np.empty(n, dtype=np.int64), np.zeros(1, dtype=np.int64),  # (marks, n_marks)
+                           np.array([0, 1, 0], dtype=np.int64), np.zeros(2))  # (check: first at call 1; check_key)
     return pp
 
 
@@ -370,8 +385,12 @@ def not_switchable(policy: parts.Policy) -> str | None:
                 "does not set for the jobs already there")
     if policy.state:
         return "keeps per-job state from when jobs start or stop, which a switch on a paused run cannot give it"
+    if policy.rowwise:
+        return "is row-wise (it keys jobs as they start waiting); switch to it without rowwise=True"
     return None
 
+
+_TOKENS = itertools.count(1)  # (NativeState._register_callback)
 
 #: the kernel's counters a Python caller may read (``NativeState.counter``), by name
 COUNTERS = {"steps": kengine.I_N_STEPS, "failures": kengine.I_N_FAIL, "migrations": kengine.I_N_MIGRATE,
@@ -513,7 +532,7 @@ class NativeState:
         ci[kengine.C_POLICY] = policy.code
         ci[kengine.C_DYNAMIC] = int(policy.dynamic)
         ci[kengine.C_KIND] = policy.kind
-        ci[kengine.C_PY] = int(policy.fn is not None or policy.planner is not None)
+        ci[kengine.C_PY] = int(_called_per_step(policy))
         ci[kengine.C_HOL] = int(not opts.get("backfill", True))
         cf[kengine.CF_PROMOTE] = float(opts.get("promote", 0.0))
         cf[kengine.CF_THEMIS_F] = float(opts.get("f", 0.0))
@@ -521,6 +540,22 @@ class NativeState:
         self.planner = policy.planner(self, opts) if policy.planner is not None else None
         self._entries = {}  # (path marker type, no node events) -> the compiled kernel's entry point
         self._view_cls = None  # (the Python policy's JobView class: _make_view_cls)
+        self._py_at = None  # (na, t) of the Python policy's call being answered
+        self._register_callback()
+
+    def _register_callback(self) -> None:
+        """A run with a Python policy gets a token of its own in ``kernels.userpol.PY_RUNS``, by
+        which its kernel calls back :meth:`_py_keys` (held weakly: the entry leaves with the run)."""
+        if not hasattr(self.pp, "token"):
+            return
+        from .kernels.userpol import PY_RUNS
+
+        token = next(_TOKENS)
+        self.pp = self.pp._replace(token=np.array([token], dtype=np.int64))
+        ref = weakref.ref(self)
+        PY_RUNS[token] = lambda na, t: ref()._py_keys(na, t)
+        weakref.finalize(self, PY_RUNS.pop, token, None)
+        self._py_error = None  # (what the callback caught: drive raises it)
 
     def set_policy(self, policy: parts.Policy, opts: dict | None = None, preempt: bool | None = None) -> None:
         """Switch a paused run to another policy (the waiting queue is re-keyed). Orderings only:
@@ -554,9 +589,13 @@ class NativeState:
             new.pp = self.pp._replace(err=self.pp.err.copy())
         if hasattr(self.pp, "state"):  # (a compiled user policy's state and wake-ups: each copy its own)
             new.pp = new.pp._replace(state=self.pp.state.copy(), wake_at=self.pp.wake_at.copy())
-        if hasattr(self.pp, "columns"):  # (a Python policy's view buffers)
+        if hasattr(self.pp, "columns"):  # (a Python policy's view buffers, and its own call back)
             new.pp = new.pp._replace(columns=parts.JobView(*(b.copy() for b in self.pp.columns)),
                                      need=self.pp.need.copy())
+            if hasattr(self.pp, "marks"):  # (a row-wise one's keys and marks)
+                new.pp = new.pp._replace(**{f: getattr(self.pp, f).copy() for f in (
+                    "rank_of", "key_of", "marks", "n_marks", "check", "check_key")})
+            new._register_callback()
         new.planner = self.planner.copy(new) if self.planner is not None and hasattr(self.planner, "copy") else (
             self.policy.planner(new, self.opts) if self.policy.planner is not None else None)
         return new
@@ -596,8 +635,8 @@ class NativeState:
                     return DriveCode.PAUSED
                 self.ci[kengine.C_BUDGET] = slicer.budget
                 continue
-            if code == kengine.NEED_KEYS:
-                self._answer_keys()
+            if code == kengine.PY_FAILED:
+                self._raise_py_error()
             elif code == kengine.NEED_PLAN:
                 self._answer_plan()
             elif code == kengine.NO_PROGRESS:
@@ -607,7 +646,7 @@ class NativeState:
                     "this is a bug in fastblox, please report it")
             else:
                 return DriveCode(code)
-            # Python policies return every step: the slicer looks in once a slice's time
+            # planners return every step: the slicer looks in once a slice's time
             if slicer is not None and slicer.due() and slicer.between(self.progress):
                 return DriveCode.PAUSED
 
@@ -630,6 +669,8 @@ class NativeState:
 
     @property
     def now(self) -> float:
+        if self._py_at is not None:  # (in a Python policy's call: the kernel keeps the time in a local)
+            return self._py_at[1]
         return float(self.sf[kengine.F_T])
 
     def counter(self, name: str) -> int:
@@ -658,6 +699,9 @@ class NativeState:
         self.si[kengine.I_TRACKED_LEFT] = self.run.status.shape[0] + 1
 
     def active_idx(self) -> np.ndarray:
+        """The active jobs (in a Python policy's call: the jobs it keys)."""
+        if self._py_at is not None:
+            return self.s.active[: self._py_at[0]]
         return self.s.active[: self.si[kengine.I_N_ACTIVE]]
 
     def job_view(self, idx: np.ndarray | None = None) -> parts.JobView:
@@ -670,32 +714,56 @@ class NativeState:
         self._view_into(idx, ALL_COLUMNS, view)
         return view
 
-    def _view_into(self, idx: np.ndarray, mask: int, view) -> None:
-        """The columns in ``mask`` (``kernels.userpol.view_into``) of the jobs ``idx`` at the
-        current time into the first ``len(idx)`` entries of ``view``'s arrays."""
+    def _view_into(self, idx: np.ndarray, mask: int, view, t: float | None = None) -> None:
+        """The columns in ``mask`` (``kernels.userpol.view_into``) of the jobs ``idx`` at ``t``
+        (default: the current time) into the first ``len(idx)`` entries of ``view``'s arrays."""
         from .kernels.userpol import view_into
 
         r, w = self.run, self.w
-        kstate.call(view_into, idx, mask, self.now, float(self.cf[kengine.CF_RESTART_S]), w.job_id, w.submit_s,
+        kstate.call(view_into, idx, mask, self.now if t is None else t, float(self.cf[kengine.CF_RESTART_S]), w.job_id, w.submit_s,
                     w.num_gpus, w.duration_s, r.status, r.launch_t, r.wait_t, r.attained, r.attained_gpu, r.held,
                     r.work_left, r.rate, self.jobs.ref_rate, r.n_preempt, *view)
 
     def _fill_column(self, k: int) -> None:
         """Column ``k`` of the Python policy's view, which the kernel did not fill (the policy had
         not read it before): filled now, and by the kernel at every later step."""
-        self._view_into(self.active_idx(), 1 << k, self.pp.columns)
+        na, t = self._py_at
+        self._view_into(self.s.active[:na], 1 << k, self.pp.columns, t)
         self.pp.need[0] |= 1 << k
 
-    def _answer_keys(self) -> None:
-        """The Python policy's keys into ``s.keys``. It gets views of the first A entries of the
-        JobView buffers the kernel filled (valid during the call: a policy that keeps them
-        between calls must copy them); a column it had not read before is filled when it first
-        reads it (:func:`lazy_view_class`)."""
-        a = int(self.si[kengine.I_N_ACTIVE])
-        if self._view_cls is None:
-            self._view_cls = self._make_view_cls()
-        view = self._view_cls._make([b[:a] for b in self.pp.columns])
-        self.s.keys[:a] = user_keys(self.policy, view, self.now)
+    def _py_keys(self, na: int, t: float) -> int:
+        """The kernel's call back for the Python policy's keys of the ``na`` active jobs at ``t``
+        (``kernels.userpol.ask_python``), into ``s.keys[:na]``: 0. The policy gets views of the
+        first ``na`` entries of the JobView buffers the kernel filled (valid during the call: a
+        policy that keeps them between calls must copy them); a column it had not read before is
+        filled when it first reads it (:func:`lazy_view_class`). Anything it raises (Ctrl-C
+        included) is kept for :meth:`drive` to raise once the kernel has returned: 1."""
+        try:
+            self._py_at = (na, t)
+            if self._view_cls is None:
+                self._view_cls = self._make_view_cls()
+            view = self._view_cls._make([b[:na] for b in self.pp.columns])
+            self.s.keys[:na] = user_keys(self.policy, view, t)
+            return 0
+        except BaseException as e:  # noqa: BLE001 - raised by drive, outside the kernel
+            self._py_error = e
+            return 1
+        finally:
+            self._py_at = None
+
+    def _raise_py_error(self):
+        e, self._py_error = self._py_error, None
+        bad = int(self.pp.check[2]) - 1 if hasattr(self.pp, "check") else -1
+        if e is None and bad >= 0:  # (a row-wise policy whose keys depend on the other jobs)
+            k0, k1 = (float(k) for k in self.pp.check_key)
+            raise ConfigError(
+                f"policy {self.policy.name!r} is declared rowwise=True, but job {int(self.w.job_id[bad])} got key {k0!r} "
+                f"when it started waiting and {k1!r} at t = {self.now:g} s, keyed with the other jobs: its key depends "
+                "on the other jobs (or on hidden state); drop rowwise=True")
+        if e is None:  # (the kernel found no call back for its token)
+            raise SimulationError(f"the kernel could not call policy {self.policy.name!r} back; this is a bug "
+                                  "in fastblox, please report it")
+        raise e
 
     def _make_view_cls(self) -> type:
         """The class of the Python policy's view: :func:`lazy_view_class`, or for a numba-compiled
@@ -705,7 +773,8 @@ class NativeState:
             return lazy_view_class(self)
         from .kernels.userpol import ALL_COLUMNS
 
-        self._view_into(self.active_idx(), ALL_COLUMNS, self.pp.columns)
+        na, t = self._py_at
+        self._view_into(self.s.active[:na], ALL_COLUMNS, self.pp.columns, t)
         self.pp.need[0] = ALL_COLUMNS
         return parts.JobView
 

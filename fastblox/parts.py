@@ -113,6 +113,7 @@ class Policy:
     default_round_s: float | None = None  # e.g. Gavel's 360 s
     job_fn: Callable | None = None  # a user's per-job key function, compiled into the kernel (fastblox.userpol)
     state: tuple = ()  # a per-job user policy's state columns: ((name, numpy dtype, initial value), ...)
+    rowwise: bool = False  # a Python policy whose key of a job reads that job's row only (and not now)
 
     def resolve_options(self, given: dict | None) -> dict:
         """Defaults overridden by ``given`` (values or strings); unknown names and bad values raise."""
@@ -204,7 +205,7 @@ class Admission:
 
 
 def policy(name: str | None = None, preemptive: bool = True, description: str = "", replace: bool = False,
-           per_job: bool = False, state: dict | None = None):
+           per_job: bool = False, state: dict | None = None, rowwise: bool = False):
     """Register a user policy: ``fn(jobs: JobView, now_s: float) -> keys`` (lower runs first),
     called from Python at every step with the active jobs' columns (plain numpy, or a
     ``numba.njit`` function taking the same arguments). Example::
@@ -212,6 +213,14 @@ def policy(name: str | None = None, preemptive: bool = True, description: str = 
         @fastblox.policy("fewest-gpus-first")
         def fewest_gpus(jobs, now):
             return jobs.num_gpus * 1e9 + jobs.submit_s
+
+    ``rowwise=True``: a promise that a job's key depends on its own row only (not on the other
+    jobs) and the function does not read ``now_s`` (``jobs.num_gpus * 1e9 + jobs.submit_s`` is
+    row-wise, ``jobs.attained_s / jobs.attained_s.max()`` is not). A waiting job's key then
+    cannot move while it waits, and the run takes the sorted-queue path of the built-in
+    ``las``/``srtf``: the function is called with the jobs that started waiting since the last
+    step and the running ones, not with every active job (3-5x faster on a loaded cluster; the
+    same results for a function that keeps the promise).
 
     ``per_job=True``: ``fn(job, now_s) -> key`` or ``(rank, key)`` of ONE job (``job``'s fields
     are that job's numbers), compiled with numba into the simulation kernel: no Python per step
@@ -233,11 +242,22 @@ def policy(name: str | None = None, preemptive: bool = True, description: str = 
         else:
             if state:
                 raise ConfigError(f"policy {pname!r}: state= needs per_job=True (the function of one job keeps it)")
-            pol = Policy(pname, enums.POL_CUSTOM, preemptive, True, desc, fn=fn)
+            pol = Policy(pname, enums.POL_CUSTOM, preemptive, True, desc, fn=fn, rowwise=_rowwise(pname, fn, rowwise))
         POLICIES.register(pname, pol, replace=replace)
         return fn
 
     return deco
+
+
+def _rowwise(name: str, fn, rowwise: bool) -> bool:
+    """``rowwise`` checked: a function that reads ``now`` cannot promise fixed keys while jobs wait."""
+    if rowwise:
+        from .userpol import reads_now
+
+        if reads_now(fn):
+            raise ConfigError(f"policy {name!r}: rowwise=True needs a key that does not read now (a waiting job's key "
+                              "must not move while it waits); drop rowwise=True, or the use of now")
+    return bool(rowwise)
 
 
 def resolve_policy(spec) -> Policy:

@@ -19,8 +19,9 @@ plain-Python twin):
   are stopped, then the plan is placed in key order).
 
 All state lives in NamedTuples of arrays owned by the caller (``kernels.state``), so a run can
-pause to ask Python for keys or a plan (``NEED_KEYS``/``NEED_PLAN``), stop at a given time
-(``PAUSED``), resume, and be copied to simulate ahead.
+call back into Python for a Python policy's keys (``kernels.userpol.ask_python``), pause to ask
+Python for a plan (``NEED_PLAN``), stop at a given time (``PAUSED``), resume, and be copied to
+simulate ahead.
 
 Cost per step: O(W) for the walk over W waiting jobs (a sorted insert per arrival is
 O(log W + shift)); O(A log A) for ordering the A active jobs when the preempting path is taken
@@ -59,14 +60,14 @@ from .enums import (
 from .placement import assign, release, set_node_bit, spans
 from .rates import launch_rate
 from .state import entry
-from .userpol import is_user, py_view, user_key, user_wake, user_wakes
+from .userpol import is_py_row, is_user, py_keys, py_mark, py_view, user_key, user_wake, user_wakes
 from .walk import place, resort, sort_jobs, stable_order, walk
 
 INF = np.inf
 
 # codes returned by advance()
 FINISHED = 0
-NEED_KEYS = 1
+PY_FAILED = 1  # the Python policy's call back failed (it raised, or returned bad keys): it holds why
 DEADLOCK = 2
 PAUSED = 3
 NEED_PLAN = 4
@@ -474,7 +475,9 @@ def sort_small(a, m, rank, key):
 
 @helper(nrt=False, inline=True)
 def set_key(policy, j, t, jobs, run, q, pp, restart_s):
-    """Key a job that starts waiting (``q.wrank``/``q.wkey``)."""
+    """Key a job that starts waiting (``q.wrank``/``q.wkey``; a row-wise Python policy's: a
+    provisional key until the step's call back, ``py_row_step``)."""
+    py_mark(pp, j)
     r, k = rank_key(policy, j, t, jobs, run, pp, restart_s)
     q.wrank[j] = r
     q.wkey[j] = k
@@ -1358,6 +1361,8 @@ def _ov_path_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n
 @overload(policy_key, jit_options=_OV)
 def _ov_policy_key(policy, j, t, running, el, jobs, run, pp, restart_s):
     args = "j, t, running, el, jobs, run, pp, restart_s"
+    if is_py_row(pp):  # (the key Python gave the job at the last step, or a provisional one: py_mark)
+        return lambda policy, j, t, running, el, jobs, run, pp, restart_s: (pp.rank_of[j], pp.key_of[j])
     if is_user(pp):
         return _chain("key", args, "0, 0.0", "", user_key, "policy, " + args)
     return _chain("key", args, "0, 0.0")
@@ -1388,11 +1393,78 @@ def _user_keys(policy, t, jobs, run, s, na, restart_s, pp):
         s.keys[a] = k
 
 
+def py_row_step(pp, q, s, t, jobs, run, restart_s, h, nw, nr, preempt):
+    """Before a scheduling step of a row-wise Python policy (``kernels.userpol.PyRowParams``):
+    one call back keys the jobs marked since the last step (``py_mark``: the tail of the
+    waiting queue, at a provisional rank) and, when the step may preempt, the ``nr`` running
+    jobs; the marked jobs are then merged into the queue at their keys. Returns ``(the keys
+    are there, h, nw)``; for any other policy ``(True, h, nw)``. Compiled: the overload below."""
+    raise NotImplementedError("compiled only")
+
+
+@overload(py_row_step, jit_options=_OV_NRT)
+def _ov_py_row_step(pp, q, s, t, jobs, run, restart_s, h, nw, nr, preempt):
+    if not is_py_row(pp):
+        return lambda pp, q, s, t, jobs, run, restart_s, h, nw, nr, preempt: (True, h, nw)
+
+    def impl(pp, q, s, t, jobs, run, restart_s, h, nw, nr, preempt):
+        nd = pp.n_marks[0]
+        marks = pp.marks
+        m = 0
+        for x in range(nd):
+            s.active[m] = marks[x]
+            m += 1
+        if preempt:
+            for a in range(nr):
+                s.active[m] = q.rq[a]
+                m += 1
+        pp.check[0] += 1
+        m_keyed = m
+        if pp.check[0] == pp.check[1]:  # (the promise's check: every waiting job keyed again, with the others)
+            pp.check[1] *= 2
+            for a in range(h, h + nw - nd):
+                s.active[m] = q.wq[a]
+                m += 1
+        if m == 0:
+            return True, h, nw
+        py_view(pp, s, m, t, jobs, run, restart_s)
+        if not py_keys(pp, m, t):
+            return False, h, nw
+        for a in range(m_keyed, m):
+            j = s.active[a]
+            k0, k1 = pp.key_of[j], s.keys[a]
+            if abs(k1 - k0) > 1e-9 * max(1.0, abs(k0), abs(k1)):
+                pp.check[2] = j + 1
+                pp.check_key[0] = k0
+                pp.check_key[1] = k1
+                return False, h, nw
+        for a in range(m_keyed):
+            j = s.active[a]
+            pp.rank_of[j] = 0
+            pp.key_of[j] = s.keys[a]
+        if nd > 0:
+            nw -= nd  # (the marked jobs: the tail of the queue, at rank UNKEYED)
+            for x in range(nd):
+                j = marks[x]
+                q.wrank[j] = 0
+                q.wkey[j] = pp.key_of[j]
+            if nd <= 32:
+                sort_small(marks, nd, q.wrank, q.wkey)
+            else:
+                sort_jobs(marks[:nd].copy(), nd, q.wrank, q.wkey, marks)
+            h, nw = wq_merge(q, h, nw, marks, nd)
+            pp.n_marks[0] = 0
+        return True, h, nw
+
+    return impl
+
+
 # ------------------------------------------------------------------------------- the driver
 def advance(jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf):
-    """Run until every tracked job has finished (``FINISHED``), Python must supply keys
-    (``NEED_KEYS``: into ``s.keys[:n]`` for ``s.active[:n]``, ``n = si[I_N_ACTIVE]``) or a plan
-    (``NEED_PLAN``: keys as above plus ``run.want``/``run.want_type`` of those jobs), the next
+    """Run until every tracked job has finished (``FINISHED``), Python must supply a plan
+    (``NEED_PLAN``: keys into ``s.keys[:n]`` for ``s.active[:n]``, ``n = si[I_N_ACTIVE]``, and
+    ``run.want``/``run.want_type`` of those jobs), a Python policy's call back for keys failed
+    (``PY_FAILED``: the run cannot go on), the next
     step would pass ``cf[CF_STOP_T]`` (``PAUSED``), it made ``ci[C_BUDGET]`` passes (scheduling
     times) in this call (``SLICE_END``), no progress is possible (``DEADLOCK``), or time stopped
     moving (``NO_PROGRESS``: ``no_progress_limit`` passes or wake-ups at one instant).
@@ -1491,13 +1563,20 @@ def _advance(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf
             if not go:
                 continue
             na = _path_collect(path, s, q, wq_head, n_wait, n_running)
+            if na < 0:
+                ok, wq_head, n_wait = py_row_step(pp, q, s, t, jobs, run, cf[CF_RESTART_S], wq_head, n_wait,
+                                                  n_running, ci[C_PREEMPT] != 0)
+                if not ok:
+                    code = PY_FAILED
+                    break
             if na >= 0:
                 n_active = na
                 if py:
                     py_view(pp, s, na, t, jobs, run, cf[CF_RESTART_S])  # (a Python policy's JobView)
-                    pending = 1
-                    code = NEED_PLAN if kind == KIND_PLAN else NEED_KEYS
-                    break
+                    if kind == KIND_PLAN or not py_keys(pp, na, t):  # (a planner: Python answers on return)
+                        pending = 1
+                        code = NEED_PLAN if kind == KIND_PLAN else PY_FAILED
+                        break
         pending = 0
         nl, ns, n_pre, slow, last_l, h, nw, nr, free, n_ro, busy, lost, n_migrate = _path_step(
             path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, wq_head, n_wait, n_running, free, n_ro, busy,

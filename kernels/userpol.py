@@ -29,11 +29,13 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numba
 import numpy as np
 from numba.core import types
 from numba.extending import NativeValue, models, overload, register_model, typeof_impl, unbox
 
 from .enums import RUNNING
+
 
 ERR_NONE = 0
 ERR_RAISED = 1  # the key function raised
@@ -97,10 +99,11 @@ class PyParams(NamedTuple):
     """``PolicyParams`` of a run whose keys come from a Python function of all active jobs
     (``fastblox.policy`` without ``per_job``): the built-in ones' fields, the ``JobView`` columns
     the kernel's state does not have (``job_id``, ``duration_s``) and ``columns``, a ``JobView`` of
-    per-job buffers that the kernel fills for the active jobs (first A entries) when it returns
-    ``NEED_KEYS``: Python then calls the policy on views of them, with no copy and no second
-    kernel call. ``need`` (one int64) says which columns (bit k: the ``JobView``'s k-th field)
-    the kernel fills: those the policy has read so far (``fastblox.engine.lazy_view_class``)."""
+    per-job buffers that the kernel fills for the active jobs (first A entries) before it calls
+    back into Python for their keys (:func:`ask_python`): the policy gets views of them, with no
+    copy. ``need`` (one int64) says which columns (bit k: the ``JobView``'s k-th field) the kernel
+    fills: those the policy has read so far (``fastblox.engine.lazy_view_class``); ``token`` (one
+    int64) names the run in :data:`PY_RUNS`, whose callback writes the keys."""
 
     thresholds: np.ndarray
     gittins_x: np.ndarray
@@ -109,6 +112,53 @@ class PyParams(NamedTuple):
     duration_s: np.ndarray
     columns: tuple  # (not ``view``: numba refuses that attribute name outside arrays)
     need: np.ndarray
+    token: np.ndarray
+
+
+class PyRowParams(NamedTuple):
+    """``PolicyParams`` of a Python policy declared row-wise (``fastblox.policy(rowwise=True)``:
+    a job's key depends on its own row only, not on the other jobs, and the function does not
+    read ``now``): a waiting job's key then cannot move while it waits, so the run takes the
+    sorted-queue path of the built-in ``las``/``srtf``, and Python keys only the jobs that need
+    it, once per scheduling step: those that started waiting since the
+    last step (arrivals, suspended and failed jobs, ``marks[:n_marks[0]]``, queued at the tail
+    with a provisional rank until then) and the running ones. :class:`PyParams`' fields, then
+    ``rank_of``/``key_of`` (per job, its last key: what ``policy_key`` answers), ``marks``,
+    ``n_marks``."""
+
+    thresholds: np.ndarray
+    gittins_x: np.ndarray
+    gittins_v: np.ndarray
+    job_id: np.ndarray
+    duration_s: np.ndarray
+    columns: tuple
+    need: np.ndarray
+    token: np.ndarray
+    rank_of: np.ndarray
+    key_of: np.ndarray
+    marks: np.ndarray
+    n_marks: np.ndarray
+    check: np.ndarray
+    check_key: np.ndarray
+
+
+#: the provisional rank of a job waiting for its key from a row-wise Python policy: after every
+#: keyed job (a Python policy's ranks are 0)
+UNKEYED = 1
+
+
+def _is(pp, cls) -> bool:
+    return isinstance(pp, types.BaseNamedTuple) and getattr(pp, "instance_class", None) is cls
+
+
+def is_py(pp) -> bool:
+    """Whether the numba type ``pp`` is a Python policy's (:class:`PyParams`, :class:`PyRowParams`)."""
+    return _is(pp, PyParams) or _is(pp, PyRowParams)
+
+
+def is_py_row(pp) -> bool:
+    """Whether the numba type ``pp`` is a row-wise Python policy's :class:`PyRowParams`."""
+    return _is(pp, PyRowParams)
 
 
 def is_user(pp) -> bool:
@@ -189,7 +239,7 @@ def py_view(pp, s, na, t, jobs, run, restart_s):
 
 @overload(py_view, jit_options=_OV)
 def _ov_py_view(pp, s, na, t, jobs, run, restart_s):
-    if not (isinstance(pp, types.BaseNamedTuple) and getattr(pp, "instance_class", None) is PyParams):
+    if not is_py(pp):
         return lambda pp, s, na, t, jobs, run, restart_s: None
 
     def impl(pp, s, na, t, jobs, run, restart_s):
@@ -199,6 +249,56 @@ def _ov_py_view(pp, s, na, t, jobs, run, restart_s):
                   run.rate, jobs.ref_rate, run.n_preempt, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9])
 
     return impl
+
+
+def py_keys(pp, na, t):
+    """Python's keys for the ``na`` active jobs at ``t`` into ``s.keys[:na]``, by a call back
+    into the interpreter from the running kernel when ``pp`` is a :class:`PyParams` (the
+    kernel need not return, and be called again with its ~80 arrays, at every step: ~20 µs
+    a step saved); returns whether the keys are there (else the kernel stops with
+    ``PY_FAILED``). Compiled: the overload below; for other parameters, False."""
+    raise NotImplementedError("compiled only")
+
+
+@overload(py_keys, jit_options=_OV)
+def _ov_py_keys(pp, na, t):
+    if not is_py(pp):
+        return lambda pp, na, t: False
+    return lambda pp, na, t: ask_python(pp.token[0], na, t) == 0
+
+
+def py_mark(pp, j):
+    """Job ``j`` starts waiting: a row-wise Python policy gives it the provisional rank
+    :data:`UNKEYED` (it joins the tail of the queue) and a mark, to be keyed at the next
+    scheduling step; nothing for other policies. Compiled: the overload below."""
+    raise NotImplementedError("compiled only")
+
+
+@overload(py_mark, jit_options=_OV)
+def _ov_py_mark(pp, j):
+    if not is_py_row(pp):
+        return lambda pp, j: None
+
+    def impl(pp, j):
+        pp.rank_of[j] = UNKEYED
+        pp.key_of[j] = 0.0
+        pp.marks[pp.n_marks[0]] = j
+        pp.n_marks[0] += 1
+
+    return impl
+
+
+#: token -> the callback ``fn(na, t) -> status`` of a run with a Python policy (0: its keys are
+#: in ``s.keys[:na]``; anything else: it failed and holds why). Filled and emptied by
+#: ``fastblox.engine.NativeState``.
+PY_RUNS: dict = {}
+
+
+def call_python(token, na, t):
+    """The object-mode side of :func:`ask_python`: the run's callback, which catches its own
+    errors (a run that is not registered, a bug, answers 2)."""
+    cb = PY_RUNS.get(token)
+    return 2 if cb is None else cb(na, t)
 
 
 def user_wakes(pp):
@@ -250,6 +350,15 @@ def _ov_fail(err, code, j, t, k):
 
 # ----------------------------------------------------------------- the view of the Python form
 from ._jit import jit  # noqa: E402
+
+
+@jit(nogil=False)  # (its object-mode block takes the GIL: numba warns about a nogil function with one)
+def ask_python(token, na, t):
+    """:func:`call_python` from compiled code: the one place a kernel enters the interpreter
+    (numba's object mode: the GIL is taken for the call, ~1 µs)."""
+    with numba.objmode(status="int64"):
+        status = call_python(token, na, t)
+    return status
 
 
 #: ``view_into``'s ``mask`` for every column (a ``JobView`` has ten)
