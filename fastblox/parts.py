@@ -207,7 +207,7 @@ class Admission:
 def policy(name: str | None = None, preemptive: bool = True, description: str = "", replace: bool = False,
            per_job: bool = False, state: dict | None = None, rowwise: bool = False):
     """Register a user policy: ``fn(jobs: JobView, now_s: float) -> keys`` (lower runs first),
-    called from Python at every step with the active jobs' columns (plain numpy, or a
+    called back by the kernel at every step with the active jobs' columns (plain numpy, or a
     ``numba.njit`` function taking the same arguments). Example::
 
         @fastblox.policy("fewest-gpus-first")
@@ -219,8 +219,9 @@ def policy(name: str | None = None, preemptive: bool = True, description: str = 
     row-wise, ``jobs.attained_s / jobs.attained_s.max()`` is not). A waiting job's key then
     cannot move while it waits, and the run takes the sorted-queue path of the built-in
     ``las``/``srtf``: the function is called with the jobs that started waiting since the last
-    step and the running ones, not with every active job (3-5x faster on a loaded cluster; the
-    same results for a function that keeps the promise).
+    step and the running ones, not with every active job (several times faster on a long
+    queue; the same results for a function that keeps the promise, which is checked at the
+    steps 1, 2, 4, 8, ... of a run: docs/policies.md).
 
     ``per_job=True``: ``fn(job, now_s) -> key`` or ``(rank, key)`` of ONE job (``job``'s fields
     are that job's numbers), compiled with numba into the simulation kernel: no Python per step

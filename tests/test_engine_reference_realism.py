@@ -126,12 +126,20 @@ def _ref_attained_gpu(j, t):
     return j.attained_gpu + ((t - j.cur.t) * len(j.cur.gpus) if j.state == "running" else 0.0)
 
 
+def _rowwise(name, fn):
+    """A row-wise Python policy (``fastblox.policy(rowwise=True)``: the sorted-queue path)."""
+    return fastblox.parts.Policy(name, enums.POL_CUSTOM, True, True, "", fn=fn, rowwise=True)
+
+
 #: name -> (kernel policy fn(JobView, now), reference key factory(restart) -> key(job, t))
 KEY_FNS = {
     "fn-biggest": (lambda jobs, now: -jobs.num_gpus * 1e7 + jobs.submit_s,
                    lambda restart: (lambda j, t: -j.gpus * 1e7 + j.submit)),
     "fn-remaining": (lambda jobs, now: jobs.remaining_s, _ref_remaining),
     "fn-attained-gpu": (lambda jobs, now: jobs.attained_gpu_s, lambda restart: _ref_attained_gpu),
+    "row-biggest": (_rowwise("row-biggest", lambda jobs, now: -jobs.num_gpus * 1e7 + jobs.submit_s),
+                    lambda restart: (lambda j, t: -j.gpus * 1e7 + j.submit)),
+    "row-remaining": (_rowwise("row-remaining", lambda jobs, now: jobs.remaining_s), _ref_remaining),
 }
 BUILTIN = ["fifo", "las", "las-gpu", "srtf", "sjf"]
 POLICIES = BUILTIN + list(KEY_FNS) + [PLANNER]
@@ -413,6 +421,13 @@ def test_builtin_policies_match_reference(policy, case, cfg):
 @given(case=real_case(), cfg=_cfg(list(KEY_FNS)))
 def test_user_key_functions_match_reference(case, cfg):
     """The full-sort path: every active job re-keyed by a Python function at every step."""
+    check_case(case, cfg)
+
+
+@given(case=real_case(), cfg=_cfg(["row-biggest", "row-remaining"]))
+def test_rowwise_key_functions_match_reference(case, cfg):
+    """The row-wise path (``rowwise=True``): a Python function on the sorted-queue path, called
+    for the jobs that start waiting (arrivals, victims, jobs of failed nodes) and the running ones."""
     check_case(case, cfg)
 
 
