@@ -174,7 +174,50 @@ def _defer_blas_probe() -> None:
     linalg.ensure_blas = ensure_blas
 
 
-_defer_blas_probe()
+def _load_without_refresh() -> None:
+    """Load this package's cached kernels without refreshing numba's target context first.
+
+    Before each load from the cache, numba refreshes its CPU target: it starts the runtime
+    (NRT) and imports every module that registers an implementation (``numba.cpython.*``,
+    ``numba.np.arraymath``, ``npyimpl``, typed containers...), ~0.08 s of a warm ``fastblox
+    run``, to make sure it can compile. A cache hit compiles nothing: it links stored machine
+    code, which needs the runtime only. So for the kernels whose cache is ours
+    (:class:`KernelCacheLocator`) the load starts the runtime and skips the rest; a miss then
+    compiles as always (numba's compiler refreshes the context itself first), and so does any
+    other function (a user's ``numba.njit``)."""
+    from numba.core.runtime import rtsys
+
+    real = caching.Cache.load_overload
+
+    def load_overload(self, sig, target_context):
+        if not isinstance(getattr(self._impl, "locator", None), KernelCacheLocator):
+            return real(self, sig, target_context)
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    caching.Cache.load_overload = load_overload
+
+
+def _before_registries() -> None:
+    """Run :func:`_defer_blas_probe` when numba first loads its implementation registries (the
+    first compile of the process), not at import: a warm run loads its kernels without them
+    (:func:`_load_without_refresh`), and importing ``numba.np.linalg`` to defer the probe took
+    0.03 s of its start-up."""
+    from numba.core import cpu
+
+    real = cpu.CPUContext.load_additional_registries
+
+    def load_additional_registries(self):
+        cpu.CPUContext.load_additional_registries = real
+        _defer_blas_probe()
+        return real(self)
+
+    cpu.CPUContext.load_additional_registries = load_additional_registries
+
+
+_before_registries()
+_load_without_refresh()
 _lazy.install()
 
 _IMPL = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in numba 0.61
