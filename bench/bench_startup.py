@@ -72,14 +72,14 @@ def mark(name):
     T.append((name, time.perf_counter()))
 import numpy; mark("import numpy")
 import numba; mark("import numba")
-import fastblox.cli as cli; mark("import fastblox (+ numba.np.linalg)")
+import fastblox.cli as cli; mark("import fastblox")
 ap = cli.build_parser(); mark("argument parser (subcommands' modules)")
 a = ap.parse_args(sys.argv[1:])
 r = cli.cli_spec(a).resolved()
 from fastblox import engine
 from fastblox.runner import build_workload, workload_key
 kind = engine.spec_kind(r)
-engine._warm(kind); mark("kernel load: numba's target init + cached kernels")
+engine._warm(kind); mark("kernel load: numba runtime + cached kernels")
 w = build_workload(workload_key(r)); mark("read the trace (parsed-trace cache, else polars)")
 res = engine.simulate(w, r); mark("simulate (+ summary)")
 res.write(a.out); mark("write jobs.parquet + summary.json")
