@@ -130,3 +130,23 @@ def optimus_sizes(S, T, cap, free, size):
         if k < cap[i] and S[i, k + 1] > S[i, k]:
             n = _hpush(hg, hi, n, T[i, k] - T[i, k + 1], i)
     return free
+
+
+@jit
+def fifo_allocation(thr, sf, cap, x):
+    """Gavel's ``fifo_perf`` allocation into ``x[a, T]`` (zeros on entry): jobs in arrival order,
+    each given all of the fastest type (by its throughput ``thr[j]``; ties: the lower type) with
+    ``sf[j]`` GPUs still free, stopping at the first job no type can take."""
+    a, T = thr.shape
+    avail = np.empty(T, dtype=np.int64)
+    for t in range(T):
+        avail[t] = np.int64(cap[t])
+    for j in range(a):
+        best = -1
+        for t in range(T):
+            if avail[t] >= sf[j] and thr[j, t] > 0 and (best < 0 or thr[j, t] > thr[j, best]):
+                best = t
+        if best < 0:
+            break
+        x[j, best] = 1.0
+        avail[best] -= sf[j]

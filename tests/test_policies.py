@@ -296,6 +296,22 @@ def test_gavel_select_matches_reference(case):
     assert (thr[chosen, types[chosen]] > 0).all() and eligible[chosen].all()
 
 
+@given(select_case())
+@settings(max_examples=100, deadline=None)
+def test_gavel_fifo_allocation_matches_reference(case):
+    from fastblox.policies.gavel import fifo_allocation
+    from fastblox.reference.planners import fifo_allocation_reference
+
+    _, _, _, _, thr, sf, left, _, _ = case
+    x = fifo_allocation(thr, sf, left.astype(np.float64))
+    np.testing.assert_array_equal(x, fifo_allocation_reference(thr, sf, left.astype(np.float64)))
+    # invariants: a job gets one whole type or nothing, a prefix of the jobs is served, capacity holds
+    assert set(np.unique(x)) <= {0.0, 1.0} and (x.sum(axis=1) <= 1).all()
+    served = x.sum(axis=1) > 0
+    assert not (served[1:] & ~served[:-1]).any()
+    assert ((x * sf[:, None]).sum(axis=0) <= left).all()
+
+
 @given(st.integers(0, 15), st.integers(1, 6), st.integers(0, 40), st.data())
 @settings(max_examples=100, deadline=None)
 def test_optimus_sizes_matches_reference(a, cmax, free, data):

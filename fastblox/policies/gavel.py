@@ -183,17 +183,11 @@ def ftf_allocation(thr, sf, cap, elapsed, remaining, denom, tol=1e-3, max_iter=4
 
 
 def fifo_allocation(thr, sf, cap):
-    """Gavel's ``fifo_perf``: arrival order, the fastest type with room, stop at the first misfit."""
-    a, T = thr.shape
-    x = np.zeros((a, T))
-    avail = cap.astype(np.int64).copy()
-    for j in range(a):
-        ok = (avail >= sf[j]) & (thr[j] > 0)
-        if not ok.any():
-            break
-        t = int(np.argmax(np.where(ok, thr[j], -1.0)))
-        x[j, t] = 1.0
-        avail[t] -= sf[j]
+    """Gavel's ``fifo_perf``: arrival order, the fastest type with room, stop at the first misfit
+    (compiled: ``kernels.planners.fifo_allocation``)."""
+    x = np.zeros(thr.shape)
+    kplanners.fifo_allocation(np.ascontiguousarray(thr, dtype=np.float64), np.ascontiguousarray(sf, dtype=np.int64),
+                              np.ascontiguousarray(cap, dtype=np.float64), x)
     return x
 
 

@@ -62,3 +62,20 @@ def optimus_sizes_reference(S, T, cap, free):
         free -= 1
         push(i)
     return size, free
+
+
+def fifo_allocation_reference(thr, sf, cap):
+    """``kernels.planners.fifo_allocation`` with numpy: ``x[a, T]``."""
+    import numpy as np
+
+    a, T = thr.shape
+    x = np.zeros((a, T))
+    avail = cap.astype(np.int64).copy()
+    for j in range(a):
+        ok = (avail >= sf[j]) & (thr[j] > 0)
+        if not ok.any():
+            break
+        t = int(np.argmax(np.where(ok, thr[j], -1.0)))
+        x[j, t] = 1.0
+        avail[t] -= sf[j]
+    return x
