@@ -85,13 +85,23 @@ def cluster_from_gavel(spec: str) -> str:
     return ",".join(parts)
 
 
+OPTIMA = ("central", "vertex")
+
+
 def parse_options(opts: dict) -> dict:
-    """``--policy-opt`` values of ``--compat gavel``: ``seed`` (Gavel's ``--seed``, default 0)
-    and ``reset_s`` (its ``minimum_time_between_allocation_resets``, default 1920)."""
-    out = {"seed": DEFAULT_SEED, "reset_s": RESET_S}
+    """``--policy-opt`` values of ``--compat gavel``: ``seed`` (Gavel's ``--seed``, default 0),
+    ``reset_s`` (its ``minimum_time_between_allocation_resets``, default 1920) and ``optimum``
+    (which optimum of a max-min or finish-time-fairness problem with many: ``central``, the
+    default, or HiGHS' ``vertex``)."""
+    out = {"seed": DEFAULT_SEED, "reset_s": RESET_S, "optimum": "central"}
     for k, v in opts.items():
         if k not in out:
             raise ConfigError(f"--compat gavel has no policy option {k!r} (its options: {', '.join(out)})")
+        if k == "optimum":
+            if str(v).lower() not in OPTIMA:
+                raise ConfigError(f"optimum={v!r} for --compat gavel: expected one of {', '.join(OPTIMA)}")
+            out[k] = str(v).lower()
+            continue
         try:
             out[k] = int(v) if k == "seed" else float(v)
         except (TypeError, ValueError):
@@ -140,6 +150,12 @@ def job_throughputs(workload, types) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ allocations
+# Gavel's LPs often have many optima (the max-min level leaves capacity over; finish-time fairness
+# binds only its worst jobs). Gavel's ECOS, an interior-point method, returns the optimum at the end
+# of the central path: the analytic centre of the optimal face. HiGHS returns a vertex. Both are
+# computed here: HiGHS gives the optimal level (and the vertex, ``optimum=vertex``); the central
+# optimum is found by a log-barrier path over the same constraints as Gavel's cvxpy problem
+# (:func:`_central`), and its level is checked against HiGHS'. docs/fidelity.md measures both.
 def _linprog(c, a_ub, b_ub, bounds):
     from scipy.optimize import linprog
 
@@ -158,15 +174,17 @@ def _capacity_rows(m: int, n: int, sf: np.ndarray, nvar: int):
     return a
 
 
-def max_min_lp(thr: np.ndarray, sf: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """``MaxMinFairnessPolicyWithPerf``: maximise ``min_j sum_t thr[j,t] sf_j x[j,t] / P_j``,
-    ``P_j = sum_t thr[j,t] C_t / sum_t C_t`` (the proportional share's throughput), subject to the
-    base constraints. The optimum level is unique, the allocation often is not: HiGHS returns a
-    vertex; among the optima this one maximises the total of the normalised throughputs (Gavel's
-    interior-point ECOS returns a point inside the optimal face instead)."""
-    m, n = thr.shape
+def _max_min_coef(thr, sf, cap):
+    """``thr[j,t] sf_j / P_j``, ``P_j = sum_t thr[j,t] C_t / sum_t C_t`` (``ProportionalPolicy``)."""
     p = (thr * cap[None, :]).sum(axis=1) / cap.sum()
-    coef = thr * sf[:, None] / np.where(p > 0, p, 1.0)[:, None]
+    return thr * sf[:, None] / np.where(p > 0, p, 1.0)[:, None]
+
+
+def max_min_vertex(thr: np.ndarray, sf: np.ndarray, cap: np.ndarray) -> tuple:
+    """``MaxMinFairnessPolicyWithPerf`` by HiGHS: maximise ``min_j sum_t coef[j,t] x[j,t]`` over
+    the base constraints. Returns (a vertex optimum, the optimal level)."""
+    m, n = thr.shape
+    coef = _max_min_coef(thr, sf, cap)
     nx = m * n
     a = np.zeros((2 * m + n, nx + 1))
     a[:m + n, :nx] = _capacity_rows(m, n, sf, nx)
@@ -176,16 +194,155 @@ def max_min_lp(thr: np.ndarray, sf: np.ndarray, cap: np.ndarray) -> np.ndarray:
     b = np.concatenate([np.ones(m), cap, np.zeros(m)])
     c = np.zeros(nx + 1)
     c[nx] = -1.0
-    c[:nx] = -1e-6 * coef.reshape(-1) / max(m, 1)
-    bounds = [(0, None)] * nx + [(None, None)]
-    x = _linprog(c, a, b, bounds)
+    x = _linprog(c, a, b, [(0, None)] * nx + [(None, None)])
     if x is None:
         raise SimulationError("Gavel's max-min LP has no solution (HiGHS); this should not happen — please report it")
-    return np.clip(x[:nx].reshape(m, n), 0.0, 1.0)
+    return np.clip(x[:nx].reshape(m, n), 0.0, 1.0), float(x[nx])
 
+
+def max_min_lp(thr: np.ndarray, sf: np.ndarray, cap: np.ndarray, central: bool = True) -> np.ndarray:
+    """Gavel's max-min allocation: the central optimum (as ECOS), or HiGHS' vertex. Alike jobs
+    (same coefficients and size) share one block with their count as weight: the centre of a
+    symmetric problem is symmetric, so they get the same allocation either way."""
+    x_v, level = max_min_vertex(thr, sf, cap)
+    if not central:
+        return x_v
+    coef = _max_min_coef(thr, sf, cap)
+    key = np.concatenate([coef, sf[:, None]], axis=1)
+    uniq, inv, cnt = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    c_coef, c_sf = uniq[:, :-1], uniq[:, -1]
+    m, n = c_coef.shape
+    # one block per class: y = x (n entries); the level t: coef.x - t >= 0
+    lin = c_coef
+    y = _central(lin, -np.ones(m), np.zeros(m), None, c_sf, cap, cnt.astype(np.float64), maximise=True, level=level)
+    if y is None:
+        return x_v
+    return np.clip(y[:, :n], 0.0, 1.0)[inv]
+
+
+def _central(lin, alpha, beta, prod_thr, sf, cap, w, maximise, level, tol=1e-10, level_tol=1e-6):
+    """The analytic centre of the optimal face (the central path's end) of Gavel's problem in
+    block form: per job ``j`` a block ``y_j`` (its allocation ``x_j`` over the ``n`` types, then
+    for finish-time fairness its ``u_j`` >= 1 / throughput), one level ``t``; barrier terms (job
+    terms weighted by ``w_j``, alike jobs merged) for ``x >= 0``, ``sum_t x_j <= 1``,
+    ``sum_j w_j sf_j x_jt <= C_t``, ``lin_j . y_j + alpha_j t + beta_j >= 0`` and, with
+    ``prod_thr``, the second-order cone ``(thr_j . x_j) u_j >= 1``. Newton steps on the barrier
+    with a shrinking weight on the objective (``t`` maximised or minimised) until the duality gap
+    is below ``tol``; None when it does not reach HiGHS' optimal ``level`` (the caller then
+    keeps the vertex)."""
+    m, k = lin.shape
+    n = len(cap)
+    has_u = prod_thr is not None
+    x0 = 0.5 * min(1.0 / n, float(np.min(cap / max((w * sf).sum(), 1e-300))))
+    y = np.zeros((m, k))
+    y[:, :n] = x0
+    if has_u:
+        a = (prod_thr * y[:, :n]).sum(axis=1)
+        y[:, n] = 2.0 / a
+    g_lin = (lin * y).sum(axis=1) + beta
+    t = float(np.min(g_lin) * 0.5) if maximise else float(np.max(-g_lin / alpha) + 1.0)
+    sgn = -1.0 if maximise else 1.0
+    nu = float(w.sum() * (n + 2) + n + (m if has_u else 0))
+
+    def parts(y, t):
+        x = y[:, :n]
+        s1 = x
+        s2 = 1.0 - x.sum(axis=1)
+        s3 = cap - (w[:, None] * sf[:, None] * x).sum(axis=0)
+        s4 = (lin * y).sum(axis=1) + alpha * t + beta
+        s5 = (prod_thr * x).sum(axis=1) * y[:, n] - 1.0 if has_u else None
+        return s1, s2, s3, s4, s5
+
+    def ok(p):
+        return all(q is None or (q > 0).all() for q in p)
+
+    def value(y, t, mu, p):
+        s1, s2, s3, s4, s5 = p
+        f = sgn * t / mu - (w[:, None] * np.log(s1)).sum() - (w * np.log(s2)).sum() - np.log(s3).sum() \
+            - (w * np.log(s4)).sum()
+        return f - (np.log(s5).sum() if has_u else 0.0)
+
+    def newton(y, t, mu, p):
+        s1, s2, s3, s4, s5 = p
+        # gradient and Hessian blocks: B_j (k x k), h_j (coupling with t), h_tt; capacity rows low-rank
+        gy = np.zeros((m, k))
+        gy[:, :n] += -w[:, None] / s1 + (w / s2)[:, None]
+        gy[:, :n] += (sf[:, None] * w[:, None]) / s3[None, :]
+        gy += -(w / s4)[:, None] * lin
+        gt = sgn / mu - float((w * alpha / s4).sum())
+        B = np.zeros((m, k, k))
+        idx = np.arange(n)
+        B[:, idx, idx] += w[:, None] / s1 ** 2
+        B[:, :n, :n] += (w / s2 ** 2)[:, None, None]
+        B += (w / s4 ** 2)[:, None, None] * lin[:, :, None] * lin[:, None, :]
+        h = (w * alpha / s4 ** 2)[:, None] * lin
+        htt = float((w * alpha ** 2 / s4 ** 2).sum())
+        if has_u:
+            a = (prod_thr * y[:, :n]).sum(axis=1)
+            u = y[:, n]
+            dg = np.zeros((m, k))
+            dg[:, :n] = prod_thr * u[:, None]
+            dg[:, n] = a
+            gy += -dg / s5[:, None]
+            B += dg[:, :, None] * dg[:, None, :] / (s5 ** 2)[:, None, None]
+            B[:, :n, n] -= prod_thr / s5[:, None]
+            B[:, n, :n] -= prod_thr / s5[:, None]
+        # capacity: U[:, t] has w_j sf_j at x_jt; weight 1 / s3_t^2
+        U = np.zeros((m, k, n))
+        U[:, idx, idx] = (w * sf)[:, None]
+        d = 1.0 / s3 ** 2
+
+        def m_inv(r):  # (B + U diag(d) U^T)^-1 r, r: (m, k, c)
+            bi_r = np.linalg.solve(B, r)
+            bi_u = np.linalg.solve(B, U)
+            cap_m = np.diag(1.0 / d) + np.einsum("jkt,jks->ts", U, bi_u)
+            corr = np.linalg.solve(cap_m, np.einsum("jkt,jkc->tc", U, bi_r))
+            return bi_r - np.einsum("jkt,tc->jkc", bi_u, corr)
+
+        sol = m_inv(np.stack([-gy, h], axis=2))
+        my, mh = sol[:, :, 0], sol[:, :, 1]
+        schur = htt - float((h * mh).sum())
+        dt = (-gt - float((h * my).sum())) / schur
+        dy = my - mh * dt
+        dec = -(float((gy * dy).sum()) + gt * dt)
+        return dy, dt, dec
+
+    mu = 1.0
+    p = parts(y, t)
+    stuck = False
+    for _ in range(200):
+        for _ in range(60):
+            try:
+                with np.errstate(all="ignore"):
+                    dy, dt, dec = newton(y, t, mu, p)
+            except np.linalg.LinAlgError:  # slacks underflowed: as far as float64 goes
+                stuck = True
+                break
+            if not np.isfinite(dec) or dec < 1e-12:
+                stuck = stuck or not np.isfinite(dec)
+                break
+            f0, step = value(y, t, mu, p), 1.0
+            while step > 1e-12:
+                y2, t2 = y + step * dy, t + step * dt
+                p2 = parts(y2, t2)
+                if ok(p2) and value(y2, t2, mu, p2) <= f0 - 0.25 * step * dec:
+                    break
+                step *= 0.5
+            if step <= 1e-12:
+                break
+            y, t, p = y2, t2, p2
+            if dec < 1e-10:
+                break
+        if stuck or nu * mu < tol * max(1.0, abs(t)):
+            break
+        mu *= 0.2
+    if not abs(t - level) <= level_tol * max(1.0, abs(level)):
+        return None
+    return y
 
 def _ftf_feasible(thr, sf, cap, need):
-    """An allocation with ``sum_t thr[j,t] x[j,t] >= need_j`` for every job (None if none)."""
+    """HiGHS: an allocation with ``sum_t thr[j,t] x[j,t] >= need_j`` for every job (None if none)."""
     m, n = thr.shape
     nx = m * n
     a = np.zeros((2 * m + n, nx))
@@ -193,25 +350,27 @@ def _ftf_feasible(thr, sf, cap, need):
     for j in range(m):
         a[m + n + j, j * n:(j + 1) * n] = -thr[j]
     b = np.concatenate([np.ones(m), cap, -need])
-    c = -1e-6 * (thr / np.maximum(need, 1e-12)[:, None]).reshape(-1) / max(m, 1)
-    return _linprog(c, a, b, [(0, None)] * nx)
+    return _linprog(np.zeros(nx), a, b, [(0, None)] * nx)
 
 
-def ftf_lp(thr, sf, cap, since_start, remaining, isolated_time, rel_tol=1e-6, max_iter=60):
+def ftf_lp(thr, sf, cap, since_start, remaining, isolated_time, central=True, rel_tol=1e-7, max_iter=80):
     """``FinishTimeFairnessPolicyWithPerf``: minimise ``max_j (since_start_j + R_j / sum_t thr[j,t]
-    x[j,t]) / isolated_time_j`` over the base constraints, by bisection on the level (each probe
-    one feasibility LP, solved by HiGHS; the returned allocation is that of the lowest feasible
-    level found, which also maximises the total of the jobs' throughputs relative to their needs).
-    Returns None when no level is feasible (Gavel then falls back to the isolated allocation)."""
+    x[j,t]) / isolated_time_j`` over the base constraints. HiGHS finds the optimal level by
+    bisection (each probe one feasibility LP: ``sum_t thr[j,t] x[j,t] >= R_j / (level
+    isolated_time_j - since_start_j)``); the allocation is the central optimum (as ECOS; cvxpy
+    writes ``inv_pos`` as the cone ``a u >= 1``) or, ``central=False``, HiGHS' vertex at that
+    level. None when no level is feasible (Gavel then falls back to the isolated allocation)."""
     best_thr = thr.max(axis=1)
     if (best_thr <= 0).any():
         return None
+    m, n = thr.shape
     lo = float(np.max((since_start + remaining / best_thr) / isolated_time))
     hi, best = None, None
     probe = max(lo, 1e-9) * 2.0
     for _ in range(max_iter):  # find a feasible upper level
-        x = _ftf_feasible(thr, sf, cap, remaining / np.maximum(probe * isolated_time - since_start, 1e-300))
-        if x is not None and (probe * isolated_time - since_start > 0).all():
+        slack = probe * isolated_time - since_start
+        x = None if (slack <= 0).any() else _ftf_feasible(thr, sf, cap, remaining / slack)
+        if x is not None:
             hi, best = probe, x
             break
         lo, probe = probe, probe * 4.0
@@ -227,8 +386,14 @@ def ftf_lp(thr, sf, cap, since_start, remaining, isolated_time, rel_tol=1e-6, ma
             lo = mid
         else:
             hi, best = mid, x
-    m, n = thr.shape
-    return np.clip(best.reshape(m, n), 0.0, 1.0)
+    x_v = np.clip(best.reshape(m, n), 0.0, 1.0)
+    if not central:
+        return x_v
+    lin = np.zeros((m, n + 1))
+    lin[:, n] = -remaining / isolated_time
+    y = _central(lin, np.ones(m), -since_start / isolated_time, thr, sf.astype(np.float64), cap, np.ones(m),
+                 maximise=False, level=hi, level_tol=1e-5)
+    return x_v if y is None else np.clip(y[:, :n], 0.0, 1.0)
 
 
 class _Fifo:
@@ -296,7 +461,7 @@ class _Ftf:
         self.cum = {}
         self.prev_rem, self.prev_iso = {}, {}
 
-    def allocate(self, jobs, thr, sf, cap, since_start, remaining):
+    def allocate(self, jobs, thr, sf, cap, since_start, remaining, central=True):
         m = len(jobs)
         x_iso = (cap[None, :] / m) / sf[:, None]
         x_iso = x_iso / np.maximum(x_iso.sum(axis=1), 1.0)[:, None]
@@ -306,7 +471,7 @@ class _Ftf:
             if j in self.prev_rem:
                 self.cum[j] += (self.prev_rem[j] - remaining[k]) / self.prev_iso[j]
         expected_iso = np.array([self.cum[j] for j in jobs]) + remaining / iso
-        x = ftf_lp(thr, sf, cap, since_start, remaining, expected_iso)
+        x = ftf_lp(thr, sf, cap, since_start, remaining, expected_iso, central)
         self.prev_rem = dict(zip(jobs, remaining.tolist()))
         self.prev_iso = dict(zip(jobs, iso.tolist()))
         return x_iso if x is None else x
@@ -316,8 +481,9 @@ class _Ftf:
 class _Run:
     """One run of :func:`simulate`: ``Scheduler.simulate``'s loop, a method per part."""
 
-    def __init__(self, arrival, steps, sf, thr, counts, policy, seed, round_s, reset_s):
+    def __init__(self, arrival, steps, sf, thr, counts, policy, seed, round_s, reset_s, central=True):
         self.arrival, self.steps, self.sf, self.thr = arrival, steps, sf, thr
+        self.central = central
         self.kind, self.aware = POLICIES[policy]
         self.round_s, self.reset_s = float(round_s), float(reset_s)
         types = [t for t in WORKER_TYPES if counts.get(t, 0) > 0]
@@ -371,12 +537,12 @@ class _Run:
         if self.kind == "fifo":
             x = self.fifo.allocate(jobs, thr, self.sf[idx], cap, self.abc)
         elif self.kind == "max_min":
-            x = max_min_lp(thr if self.aware else np.ones_like(thr), sf, cap)
+            x = max_min_lp(thr if self.aware else np.ones_like(thr), sf, cap, self.central)
         else:
             t_eff = thr if self.aware else np.repeat(self.thr[idx][:, [self.types.index("v100")]]
                                                      if "v100" in self.types else thr[:, :1], len(self.abc), axis=1)
             rem = (self.steps[idx] - self.done_steps[idx]).astype(np.float64)
-            x = self.ftf.allocate(jobs, t_eff, sf, cap, self.now - self.arrival[idx], rem)
+            x = self.ftf.allocate(jobs, t_eff, sf, cap, self.now - self.arrival[idx], rem, self.central)
         out = np.zeros((len(jobs), len(self.types)))
         out[:, self.abc_col] = x
         return {j: out[k] for k, j in enumerate(jobs)}
@@ -507,14 +673,15 @@ class _Run:
 
 
 def simulate(arrival, steps, sf, thr, counts: dict, policy: str, seed: int = DEFAULT_SEED,
-             round_s: float = ROUND_S, reset_s: float = RESET_S) -> dict:
+             round_s: float = ROUND_S, reset_s: float = RESET_S, central: bool = True) -> dict:
     """Replay jobs (arrival order) as Gavel's ``Scheduler.simulate`` does. ``thr[j, k]``: job
     ``j``'s throughput (steps/s, whole job) on the ``k``-th of Gavel's types present in
     ``counts`` (in the order v100, p100, k80). Returns per-job ``start_s``, ``finish_s`` (-1:
     never; a dropped job has none), ``dropped``, ``rounds``, ``attained_s`` (seconds run), and
     ``end_s``, ``allocations``, ``num_rounds``."""
     r = _Run(np.asarray(arrival, dtype=np.float64), np.asarray(steps, dtype=np.int64),
-             np.asarray(sf, dtype=np.int64), np.asarray(thr, dtype=np.float64), counts, policy, seed, round_s, reset_s)
+             np.asarray(sf, dtype=np.int64), np.asarray(thr, dtype=np.float64), counts, policy, seed, round_s, reset_s,
+             central)
     r.run()
     done = r.finish >= 0
     return {"start_s": r.first, "finish_s": r.finish, "dropped": r.dropped, "rounds": r.rounds_run,
@@ -536,7 +703,7 @@ def run(workload, r, cluster, tracked, sim_timer) -> "Result":
     steps = workload.iterations.astype(np.int64)
     with sim_timer() as t:
         out = simulate(workload.submit_s, steps, workload.num_gpus, thr, counts, r.policy, opts["seed"],
-                       r.round_s, opts["reset_s"])
+                       r.round_s, opts["reset_s"], opts["optimum"] == "central")
     finish, first, att = out["finish_s"], out["start_s"], out["attained_s"]
     att_gpu = att * workload.num_gpus
     n_pre = np.maximum(out["rounds"] - 1, 0)  # (every round is a new micro-task; Gavel keeps no count)
