@@ -257,11 +257,13 @@ def _central(lin, alpha, beta, prod_thr, sf, cap, w, maximise, level, tol=1e-10,
     def ok(p):
         return all(q is None or (q > 0).all() for q in p)
 
-    def value(y, t, mu, p):
-        s1, s2, s3, s4, s5 = p
-        f = sgn * t / mu - (w[:, None] * np.log(s1)).sum() - (w * np.log(s2)).sum() - np.log(s3).sum() \
-            - (w * np.log(s4)).sum()
-        return f - (np.log(s5).sum() if has_u else 0.0)
+    def change(dt, mu, p, p2):
+        """The barrier function's change from ``p`` to ``p2`` (as log ratios: exact at any scale)."""
+        f = sgn * dt / mu
+        for q, q2, wq in zip(p, p2, (w[:, None], w, 1.0, w, 1.0)):
+            if q is not None:
+                f -= float((wq * np.log(q2 / q)).sum())
+        return f
 
     def newton(y, t, mu, p):
         s1, s2, s3, s4, s5 = p
@@ -322,11 +324,11 @@ def _central(lin, alpha, beta, prod_thr, sf, cap, w, maximise, level, tol=1e-10,
             if not np.isfinite(dec) or dec < 1e-12:
                 stuck = stuck or not np.isfinite(dec)
                 break
-            f0, step = value(y, t, mu, p), 1.0
+            step = 1.0
             while step > 1e-12:
                 y2, t2 = y + step * dy, t + step * dt
                 p2 = parts(y2, t2)
-                if ok(p2) and value(y2, t2, mu, p2) <= f0 - 0.25 * step * dec:
+                if ok(p2) and change(step * dt, mu, p, p2) <= -0.25 * step * dec:
                     break
                 step *= 0.5
             if step <= 1e-12:
@@ -336,7 +338,7 @@ def _central(lin, alpha, beta, prod_thr, sf, cap, w, maximise, level, tol=1e-10,
                 break
         if stuck or nu * mu < tol * max(1.0, abs(t)):
             break
-        mu *= 0.2
+        mu *= 0.02
     if not abs(t - level) <= level_tol * max(1.0, abs(level)):
         return None
     return y
