@@ -147,6 +147,9 @@ def format_summary(res, label: str) -> str:
                      f"{s['jobs_with_known_model']} of {s['num_jobs']} jobs of a known model")
     if "num_rounds" in s:
         lines.append(f"  rounds     {s['num_rounds']}")
+    if s.get("num_dropped"):
+        lines.append(f"  dropped    {s['num_dropped']} jobs dropped by the simulator (no JCT; ids in summary.json "
+                     "dropped_job_ids)")
     if s.get("num_dropped_rows"):
         lines.append(f"  dropped    {s['num_dropped_rows']} trace rows: " + ", ".join(f"{k}={v}" for k, v in s["dropped_rows"].items()))
     if s.get("num_resorted_rows"):

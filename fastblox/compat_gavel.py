@@ -506,6 +506,8 @@ class _Run:
         self.first = np.full(n, -1.0)
         self.dropped = np.zeros(n, dtype=bool)
         self.rounds_run = np.zeros(n, dtype=np.int64)
+        self.last_round = np.full(n, -2, dtype=np.int64)
+        self.preempted = np.zeros(n, dtype=np.int64)
         self.run_s = np.zeros(n)
         self.active = []  # Gavel's self._jobs, in arrival order
         self.alloc = {}  # job -> allocation row (columns as thr)
@@ -610,8 +612,13 @@ class _Run:
         return out
 
     def _dispatch(self, chosen):
+        """Each chosen job's micro-task ``(finish time, job, type, steps)``; a job that ran before
+        and not in the previous round counts one preemption."""
         running = []
         for j, t in chosen:
+            if 0 <= self.last_round[j] < self.rounds - 1:
+                self.preempted[j] += 1
+            self.last_round[j] = self.rounds
             r = float(self.thr[j, t])
             s = min(int(r * self.round_s), int(self.steps[j] - self.done_steps[j]))
             running.append((self.now + s / r, j, t, s))
@@ -667,7 +674,7 @@ class _Run:
                 q += 1
             left = n - q + len(self.active)
             running = self._dispatch(self._select())
-            self.rounds += 1 if running else 0
+            self.rounds += 1
             idle_loops = idle_loops + 1 if (not running and nxt is None and left == before) else 0
             if idle_loops > 2:
                 raise SimulationError(f"--compat gavel: {len(self.active)} job(s) can never run on this cluster "
@@ -679,14 +686,16 @@ def simulate(arrival, steps, sf, thr, counts: dict, policy: str, seed: int = DEF
     """Replay jobs (arrival order) as Gavel's ``Scheduler.simulate`` does. ``thr[j, k]``: job
     ``j``'s throughput (steps/s, whole job) on the ``k``-th of Gavel's types present in
     ``counts`` (in the order v100, p100, k80). Returns per-job ``start_s``, ``finish_s`` (-1:
-    never; a dropped job has none), ``dropped``, ``rounds``, ``attained_s`` (seconds run), and
-    ``end_s``, ``allocations``, ``num_rounds``."""
+    never; a dropped job has none), ``dropped``, ``rounds`` (micro-tasks that made progress),
+    ``preemptions`` (returns after a round without the job), ``attained_s`` (seconds run), and
+    ``end_s``, ``allocations``, ``num_rounds`` (scheduling passes, idle ones included)."""
     r = _Run(np.asarray(arrival, dtype=np.float64), np.asarray(steps, dtype=np.int64),
              np.asarray(sf, dtype=np.int64), np.asarray(thr, dtype=np.float64), counts, policy, seed, round_s, reset_s,
              central)
     r.run()
     done = r.finish >= 0
     return {"start_s": r.first, "finish_s": r.finish, "dropped": r.dropped, "rounds": r.rounds_run,
+            "preemptions": r.preempted,
             "attained_s": r.run_s, "end_s": float(r.now), "allocations": r.n_alloc, "num_rounds": r.rounds,
             "num_finished": int(done.sum())}
 
@@ -708,7 +717,7 @@ def run(workload, r, cluster, tracked, sim_timer) -> "Result":
                        r.round_s, opts["reset_s"], opts["optimum"] == "central")
     finish, first, att = out["finish_s"], out["start_s"], out["attained_s"]
     att_gpu = att * workload.num_gpus
-    n_pre = np.maximum(out["rounds"] - 1, 0)  # (every round is a new micro-task; Gavel keeps no count)
+    n_pre = out["preemptions"]
     dropped = out["dropped"]
     jobs = lambda: _jobs_table(workload, first, finish, n_pre, att, att_gpu, tracked,  # noqa: E731
                                more={"dropped": dropped.copy(), "rounds": out["rounds"]})

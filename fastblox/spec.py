@@ -232,7 +232,9 @@ def policy_name(v, name):
     v = lower_text(v, name)
     known = (parts.POLICIES, parts.BLOX_POLICIES, SCHEDULES, NATIVE_EQUIVALENTS, GAVEL_POLICIES)
     if not any(v in k for k in known) and v != DYNAMIC:
-        raise OptionError(name, _unknown("policy", v, parts.POLICIES.names()))
+        raise OptionError(name, _unknown("policy", v, parts.POLICIES.names())
+                          + f"; Gavel's (--compat gavel): {', '.join(GAVEL_POLICIES)}"
+                          + f"; Tiresias' (--compat tiresias): {', '.join([*SCHEDULES, *NATIVE_EQUIVALENTS])}")
     return v
 
 
