@@ -167,10 +167,10 @@ def _capacity_rows(m: int, n: int, sf: np.ndarray, nvar: int):
     """Gavel's ``get_base_constraints``: ``sum_t x[j,t] <= 1`` and ``sum_j sf_j x[j,t] <= C_t``
     as dense rows over ``nvar`` variables (x flattened first)."""
     a = np.zeros((m + n, nvar))
-    for j in range(m):
-        a[j, j * n:(j + 1) * n] = 1.0
-        for t in range(n):
-            a[m + t, j * n + t] = sf[j]
+    j = np.repeat(np.arange(m), n)
+    t = np.tile(np.arange(n), m)
+    a[j, j * n + t] = 1.0
+    a[m + t, j * n + t] = np.asarray(sf, dtype=np.float64)[j]
     return a
 
 
@@ -188,9 +188,9 @@ def max_min_vertex(thr: np.ndarray, sf: np.ndarray, cap: np.ndarray) -> tuple:
     nx = m * n
     a = np.zeros((2 * m + n, nx + 1))
     a[:m + n, :nx] = _capacity_rows(m, n, sf, nx)
-    for j in range(m):  # z - sum_t coef[j,t] x[j,t] <= 0
-        a[m + n + j, j * n:(j + 1) * n] = -coef[j]
-        a[m + n + j, nx] = 1.0
+    j = np.repeat(np.arange(m), n)  # z - sum_t coef[j,t] x[j,t] <= 0
+    a[m + n + j, np.arange(nx)] = -coef.reshape(-1)
+    a[m + n:, nx] = 1.0
     b = np.concatenate([np.ones(m), cap, np.zeros(m)])
     c = np.zeros(nx + 1)
     c[nx] = -1.0
@@ -215,13 +215,25 @@ def max_min_lp(thr: np.ndarray, sf: np.ndarray, cap: np.ndarray, central: bool =
     m, n = c_coef.shape
     # one block per class: y = x (n entries); the level t: coef.x - t >= 0
     lin = c_coef
-    y = _central(lin, -np.ones(m), np.zeros(m), None, c_sf, cap, cnt.astype(np.float64), maximise=True, level=level)
-    if y is None:
+    y, t = _central(lin, -np.ones(m), np.zeros(m), None, c_sf, cap, cnt.astype(np.float64), maximise=True)
+    if not abs(t - level) <= 1e-6 * max(1.0, abs(level)):  # (not the optimum: keep HiGHS' vertex)
         return x_v
     return np.clip(y[:, :n], 0.0, 1.0)[inv]
 
 
-def _central(lin, alpha, beta, prod_thr, sf, cap, w, maximise, level, tol=1e-10, level_tol=1e-6):
+def _max_step(p, p_full):
+    """The largest step in (0, 1] along which the linear slacks ``p`` (now) -> ``p_full`` (after a
+    full step) stay positive (the cone's slack, last, is left to the line search)."""
+    best = 1.0
+    for q, q2 in zip(p[:4], p_full[:4]):
+        d = q2 - q
+        neg = d < 0
+        if neg.any():
+            best = min(best, float(np.min(-q[neg] / d[neg])))
+    return best
+
+
+def _central(lin, alpha, beta, prod_thr, sf, cap, w, maximise, tol=1e-10):
     """The analytic centre of the optimal face (the central path's end) of Gavel's problem in
     block form: per job ``j`` a block ``y_j`` (its allocation ``x_j`` over the ``n`` types, then
     for finish-time fairness its ``u_j`` >= 1 / throughput), one level ``t``; barrier terms (job
@@ -229,8 +241,7 @@ def _central(lin, alpha, beta, prod_thr, sf, cap, w, maximise, level, tol=1e-10,
     ``sum_j w_j sf_j x_jt <= C_t``, ``lin_j . y_j + alpha_j t + beta_j >= 0`` and, with
     ``prod_thr``, the second-order cone ``(thr_j . x_j) u_j >= 1``. Newton steps on the barrier
     with a shrinking weight on the objective (``t`` maximised or minimised) until the duality gap
-    is below ``tol``; None when it does not reach HiGHS' optimal ``level`` (the caller then
-    keeps the vertex)."""
+    is below ``tol``. Returns ``(y, t)``; the callers check ``t`` against HiGHS.""" 
     m, k = lin.shape
     n = len(cap)
     has_u = prod_thr is not None
@@ -324,7 +335,7 @@ def _central(lin, alpha, beta, prod_thr, sf, cap, w, maximise, level, tol=1e-10,
             if not np.isfinite(dec) or dec < 1e-12:
                 stuck = stuck or not np.isfinite(dec)
                 break
-            step = 1.0
+            step = min(1.0, 0.99 * _max_step(p, parts(y + dy, t + dt)))
             while step > 1e-12:
                 y2, t2 = y + step * dy, t + step * dt
                 p2 = parts(y2, t2)
@@ -339,9 +350,7 @@ def _central(lin, alpha, beta, prod_thr, sf, cap, w, maximise, level, tol=1e-10,
         if stuck or nu * mu < tol * max(1.0, abs(t)):
             break
         mu *= 0.02
-    if not abs(t - level) <= level_tol * max(1.0, abs(level)):
-        return None
-    return y
+    return y, t
 
 def _ftf_feasible(thr, sf, cap, need):
     """HiGHS: an allocation with ``sum_t thr[j,t] x[j,t] >= need_j`` for every job (None if none)."""
@@ -349,53 +358,57 @@ def _ftf_feasible(thr, sf, cap, need):
     nx = m * n
     a = np.zeros((2 * m + n, nx))
     a[:m + n] = _capacity_rows(m, n, sf, nx)
-    for j in range(m):
-        a[m + n + j, j * n:(j + 1) * n] = -thr[j]
+    j = np.repeat(np.arange(m), n)
+    a[m + n + j, np.arange(nx)] = -thr.reshape(-1)
     b = np.concatenate([np.ones(m), cap, -need])
     return _linprog(np.zeros(nx), a, b, [(0, None)] * nx)
 
 
 def ftf_lp(thr, sf, cap, since_start, remaining, isolated_time, central=True, rel_tol=1e-7, max_iter=80):
     """``FinishTimeFairnessPolicyWithPerf``: minimise ``max_j (since_start_j + R_j / sum_t thr[j,t]
-    x[j,t]) / isolated_time_j`` over the base constraints. HiGHS finds the optimal level by
-    bisection (each probe one feasibility LP: ``sum_t thr[j,t] x[j,t] >= R_j / (level
-    isolated_time_j - since_start_j)``); the allocation is the central optimum (as ECOS; cvxpy
-    writes ``inv_pos`` as the cone ``a u >= 1``) or, ``central=False``, HiGHS' vertex at that
-    level. None when no level is feasible (Gavel then falls back to the isolated allocation)."""
+    x[j,t]) / isolated_time_j`` over the base constraints. The central optimum (as ECOS; cvxpy
+    writes ``inv_pos`` as the cone ``a u >= 1``) is checked by HiGHS: no allocation reaches a
+    level 1e-5 below it. ``central=False``, or a failed check: HiGHS' vertex at the optimal level,
+    found by bisection (each probe one feasibility LP: ``sum_t thr[j,t] x[j,t] >= R_j / (level
+    isolated_time_j - since_start_j)``). None when no level is feasible (Gavel then falls back to
+    the isolated allocation)."""
     best_thr = thr.max(axis=1)
     if (best_thr <= 0).any():
         return None
     m, n = thr.shape
+
+    def probe(level):
+        slack = level * isolated_time - since_start
+        return None if (slack <= 0).any() else _ftf_feasible(thr, sf, cap, remaining / slack)
+
+    if central:
+        lin = np.zeros((m, n + 1))
+        lin[:, n] = -remaining / isolated_time
+        y, t = _central(lin, np.ones(m), -since_start / isolated_time, thr, sf.astype(np.float64), cap, np.ones(m),
+                        maximise=False)
+        if probe(t * (1.0 - 1e-5)) is None:
+            return np.clip(y[:, :n], 0.0, 1.0)
     lo = float(np.max((since_start + remaining / best_thr) / isolated_time))
     hi, best = None, None
-    probe = max(lo, 1e-9) * 2.0
+    level = max(lo, 1e-9) * 2.0
     for _ in range(max_iter):  # find a feasible upper level
-        slack = probe * isolated_time - since_start
-        x = None if (slack <= 0).any() else _ftf_feasible(thr, sf, cap, remaining / slack)
+        x = probe(level)
         if x is not None:
-            hi, best = probe, x
+            hi, best = level, x
             break
-        lo, probe = probe, probe * 4.0
+        lo, level = level, level * 4.0
     if hi is None:
         return None
     for _ in range(max_iter):
         if hi - lo <= rel_tol * hi:
             break
         mid = 0.5 * (lo + hi)
-        slack = mid * isolated_time - since_start
-        x = None if (slack <= 0).any() else _ftf_feasible(thr, sf, cap, remaining / slack)
+        x = probe(mid)
         if x is None:
             lo = mid
         else:
             hi, best = mid, x
-    x_v = np.clip(best.reshape(m, n), 0.0, 1.0)
-    if not central:
-        return x_v
-    lin = np.zeros((m, n + 1))
-    lin[:, n] = -remaining / isolated_time
-    y = _central(lin, np.ones(m), -since_start / isolated_time, thr, sf.astype(np.float64), cap, np.ones(m),
-                 maximise=False, level=hi, level_tol=1e-5)
-    return x_v if y is None else np.clip(y[:, :n], 0.0, 1.0)
+    return np.clip(best.reshape(m, n), 0.0, 1.0)
 
 
 class _Fifo:
