@@ -173,6 +173,10 @@ def cmd_parts(a) -> int:
 
     print("--compat tiresias schedules (Tiresias' names; --policy-opt thresholds=...; gittins: distribution=...): "
           + ", ".join([*SCHEDULES, *NATIVE_EQUIVALENTS]))
+    from .compat_gavel import POLICIES as GAVEL_POLICIES
+
+    print("--compat gavel policies (Gavel's names, on a Gavel trace; --policy-opt seed=0, reset_s=1920, "
+          "optimum=central|vertex): " + ", ".join(GAVEL_POLICIES))
     for title, reg in (("placements", parts.PLACEMENTS), ("time models", parts.TIME_MODELS)):
         print(f"{title}:")
         for name in reg.names():
