@@ -41,7 +41,10 @@ simulator differs in ways that change results; this module reproduces each one (
   ``max_min_fairness[_perf]`` and ``finish_time_fairness[_perf]`` (the LPs of Gavel's code; the
   agnostic ones take every throughput as 1, resp. as the v100 throughput; finish-time fairness
   keeps each job's accrued isolated time across calls). Gavel solves them with cvxpy/ECOS; here
-  HiGHS solves the same problems (see :func:`max_min_lp`, :func:`ftf_lp` for the tie rule).
+  HiGHS gives their optimal level and the allocation is the analytic centre of the optimal face
+  (``optimum=central``, :func:`_central`) or HiGHS' vertex (``optimum=vertex``). Where the optimum
+  is not unique neither is ECOS's interior point, which depends on ECOS's own path: this, and only
+  this, keeps the LP policies from matching Gavel job by job (docs/fidelity.md, the experiment).
 """
 
 from __future__ import annotations
