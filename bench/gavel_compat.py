@@ -47,8 +47,10 @@ def one(run: str, traces: dict, **opts) -> dict:
     return {**fidelity.compare(res, run, float(peer["avg_jct_s"])), "cpu_s": cpu, "peer_cpu_s": float(peer["cpu_s"])}
 
 
-def _ecos_solvers():
-    """Gavel's two LP policies as its code writes them, solved by cvxpy/ECOS (the experiment only)."""
+def _ecos_solvers(gavel_arithmetic: bool = True):
+    """Gavel's two LP policies as its code writes them, solved by cvxpy/ECOS (the experiment only).
+    ``gavel_arithmetic=False``: the max-min coefficients computed as ``thr sf / (sum_t thr C_t /
+    sum_t C_t)`` — equal to Gavel's but rounded differently."""
     import cvxpy as cp
 
     def base(x, sfa, cap):
@@ -57,10 +59,12 @@ def _ecos_solvers():
     def max_min(thr, sf, cap, central=True):
         m, n = thr.shape
         sfa = np.repeat(sf[:, None], n, axis=1)
-        prop = (thr * (cap[None, :] / cap.sum())).sum(axis=1)
+        if gavel_arithmetic:
+            coef = compat_gavel._max_min_coef(thr, sf, cap)
+        else:
+            coef = thr * sfa / ((thr * cap[None, :]).sum(axis=1) / cap.sum())[:, None]
         x = cp.Variable(thr.shape)
-        cp.Problem(cp.Maximize(cp.min(cp.sum(cp.multiply(thr / prop[:, None] * sfa, x), axis=1))),
-                   base(x, sfa, cap)).solve(solver="ECOS")
+        cp.Problem(cp.Maximize(cp.min(cp.sum(cp.multiply(coef, x), axis=1))), base(x, sfa, cap)).solve(solver="ECOS")
         return x.value.clip(min=0.0).clip(max=1.0)
 
     def ftf(thr, sf, cap, since, rem, iso_time, central=True):
@@ -94,6 +98,7 @@ def main(argv=None) -> int:
     if a.ecos:
         central_mm, central_ftf = compat_gavel.max_min_lp, compat_gavel.ftf_lp
         ecos_mm, ecos_ftf = _ecos_solvers()
+        ecos_mm_rounded, _ = _ecos_solvers(gavel_arithmetic=False)
         lines += _two_job_example(central_mm, ecos_mm)
         diffs = {"central": [], "vertex": []}
 
@@ -106,8 +111,8 @@ def main(argv=None) -> int:
         compat_gavel.max_min_lp, compat_gavel.ftf_lp = mm_recorded, ecos_ftf
         lines += ["| Gavel run | jobs | within 360 s | within 1 s | average JCT gap | dropped (Gavel / fastblox) | "
                   "max-min allocations with several optima | largest entry difference to ECOS, median over them: "
-                  "central / vertex |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "central / vertex | ECOS, coefficients rounded differently: within 360 s, gap |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for run in gavel_runs():
             if run.split("_", 2)[2] not in LP_POLICIES:
                 continue
@@ -117,8 +122,15 @@ def main(argv=None) -> int:
             several = [(c, v) for c, v in zip(diffs["central"], diffs["vertex"]) if v > 1e-6]
             how = (f"{len(several)} of {len(diffs['vertex'])} | {np.median([c for c, _ in several]):.3f} / "
                    f"{np.median([v for _, v in several]):.3f}") if several else "(finish-time fairness) | "
+            if "max_min" in run:  # the same, with the coefficients rounded differently
+                compat_gavel.max_min_lp = lambda thr, sf, cap, central=True: ecos_mm_rounded(thr, sf, cap)
+                p = one(run, traces)
+                compat_gavel.max_min_lp = mm_recorded
+                rounded = f"{100 * p['within_round']:.1f}%, {p['diff_pct']:+.2f}%"
+            else:
+                rounded = ""
             lines.append(f"| {run} | {r['jobs_compared']} | {100 * r['within_round']:.1f}% | {100 * r['same_1s']:.1f}% | "
-                         f"{r['diff_pct']:+.2f}% | {r['dropped_theirs']} / {r['dropped_ours']} | {how} |")
+                         f"{r['diff_pct']:+.2f}% | {r['dropped_theirs']} / {r['dropped_ours']} | {how} | {rounded} |")
             print(lines[-1], flush=True)
         section = "gavel-ecos"
     else:

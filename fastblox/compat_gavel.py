@@ -178,9 +178,16 @@ def _capacity_rows(m: int, n: int, sf: np.ndarray, nvar: int):
 
 
 def _max_min_coef(thr, sf, cap):
-    """``thr[j,t] sf_j / P_j``, ``P_j = sum_t thr[j,t] C_t / sum_t C_t`` (``ProportionalPolicy``)."""
-    p = (thr * cap[None, :]).sum(axis=1) / cap.sum()
-    return thr * sf[:, None] / np.where(p > 0, p, 1.0)[:, None]
+    """``thr[j,t] sf_j / P_j``, ``P_j`` the throughput of the proportional share, in Gavel's own
+    arithmetic (``ProportionalPolicy``: ``C_t / m`` scaled by the largest row sum; then
+    ``MaxMinFairnessPolicyWithPerf``'s products): the overloaded runs are chaotic enough that
+    rounding the coefficients differently moves results (docs/fidelity.md)."""
+    m = thr.shape[0]
+    x = np.repeat((cap / m)[None, :], m, axis=0)
+    x = x / np.sum(x, axis=1).max()
+    prop = np.sum(np.multiply(thr, x), axis=1).reshape((m, 1))
+    weights = np.multiply(np.ones((m, 1)), 1.0 / prop)
+    return np.multiply(thr * weights.reshape((m, 1)), np.repeat(sf[:, None], thr.shape[1], axis=1))
 
 
 def max_min_vertex(thr: np.ndarray, sf: np.ndarray, cap: np.ndarray) -> tuple:
