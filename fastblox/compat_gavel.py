@@ -36,7 +36,8 @@ simulator differs in ways that change results; this module reproduces each one (
   multi-GPU job whose last round has fewer steps left than GPUs is always dropped this way.
 * **Allocations** (``policies/*.py``): ``fifo`` (``FIFOPolicy``, mode ``base``: a persistent
   allocation, a type drawn by ``random.Random(seed).randrange`` — and then ignored: the job goes
-  to the last type of the cluster spec, v100, even when it is full), ``fifo_perf`` (recomputed each
+  to the last of the types with free GPUs in alphabetical order, v100 while it is in that list,
+  even when it has no room), ``fifo_perf`` (recomputed each
   time, fastest type with room, first in alphabetical type order among equal throughputs),
   ``max_min_fairness[_perf]`` and ``finish_time_fairness[_perf]`` (the LPs of Gavel's code; the
   agnostic ones take every throughput as 1, resp. as the v100 throughput; finish-time fairness
@@ -436,7 +437,6 @@ class _Fifo:
         if self.aware:
             self.alloc = {}
         queue = [j for j in jobs if j not in self.alloc]
-        last = types_abc[-1]  # the loop variable `worker_type` left by `for worker_type in available_workers`
         for j in sorted(self.alloc):
             t = self.alloc[j]
             if j not in sfd:  # completed: the head of the queue may take its type
@@ -457,14 +457,15 @@ class _Fifo:
                 break
             if not self.aware:
                 idx = self.rng.randrange(len(fits))
-                wt = last  # Gavel's bug: the drawn type is never read
+                # Gavel's bug: the drawn type is never read; `worker_type` is what the loop over
+                # the free types (alphabetical) left in it: the last of them
+                wt = free[-1]
             else:
                 wt, idx, best = None, None, -1.0
                 for i, (_, t) in enumerate(fits):
                     v = thd[j][types_abc.index(t)]
                     if v > best:
                         best, wt, idx = v, t, i
-                last = wt
             ti = types_abc.index(wt)
             if thd[j][ti] > 0.0:
                 self.alloc[j] = ti

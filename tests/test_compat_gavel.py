@@ -36,10 +36,12 @@ def _per_job(res, run):
 
 
 @pytest.mark.parametrize("run", ["n2000_v100x36_fifo", "n2000_v100x48_fifo", "n2000_het36_fifo_perf",
-                                 "light1000_het36_fifo_perf", "over1000_v100x36_fifo", "over1000_v100x36_fifo_perf"])
+                                 "light1000_het36_fifo_perf", "light1000_het36_fifo", "over1000_v100x36_fifo",
+                                 "over1000_v100x36_fifo_perf"])
 def test_fifo_equals_gavel_job_by_job(run):
     """FIFO has one allocation: every finish time equals Gavel's (to float rounding) and the same
-    jobs are dropped, the overloaded workload (load 1.40) included."""
+    jobs are dropped, the overloaded workload (load 1.40) included; base ``fifo`` on the
+    heterogeneous cluster too, with its ignored random draw."""
     res = _run(run)
     ours, theirs, _, od, td = _per_job(res, run)
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
