@@ -147,6 +147,9 @@ def format_summary(res, label: str) -> str:
                      f"{s['jobs_with_known_model']} of {s['num_jobs']} jobs of a known model")
     if "num_rounds" in s:
         lines.append(f"  rounds     {s['num_rounds']}")
+    if s.get("num_dropped"):
+        lines.append(f"  dropped    {s['num_dropped']} jobs dropped by the simulator (no JCT; ids in summary.json "
+                     "dropped_job_ids)")
     if s.get("num_dropped_rows"):
         lines.append(f"  dropped    {s['num_dropped_rows']} trace rows: " + ", ".join(f"{k}={v}" for k, v in s["dropped_rows"].items()))
     if s.get("num_resorted_rows"):
@@ -170,6 +173,10 @@ def cmd_parts(a) -> int:
 
     print("--compat tiresias schedules (Tiresias' names; --policy-opt thresholds=...; gittins: distribution=...): "
           + ", ".join([*SCHEDULES, *NATIVE_EQUIVALENTS]))
+    from .compat_gavel import POLICIES as GAVEL_POLICIES
+
+    print("--compat gavel policies (Gavel's names, on a Gavel trace; --policy-opt seed=0, reset_s=1920, "
+          "optimum=central|vertex): " + ", ".join(GAVEL_POLICIES))
     for title, reg in (("placements", parts.PLACEMENTS), ("time models", parts.TIME_MODELS)):
         print(f"{title}:")
         for name in reg.names():

@@ -31,6 +31,10 @@ TIRESIAS_WORKLOADS = {
     "over1500": (PEER / "gavel_like_n1500_s11.tiresias.csv.gz", ("n9g4",)),
 }
 GAVEL_CLUSTERS = {"het36": "v100:36x1,p100:36x1,k80:36x1", "v100x48": "v100:48x1", "v100x36": "v100:36x1"}
+#: the same clusters in Gavel's own syntax (``-c V100:P100:K80``), as ``--compat gavel`` takes them
+GAVEL_SPECS = {"het36": "36:36:36", "v100x48": "48:0:0", "v100x36": "36:0:0"}
+#: Gavel's round (``--time_per_iteration 360``): the tolerance of the per-job comparison of ``--compat gavel``
+GAVEL_ROUND_S = 360.0
 
 # peer run (without the cluster) -> (fastblox policy, options, placement, note). Tiresias' dlas and
 # count runs hand out GPUs from one cluster-wide counter (placement None: one node of all the GPUs);
@@ -107,7 +111,7 @@ def compare(res, run: str, peer_avg: float) -> dict:
     ids = j["job_id"].to_numpy()
     fin = j["finish_s"].to_numpy()
     sub = j["submit_s"].to_numpy()
-    both = np.array([i in theirs for i in ids])
+    both = np.array([i in theirs for i in ids]) & np.isfinite(fin)
     ours_jct = fin[both] - sub[both]
     their_jct = np.array([theirs[i] for i in ids[both]]) - sub[both]
     d = np.abs(ours_jct - their_jct)
@@ -117,6 +121,8 @@ def compare(res, run: str, peer_avg: float) -> dict:
         "peer_reported_avg": float(peer_avg),
         "diff_pct": 100.0 * (ours_jct.mean() / their_jct.mean() - 1.0),
         "same_1s": float((d <= 1.0).mean()), "median_abs_s": float(np.median(d)),
+        "within_round": float((d <= GAVEL_ROUND_S).mean()),
+        "dropped_theirs": int(len(ids) - len(theirs)), "dropped_ours": int((~np.isfinite(fin)).sum()),
     }
 
 
@@ -142,6 +148,8 @@ def _configs():
             wl, cl, gpol = run.split("_", 2)
             pol, note = GAVEL_POLICIES[gpol]
             yield "Gavel", f"{wl} {cl} {gpol}", run, GAVEL_WORKLOADS[wl], pol, None, gavel_config(cl), note
+            yield ("Gavel", f"{wl} {cl} {gpol} (compat)", run, GAVEL_WORKLOADS[wl], gpol, None,
+                   {"compat": "gavel", "cluster": GAVEL_SPECS[cl]}, f"--compat gavel {gpol}")
 
 
 def run_all(only: str | None = None, progress=None) -> list[dict]:
@@ -171,13 +179,14 @@ def run_all(only: str | None = None, progress=None) -> list[dict]:
 def markdown(rows: list[dict]) -> str:
     """The table of ``docs/fidelity.md``."""
     lines = [
-        "| peer run | fastblox policy | jobs | peer avg JCT (s) | fastblox avg JCT (s) | difference | jobs within 1 s | median per-job difference (s) | peer CPU (s) | fastblox (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| peer run | fastblox policy | jobs | peer avg JCT (s) | fastblox avg JCT (s) | difference | jobs within 1 s | jobs within 360 s | median per-job difference (s) | dropped (peer / fastblox) | peer CPU (s) | fastblox (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['simulator']} {r['run']} | `{r['policy']}` ({r['note']}) | {r['jobs_compared']} | {r['theirs_avg']:,.1f} | "
-            f"{r['ours_avg']:,.1f} | {r['diff_pct']:+.2f}% | {100 * r['same_1s']:.0f}% | {r['median_abs_s']:,.1f} | "
+            f"{r['ours_avg']:,.1f} | {r['diff_pct']:+.2f}% | {100 * r['same_1s']:.0f}% | {100 * r['within_round']:.1f}% | "
+            f"{r['median_abs_s']:,.1f} | {r['dropped_theirs']} / {r['dropped_ours']} | "
             f"{r['theirs_cpu_s']:.1f} | {r['ours_s']:.2f} |"
         )
     return "\n".join(lines)
@@ -185,11 +194,13 @@ def markdown(rows: list[dict]) -> str:
 
 def text(rows: list[dict]) -> str:
     """The table for a terminal: one line per comparison."""
-    head = f"{'peer run':<62} {'fastblox policy':<19} {'peer JCT':>9} {'fastblox':>9} {'diff':>8} {'<=1 s':>6}"
+    head = (f"{'peer run':<62} {'fastblox policy':<26} {'peer JCT':>9} {'fastblox':>9} {'diff':>8} {'<=1 s':>6} "
+            f"{'<=360 s':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['simulator'] + ' ' + r['run']:<62} {r['policy']:<19} {r['theirs_avg']:>9,.0f} "
-                     f"{r['ours_avg']:>9,.0f} {r['diff_pct']:>+7.2f}% {100 * r['same_1s']:>5.0f}%")
+        lines.append(f"{r['simulator'] + ' ' + r['run']:<62} {r['policy']:<26} {r['theirs_avg']:>9,.0f} "
+                     f"{r['ours_avg']:>9,.0f} {r['diff_pct']:>+7.2f}% {100 * r['same_1s']:>5.0f}% "
+                     f"{100 * r['within_round']:>7.1f}%")
     return "\n".join(lines)
 
 
@@ -230,7 +241,7 @@ def cmd_fidelity(a) -> int:
 
 def _write(out, rows: list[dict]) -> None:
     cols = ["simulator", "run", "policy", "note", "jobs_compared", "theirs_avg", "ours_avg", "diff_pct", "same_1s",
-            "median_abs_s", "peer_reported_avg", "theirs_cpu_s", "ours_s"]
+            "median_abs_s", "within_round", "dropped_theirs", "dropped_ours", "peer_reported_avg", "theirs_cpu_s", "ours_s"]
     with open(out / "fidelity.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()

@@ -51,11 +51,13 @@ MIN_TARGET_LOAD = 1e-3
 DYNAMIC = "dynamic"
 #: The peer simulators ``--compat`` reproduces (each an engine of its own; an option says which
 #: engines accept a value other than its default).
-COMPAT_MODES = ("blox", "tiresias")
+COMPAT_MODES = ("blox", "tiresias", "gavel")
 NATIVE = frozenset({"native"})
 BOTH = frozenset({"native", "blox"})
 #: the options ``--compat tiresias`` accepts (besides where the jobs come from)
 WITH_TIRESIAS = frozenset({"native", "blox", "tiresias"})
+#: the options ``--compat gavel`` accepts too (besides where the jobs come from)
+WITH_PEERS = frozenset({"native", "blox", "tiresias", "gavel"})
 #: Old names still accepted by the API and sweeps (with a DeprecationWarning), mapped to the option.
 ALIASES = {"scheduler": "policy", "series": "record_series"}
 #: Old boolean options kept as aliases of a value of an option (no warning: still documented).
@@ -224,12 +226,15 @@ def policy_opts(v, name):
 def policy_name(v, name):
     if callable(v) or isinstance(v, parts.Policy):
         return v  # a user policy given to the API
+    from .compat_gavel import POLICIES as GAVEL_POLICIES
     from .compat_tiresias import NATIVE_EQUIVALENTS, SCHEDULES
 
     v = lower_text(v, name)
-    known = (parts.POLICIES, parts.BLOX_POLICIES, SCHEDULES, NATIVE_EQUIVALENTS)
+    known = (parts.POLICIES, parts.BLOX_POLICIES, SCHEDULES, NATIVE_EQUIVALENTS, GAVEL_POLICIES)
     if not any(v in k for k in known) and v != DYNAMIC:
-        raise OptionError(name, _unknown("policy", v, parts.POLICIES.names()))
+        raise OptionError(name, _unknown("policy", v, parts.POLICIES.names())
+                          + f"; Gavel's (--compat gavel): {', '.join(GAVEL_POLICIES)}"
+                          + f"; Tiresias' (--compat tiresias): {', '.join([*SCHEDULES, *NATIVE_EQUIVALENTS])}")
     return v
 
 
@@ -259,10 +264,14 @@ def admission(v, name):
 def cluster(v, name):
     from .cluster import Cluster
 
+    from .compat_gavel import cluster_from_gavel, is_gavel_cluster
+
     if isinstance(v, Cluster):
         return v
     v = text(v, name)
     try:
+        if is_gavel_cluster(v):  # Gavel's V:P:K counts, one GPU per server
+            v = cluster_from_gavel(v)
         Cluster.parse(v)
     except ConfigError as e:
         raise OptionError(name, str(e).removeprefix("--cluster: ")) from None
@@ -320,30 +329,32 @@ class RunSpec:
                               api=False, group="workload", column="int")
     # ---- the scheduler
     cluster: str = option("32x4", cluster, "[type:]NODESxGPUS[,...][@NODES_PER_RACK] or a cluster CSV, e.g. 32x4 or "
-                          "v100:12x4,k80:12x4", engines=WITH_TIRESIAS)
+                          "v100:12x4,k80:12x4; also Gavel's V100:P100:K80 counts like 36:0:0 (one GPU per node)", engines=WITH_PEERS)
     policy: Any = option("fifo", policy_name, "scheduling policy (`fastblox parts` lists them with their meaning)",
-                         engines=WITH_TIRESIAS)
+                         engines=WITH_PEERS)
     placement: str | None = option(None, placement, "placement: " + ", ".join(parts.PLACEMENTS.names())
                                    + " (default first-fit; blox with --blox-compat)")
     admission: str = option("accept-all", admission, "accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)")
     time_model: str | None = option(None, time_model, "events (every arrival, completion and event) or rounds of "
                                     "--round-s (default: the policy's, else events; rounds with --blox-compat)")
     round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360)",
-                                   column="float")
+                                   column="float", engines=BOTH | {"gavel"})
     restart_s: float = option(0.0, nonneg, "seconds lost at every (re)launch", engines=NATIVE, column="float")
     preempt: bool | None = option(None, boolean, "let waiting jobs suspend lower-priority running ones (default: the "
                                   "policy's; FIFO and SJF never do)", column="bool",
                                   cli=dict(negate="--no-preempt", negate_help="never suspend running jobs"))
     policy_opts: tuple = option((), policy_opts, "a policy parameter NAME=VALUE (repeatable), e.g. f=0.5; "
-                                "`fastblox parts` lists each policy's parameters with their defaults", engines=NATIVE | {"tiresias"},
+                                "`fastblox parts` lists each policy's parameters with their defaults", engines=NATIVE | {"tiresias", "gavel"},
                                 metavar="NAME=VALUE",
                                 cli=dict(flag="--policy-opt", action="append"))
     track: tuple | None = option(None, track, "job ids A..B (inclusive) count in the averages and end the run "
-                                 "(blox's endless stream: 3000:4000)", metavar="A:B", engines=WITH_TIRESIAS)
+                                 "(blox's endless stream: 3000:4000)", metavar="A:B", engines=WITH_PEERS)
     compat: str | None = option(None, choice(*COMPAT_MODES), "reproduce a peer simulator exactly: blox (Blox's "
                                 "simulator: its policies, rounds and placement; also --blox-compat) or tiresias "
                                 "(Tiresias' run_sim.py: its schedules by their names, dlas-gpu... in whole seconds at its "
-                                "decision points; `fastblox parts` lists them; docs/fidelity.md)", engines=WITH_TIRESIAS, metavar="SIMULATOR",
+                                "decision points; `fastblox parts` lists them; docs/fidelity.md) or gavel (Gavel's Scheduler.simulate: its "
+                                "policies fifo, fifo_perf, max_min_fairness[_perf], finish_time_fairness[_perf] on a "
+                                "Gavel trace, in its integer-step rounds)", engines=WITH_PEERS, metavar="SIMULATOR",
                                 cli=dict(const_aliases={"--blox-compat": "blox"}))
     record_series: bool = option(False, boolean, "record a time series per scheduling step (free GPUs, queue, "
                                  "demand) into DIR/series.parquet", group="output", column="bool",
@@ -475,6 +486,8 @@ def _resolve(s: RunSpec, defaults, source: bool) -> RunSpec:
         upd.update(_resolve_compat(s, c))
     elif s.compat == "tiresias":
         upd.update(_resolve_tiresias(s, c))
+    elif s.compat == "gavel":
+        upd.update(_resolve_gavel(s, c))
     else:
         upd.update(_resolve_native(s, c, defaults))
     if endless and s.failures is not None:
@@ -573,7 +586,42 @@ def _resolve_tiresias(s: RunSpec, c) -> dict:
     return {}
 
 
+def _gavel_only() -> set:
+    """Gavel's policy names that only ``--compat gavel`` runs (its ``fifo`` is also fastblox's)."""
+    from .compat_gavel import POLICIES
+
+    return {p for p in POLICIES if p not in parts.POLICIES}
+
+
+def _resolve_gavel(s: RunSpec, c) -> dict:
+    from .compat_gavel import POLICIES, parse_options, type_counts
+
+    pol = s.policy
+    if not isinstance(pol, str) or pol not in POLICIES:
+        raise OptionError("policy", "--compat gavel runs Gavel's own policies: " + ", ".join(POLICIES)
+                          + (f"; not {pol!r}" if isinstance(pol, str) else "; not a user policy"))
+    for f in dataclasses.fields(RunSpec):
+        if f.metadata["api"] and "gavel" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
+            raise OptionError(f.name, f"--compat gavel replays Gavel's simulator as it is (GPU counts per type, "
+                              f"its rounds, no costs); drop {flag(f.name)}")
+    try:
+        counts = type_counts(c)
+    except ConfigError as e:
+        raise OptionError("cluster", str(e).removeprefix("--cluster: ")) from None
+    try:
+        parse_options(dict(s.policy_opts))
+    except ConfigError as e:
+        raise OptionError("policy_opts", str(e)) from None
+    if pol == "finish_time_fairness" and not counts.get("v100"):
+        raise OptionError("cluster", "Gavel's finish_time_fairness takes every type's throughput as the v100's: "
+                          "the cluster needs V100s")
+    return dict(round_s=s.round_s or 360.0)
+
+
 def _resolve_native(s: RunSpec, c, defaults) -> dict:
+    if isinstance(s.policy, str) and s.policy in _gavel_only():
+        raise OptionError("policy", f"{s.policy!r} is one of Gavel's policies, run only with --compat gavel "
+                          f"(native Gavel policies: gavel, gavel-fifo, gavel-las-agnostic, gavel-ftf, gavel-ftf-agnostic)")
     if isinstance(s.policy, str) and s.policy not in parts.POLICIES and s.policy not in parts.BLOX_POLICIES:
         raise OptionError("policy", f"{s.policy!r} is one of Tiresias' schedules, run only with --compat tiresias; "
                           f"native policies: {', '.join(parts.POLICIES.names())}")
