@@ -366,3 +366,38 @@ def simulate(apps, batch_size, num_gpus, submit_s, policy: str, interval_s: floa
         raise RuntimeError(f"the replay did not finish in {max_intervals} intervals")
     return {"start_s": jobs.first, "finish_s": jobs.finish, "preemptions": jobs.preempted, "restarts": jobs.restarts,
             "attained_gpu_s": jobs.attained_gpu, "end_s": float(jobs.finish.max())}
+
+
+def check_cluster(cluster) -> tuple:
+    """(nodes, GPUs per node) of a cluster the simulator can run: nodes of 1 to 4 GPUs of one type
+    (its profiles measure up to 4 GPUs a node), all alike, no racks. Raises ConfigError."""
+    g = np.asarray(cluster.node_gpus)
+    if len(cluster.gpu_types) > 1 or cluster.node_rack is not None or (g != g[0]).any() or not 1 <= g[0] <= 4:
+        raise ConfigError(f"--compat pollux needs nodes of 1-4 GPUs, all alike, one GPU type and no racks (the "
+                          f"simulator's: {NODES}x{GPUS_PER_NODE}); not {cluster.spec!r}")
+    return len(g), int(g[0])
+
+
+def run(workload, r, cluster, tracked, sim_timer):
+    """``--compat pollux``: replay ``workload`` (a Pollux workload: :func:`read_workload`) with
+    resolved spec ``r`` and build the run's :class:`~fastblox.results.Result`."""
+    from .results import Result, _jobs_table, _summary
+    from .slices import mark
+
+    nodes, per_node = check_cluster(cluster)
+    apps, bs, gpus = job_table(workload)
+    if r.policy == "tiresias" and (gpus > nodes * per_node).any():
+        raise WorkloadError(f"a job asks for {int(gpus.max())} GPUs; the cluster has {nodes * per_node}")
+    with sim_timer() as t:
+        out = simulate(apps, bs, gpus, workload.submit_s, r.policy, r.round_s, nodes, per_node)
+    finish, first = out["finish_s"], out["start_s"]
+    att_gpu = out["attained_gpu_s"]
+    # (an elastic job's GPUs change over its run: seconds of service are its GPU-seconds over its GPUs in the workload)
+    att = att_gpu / np.maximum(workload.num_gpus, 1)
+    jobs = lambda: _jobs_table(workload, first, finish, out["preemptions"], att, att_gpu, tracked)  # noqa: E731
+    summ = _summary(workload, cluster, tracked, finish, first, out["preemptions"], att_gpu,
+                    float(workload.submit_s.min()), out["end_s"], t.seconds, 0.0)
+    summ["engine"] = f"the Pollux simulator's {r.policy} (--compat pollux)"
+    summ["restarts"] = int(out["restarts"].sum())
+    mark(summ, None)
+    return Result(jobs, summ, r.as_dict())

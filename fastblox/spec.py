@@ -51,11 +51,15 @@ MIN_TARGET_LOAD = 1e-3
 DYNAMIC = "dynamic"
 #: The peer simulators ``--compat`` reproduces (each an engine of its own; an option says which
 #: engines accept a value other than its default).
-COMPAT_MODES = ("blox", "tiresias")
+COMPAT_MODES = ("blox", "tiresias", "pollux")
 NATIVE = frozenset({"native"})
 BOTH = frozenset({"native", "blox"})
 #: the options ``--compat tiresias`` accepts (besides where the jobs come from)
 WITH_TIRESIAS = frozenset({"native", "blox", "tiresias"})
+#: the options ``--compat pollux`` accepts too (besides where the jobs come from, and --round-s)
+WITH_POLLUX = WITH_TIRESIAS | {"pollux"}
+#: the Pollux simulator's cluster (``--min-nodes 16 --num-gpus 4``): ``--compat pollux``'s when --cluster is not given
+POLLUX_CLUSTER = "16x4"
 #: Old names still accepted by the API and sweeps (with a DeprecationWarning), mapped to the option.
 ALIASES = {"scheduler": "policy", "series": "record_series"}
 #: Old boolean options kept as aliases of a value of an option (no warning: still documented).
@@ -320,16 +324,16 @@ class RunSpec:
                               api=False, group="workload", column="int")
     # ---- the scheduler
     cluster: str = option("32x4", cluster, "[type:]NODESxGPUS[,...][@NODES_PER_RACK] or a cluster CSV, e.g. 32x4 or "
-                          "v100:12x4,k80:12x4", engines=WITH_TIRESIAS)
+                          "v100:12x4,k80:12x4 (--compat pollux: 16x4)", engines=WITH_POLLUX)
     policy: Any = option("fifo", policy_name, "scheduling policy (`fastblox parts` lists them with their meaning)",
-                         engines=WITH_TIRESIAS)
+                         engines=WITH_POLLUX)
     placement: str | None = option(None, placement, "placement: " + ", ".join(parts.PLACEMENTS.names())
                                    + " (default first-fit; blox with --blox-compat)")
     admission: str = option("accept-all", admission, "accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)")
     time_model: str | None = option(None, time_model, "events (every arrival, completion and event) or rounds of "
                                     "--round-s (default: the policy's, else events; rounds with --blox-compat)")
-    round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360)",
-                                   column="float")
+    round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360; "
+                                   "--compat pollux: its scheduling interval, 60)", column="float", engines=BOTH | {"pollux"})
     restart_s: float = option(0.0, nonneg, "seconds lost at every (re)launch", engines=NATIVE, column="float")
     preempt: bool | None = option(None, boolean, "let waiting jobs suspend lower-priority running ones (default: the "
                                   "policy's; FIFO and SJF never do)", column="bool",
@@ -339,11 +343,13 @@ class RunSpec:
                                 metavar="NAME=VALUE",
                                 cli=dict(flag="--policy-opt", action="append"))
     track: tuple | None = option(None, track, "job ids A..B (inclusive) count in the averages and end the run "
-                                 "(blox's endless stream: 3000:4000)", metavar="A:B", engines=WITH_TIRESIAS)
+                                 "(blox's endless stream: 3000:4000)", metavar="A:B", engines=WITH_POLLUX)
     compat: str | None = option(None, choice(*COMPAT_MODES), "reproduce a peer simulator exactly: blox (Blox's "
                                 "simulator: its policies, rounds and placement; also --blox-compat) or tiresias "
                                 "(Tiresias' run_sim.py: its schedules by their names, dlas-gpu... in whole seconds at its "
-                                "decision points; `fastblox parts` lists them; docs/fidelity.md)", engines=WITH_TIRESIAS, metavar="SIMULATOR",
+                                "decision points; `fastblox parts` lists them; docs/fidelity.md) or pollux (the Pollux "
+                                "simulator's elastic jobs, its tiresias and optimus; a Pollux workload CSV)",
+                                engines=WITH_POLLUX, metavar="SIMULATOR",
                                 cli=dict(const_aliases={"--blox-compat": "blox"}))
     record_series: bool = option(False, boolean, "record a time series per scheduling step (free GPUs, queue, "
                                  "demand) into DIR/series.parquet", group="output", column="bool",
@@ -475,6 +481,8 @@ def _resolve(s: RunSpec, defaults, source: bool) -> RunSpec:
         upd.update(_resolve_compat(s, c))
     elif s.compat == "tiresias":
         upd.update(_resolve_tiresias(s, c))
+    elif s.compat == "pollux":
+        upd.update(_resolve_pollux(s, c, source))
     else:
         upd.update(_resolve_native(s, c, defaults))
     if endless and s.failures is not None:
@@ -571,6 +579,28 @@ def _resolve_tiresias(s: RunSpec, c) -> dict:
         except ConfigError as e:
             raise OptionError("policy_opts", str(e)) from None
     return {}
+
+
+def _resolve_pollux(s: RunSpec, c, source: bool) -> dict:
+    from .cluster import Cluster
+    from .compat_pollux import POLICIES, check_cluster
+
+    if not isinstance(s.policy, str) or s.policy not in POLICIES:
+        raise OptionError("policy", "--compat pollux runs the Pollux simulator's policies: " + ", ".join(POLICIES)
+                          + (f"; not {s.policy!r}" if isinstance(s.policy, str) else "; not a user policy"))
+    for f in dataclasses.fields(RunSpec):
+        if f.metadata["api"] and "pollux" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
+            raise OptionError(f.name, f"--compat pollux replays the Pollux simulator as it is (its cluster, "
+                              f"intervals and restart cost); drop {flag(f.name)}")
+    if source and s.trace is None:
+        raise OptionError("trace", "--compat pollux replays a Pollux workload CSV (name,time,application,"
+                          "num_replicas,batch_size): give --trace PATH")
+    cl = POLLUX_CLUSTER if s.cluster == RunSpec.cluster else s.cluster
+    try:
+        check_cluster(Cluster.parse(cl))
+    except ConfigError as e:
+        raise OptionError("cluster", str(e)) from None
+    return dict(cluster=cl, round_s=s.round_s or 60.0)
 
 
 def _resolve_native(s: RunSpec, c, defaults) -> dict:
