@@ -401,3 +401,321 @@ def run(workload, r, cluster, tracked, sim_timer):
     summ["restarts"] = int(out["restarts"].sum())
     mark(summ, None)
     return Result(jobs, summ, r.as_dict())
+
+
+# ------------------------------------------------------------------------------------------ pollux
+#: the fairness exponent of Pollux's power mean of the jobs' speedups (``p = -1``: harmonic)
+POLLUX_P = -1.0
+POLLUX_NCF_BATCH = 32768  # the simulator fixes ncf's batch size under Pollux (and gives it one GPU)
+MAX_NODES_PER_JOB = 16
+
+
+class ElasticJob:
+    """One job under Pollux: it adapts its batch size to the goodput model it fits from the
+    configurations it has run (``Job.step`` / ``update_params`` / ``update_local_bsz``)."""
+
+    def __init__(self, app: str, submit: float, batch_size: int | None = None):
+        self.app, self.prof, self.submit, self.target_bs = app, elastic.profile(app), submit, batch_size
+        self.seen = {}  # (nodes, replicas, atomic batch) -> (step s, sync s), first measurement
+        self.pp = self.grad = None
+        self.epoch, self.progress, self.rescale = 0, 0.0, 0.0
+        self.placement, self.atomic, self.accum = (), 0, 0
+        self.finish, self.attained_gpu, self.restarts, self.first = None, 0.0, None, None
+        self.preempted = 0
+
+    @property
+    def max_profiled_replicas(self) -> int:
+        return max((k[1] for k in self.seen), default=0)
+
+    def max_replicas(self, gpus: int) -> int:
+        p = self.prof
+        if self.app == "ncf":
+            return 1
+        return min(max(2 * self.max_profiled_replicas, 1), gpus, p.max_batch_size // p.min_local_bsz)
+
+    def _choose_batch(self) -> None:
+        p, n, r = self.prof, len(self.placement), sum(self.placement)
+        bs = self.target_bs
+        if bs is None and self.pp is None:
+            bs = max(p.init_batch_size, p.min_local_bsz * r)
+        if bs is None:
+            _, a, k = elastic.best_batch(self.pp, self.grad, p.init_batch_size, [n], [r], p.max_batch_size,
+                                         p.min_local_bsz, p.max_local_bsz)
+            atomic, accum = int(a[0]), int(k[0])
+        else:
+            a, k = elastic.fixed_batch_config(bs, r, p.init_batch_size, p.max_batch_size, p.max_local_bsz)
+            atomic, accum = int(a), int(k)
+        self.atomic, self.accum = min(atomic, int(p.max_batch_size / (r * (accum + 1)))), accum
+
+    def _observe(self, n, r, step, sync, sqr, var) -> None:
+        self.grad = (sqr, var)
+        key = (n, r, self.atomic)
+        if key in self.seen:
+            return
+        self.seen[key] = (step, sync)
+        k = np.array(list(self.seen))
+        v = np.array(list(self.seen.values()))
+        self.pp = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0])
+
+    def reallocate(self, placement: tuple, now: float) -> None:
+        if not placement:
+            if self.placement:
+                self.preempted += 1
+            self.placement, self.atomic = (), 0
+            return
+        self.placement = tuple(placement)
+        self._choose_batch()
+        self.rescale = elastic.RESTART_S
+        if self.restarts is None:
+            self.restarts, self.first = 0, now
+        else:
+            self.restarts += 1
+
+    def advance(self, t0: float, secs: float) -> None:
+        if not self.placement or self.finish is not None:
+            return
+        p, n, r = self.prof, len(self.placement), sum(self.placement)
+        d = min(self.rescale, secs)
+        used = d
+        self.attained_gpu += d * r
+        self.rescale -= d
+        secs -= d
+        while secs > 0 and self.finish is None:
+            batch = r * self.atomic * (self.accum + 1)
+            step, sync = p.step_time(self.placement, self.atomic)
+            sqr, var = (float(x) for x in p.grad_stats(batch, self.epoch))
+            g = elastic.gain(sqr, var, batch / p.init_batch_size)
+            self._observe(n, r, step, sync, sqr, var)
+            good = g / (step + (step - sync) * self.accum)
+            nxt = p.epoch_progress[self.epoch + 1]
+            if self.progress + good * secs < nxt:
+                self.progress += good * secs
+                self.attained_gpu += secs * r
+                used += secs
+                secs = 0
+            else:
+                self.epoch += 1
+                delta = round(float((nxt - self.progress) / good))
+                if self.epoch > p.max_epochs - 1:
+                    self.finish = t0 + used + delta
+                self.progress = nxt
+                self.attained_gpu += delta * r
+                used += delta
+                secs -= delta
+            self._choose_batch()
+
+
+class Speedups:
+    """A job's speedup over its fair share for any (nodes, GPUs): the goodput of its best batch
+    size there over that on one node with ``fair`` GPUs (``r / fair`` before it has a model)."""
+
+    def __init__(self, job: ElasticJob, fair: float):
+        self.job, self.fair, self._memo = job, fair, {}
+        p = job.prof
+        self._args = (p.init_batch_size, p.max_batch_size, p.min_local_bsz, p.max_local_bsz)
+        if job.pp is not None:
+            self.base = self._goodput(np.array([1.0]), np.array([float(fair)]))[0]
+
+    def _goodput(self, nodes, reps):
+        init, mx, lo, hi = self._args
+        return elastic.best_batch(self.job.pp, self.job.grad, init, nodes, reps, mx, lo, hi)[0]
+
+    def table(self, max_r: int, per_node: int) -> np.ndarray:
+        """[nodes, GPUs] speedups for GPUs 0..max_r on 1..min(GPUs, 16) nodes (0 where impossible)."""
+        key = (max_r, per_node)
+        if key not in self._memo:
+            t = np.zeros((MAX_NODES_PER_JOB + 1, max_r + 1))
+            n, r = np.meshgrid(np.arange(1, MAX_NODES_PER_JOB + 1), np.arange(1, max_r + 1), indexing="ij")
+            ok = (n <= r) & (r <= n * per_node)
+            if self.job.pp is None:
+                t[1:, 1:] = np.where(ok, r / self.fair, 0.0)
+            else:
+                vals = np.zeros(n.shape)
+                vals[ok] = self._goodput(n[ok].astype(float), r[ok].astype(float)) / self.base
+                t[1:, 1:] = vals
+            self._memo[key] = t
+        return self._memo[key]
+
+
+class PolluxPolicy:
+    """Pollux's allocation: maximise the power mean (p = -1) of the jobs' speedups over their fair
+    share, each scaled so one node's worth is 1, a job whose GPUs change discounted by the
+    share of its age its restarts would cost. Pollux searches with a genetic algorithm
+    (NSGA-II); this one solves the same objective by a dynamic programme over GPU counts (every
+    job's best size given the GPUs left, exactly, on its fewest nodes), packs the result onto
+    nodes (at most one multi-node job per node, a node's GPUs at most) and keeps the best of that
+    and the unchanged allocation by the exact objective."""
+
+    def __init__(self, jobs: list, nodes: int, per_node: int):
+        self.jobs, self.nodes, self.per_node = jobs, nodes, per_node
+        self.objectives = []  # (interval time, objective of the chosen, of the unchanged allocation)
+
+    # ---- the objective
+    def _values(self, j: int, sp: np.ndarray, factor: float):
+        """1 / (scaled speedup + 1e-3) of job j: per GPU count on its fewest nodes (changed)."""
+        r = np.arange(sp.shape[1])
+        n = np.maximum(-(-r // self.per_node), 1)
+        s = sp[n, r] / self.per_node * factor
+        s[0] = 0.0
+        return 1.0 / (s + 1e-3)
+
+    def objective(self, state: np.ndarray, base: np.ndarray, tabs: list, factors: np.ndarray) -> float:
+        """Pollux's power mean (p = -1) of the scaled speedups of allocation ``state`` [job, node]."""
+        reps = state.sum(axis=1)
+        nn = np.count_nonzero(state, axis=1)
+        s = np.array([tabs[j][nn[j], reps[j]] if reps[j] else 0.0 for j in range(len(reps))]) / self.per_node
+        changed = (state != base).any(axis=1)
+        s = s * np.where(changed, factors, 1.0)
+        return float((np.sum((s + 1e-3) ** POLLUX_P) / len(s)) ** (1.0 / POLLUX_P))
+
+    # ---- the search
+    def _sizes(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray) -> list:
+        """Each job's (GPUs, keep its current allocation) minimising the sum of 1/(speedup + 1e-3)."""
+        G = self.nodes * self.per_node
+        dp = np.zeros(G + 1)
+        choice = []
+        cap = np.arange(G + 1)
+        for j in range(len(tabs)):
+            vals = self._values(j, tabs[j], factors[j])[: maxr[j] + 1]
+            rs = np.arange(len(vals))
+            opts_r, opts_v, keep = list(rs), list(vals), [False] * len(rs)
+            rb = int(base[j].sum())
+            if rb:
+                nb = int(np.count_nonzero(base[j]))
+                opts_r.append(rb)
+                opts_v.append(1.0 / (tabs[j][nb, rb] / self.per_node + 1e-3))
+                keep.append(True)
+            opts_r, opts_v = np.array(opts_r), np.array(opts_v)
+            src = cap[None, :] - opts_r[:, None]
+            cand = np.where(src >= 0, dp[np.maximum(src, 0)] + opts_v[:, None], np.inf)
+            k = np.argmin(cand, axis=0)
+            dp = cand[k, cap]
+            choice.append((k, opts_r, keep))
+        c = int(np.argmin(dp))
+        out = [None] * len(tabs)
+        for j in range(len(tabs) - 1, -1, -1):
+            k, opts_r, keep = choice[j]
+            kk = k[c]
+            out[j] = (int(opts_r[kk]), keep[kk])
+            c -= int(opts_r[kk])
+        return out
+
+    def _pack(self, sizes: list, base: np.ndarray) -> np.ndarray:
+        """An allocation [job, node] with those sizes: kept jobs as they are, the others largest
+        first on whole free nodes plus the best-fitting node for the rest (spread over more nodes,
+        or fewer GPUs, when that is impossible)."""
+        J, N, P = len(sizes), self.nodes, self.per_node
+        state = np.zeros((J, N), dtype=np.int64)
+        dist_on = np.zeros(N, dtype=bool)
+        for j, (r, keep) in enumerate(sizes):
+            if keep:
+                state[j] = base[j]
+                if np.count_nonzero(base[j]) > 1:
+                    dist_on |= base[j] > 0
+        free = P - state.sum(axis=0)
+        for j in sorted((j for j, (r, keep) in enumerate(sizes) if not keep and r > 0), key=lambda j: -sizes[j][0]):
+            r = sizes[j][0]
+            row = self._place_one(r, free, dist_on)
+            state[j] = row
+            free -= row
+            if np.count_nonzero(row) > 1:
+                dist_on |= row > 0
+        return state
+
+    def _place_one(self, r: int, free: np.ndarray, dist_on: np.ndarray) -> np.ndarray:
+        N, P = len(free), self.per_node
+        row = np.zeros(N, dtype=np.int64)
+        if r <= P:
+            fit = np.flatnonzero(free >= r)
+            if len(fit):
+                i = fit[np.argmin(free[fit])]
+                row[i] = r
+                return row
+        else:
+            whole = np.flatnonzero(free == P)
+            full, rest = divmod(r, P)
+            if len(whole) >= full:
+                use = list(whole[:full])
+                if rest:
+                    ok = np.flatnonzero((free >= rest) & ~dist_on)
+                    ok = [i for i in ok if i not in use]
+                    if ok:
+                        i = min(ok, key=lambda i: free[i])
+                        use.append(i)
+                        row[use[:-1]] = P
+                        row[i] = rest
+                        return row
+                else:
+                    row[use] = P
+                    return row
+        # spread: nodes without another multi-node job, most free first
+        ok = np.flatnonzero((free > 0) & ~dist_on)
+        ok = ok[np.argsort(-free[ok], kind="stable")][:MAX_NODES_PER_JOB]
+        left = r
+        for i in ok:
+            take = min(left, free[i])
+            row[i] = take
+            left -= take
+            if not left:
+                break
+        if np.count_nonzero(row) <= 1 and row.sum() < r:  # one node can take part of it only
+            i = int(np.argmax(free)) if free.max() > 0 else None
+            row[:] = 0
+            if i is not None:
+                row[i] = min(r, free[i])
+        return row
+
+    def optimize(self, active: list, prev: dict, now: float) -> dict:
+        jobs = self.jobs
+        order = sorted(active, key=lambda j: (jobs[j].attained_gpu, jobs[j].submit))
+        G = self.nodes * self.per_node
+        fair = float(np.ceil(G / len(order)))
+        base = np.zeros((len(order), self.nodes), dtype=np.int64)
+        for i, j in enumerate(order):
+            for node in prev.get(j, []):
+                base[i, node] += 1
+        maxr = np.array([jobs[j].max_replicas(G) for j in order])
+        tabs = [Speedups(jobs[j], fair).table(max(int(maxr[i]), int(base[i].sum())), self.per_node)
+                for i, j in enumerate(order)]
+        age = np.array([now - jobs[j].submit for j in order])
+        rst = np.array([jobs[j].restarts or 0 for j in order])
+        factors = np.maximum(age - rst * elastic.RESTART_S, 0.0) / (age + elastic.RESTART_S)
+        cand = self._pack(self._sizes(base, tabs, factors, maxr), base)
+        f_new = self.objective(cand, base, tabs, factors)
+        f_base = self.objective(base, base, tabs, factors)
+        best = cand if f_new >= f_base else base
+        self.objectives.append((now, max(f_new, f_base), f_base))
+        return {j: [n for n in range(self.nodes) for _ in range(int(best[i, n]))] for i, j in enumerate(order)}
+
+
+def simulate_pollux(apps, submit_s, interval_s: float = INTERVAL_S, nodes: int = NODES, per_node: int = GPUS_PER_NODE,
+                    max_intervals: int = 1_000_000) -> dict:
+    """Replay the jobs under Pollux as the simulator does (adaptive batch sizes; ncf fixed at
+    32,768 on one GPU). Returns what :func:`simulate` does, plus ``objectives``."""
+    jobs = [ElasticJob(a, float(t), POLLUX_NCF_BATCH if a == "ncf" else None) for a, t in zip(apps, submit_s)]
+    pol = PolluxPolicy(jobs, nodes, per_node)
+    submit = np.asarray(submit_s, dtype=np.float64)
+    now, alloc = 0.0, {}
+    for _ in range(max_intervals):
+        if all(j.finish is not None for j in jobs):
+            break
+        for job in jobs:
+            job.advance(now, interval_s)
+        now += interval_s
+        active = [i for i, job in enumerate(jobs) if submit[i] <= now and job.finish is None]
+        if not active:
+            continue
+        alloc = {j: v for j, v in alloc.items() if jobs[j].finish is None}
+        new = pol.optimize(active, alloc, now)
+        for j in active:
+            if new.get(j) != alloc.get(j):
+                jobs[j].reallocate(to_placement(new.get(j, [])), now)
+        alloc = new
+    else:
+        raise RuntimeError(f"the replay did not finish in {max_intervals} intervals")
+    f = lambda a, d=-1.0: np.array([d if x is None else x for x in a], dtype=np.float64)  # noqa: E731
+    finish = f([j.finish for j in jobs])
+    return {"start_s": f([j.first for j in jobs]), "finish_s": finish,
+            "preemptions": np.array([j.preempted for j in jobs]), "restarts": np.array([j.restarts or 0 for j in jobs]),
+            "attained_gpu_s": f([j.attained_gpu for j in jobs], 0.0), "end_s": float(finish.max()),
+            "objectives": np.array(pol.objectives)}

@@ -264,3 +264,110 @@ def isolated_run_s(app: str, batch_size: int, num_replicas: int) -> float:
     t = pr.step_times([packed(num_replicas)], [atomic], np.array([accum]))[0]
     work = np.diff(pr.epoch_progress)
     return float((work / (pr.gains(b)[0] / t)).sum())
+
+
+# ------------------------------------------------------------------------------------------ the agent's model
+# What a Pollux job learns about itself while it runs (adaptdl's goodput model, as the simulator's
+# jobs fit it): step time = (compute^gamma + network^gamma)^(1/gamma) with compute = alpha_c +
+# beta_c * atomic batch and network = alpha + beta * max(replicas - 2, 0) over the slowest link
+# (inter-node: _n, intra-node: _r), accumulation steps adding compute each. Parameters, in order:
+PERF_PARAMS = ("alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r", "gamma")
+TINY = 1e-8
+GEOM_POINTS = 50  # batch sizes tried between the smallest and the largest (np.geomspace's default)
+
+
+def _network_time(pp, nodes, reps):
+    inter, intra = nodes > 1, reps > 1
+    alpha = np.where(inter, pp[2], np.where(intra, pp[4], TINY))
+    beta = np.where(inter, pp[3], np.where(intra, pp[5], TINY))
+    return alpha + beta * np.maximum(reps - 2, TINY)
+
+
+def _log_optim_time(gamma, accum_time, network_time):
+    return np.log(accum_time ** gamma + network_time ** gamma) / gamma
+
+
+def model_throughput(pp, nodes, reps, atomic, accum):
+    """Samples per second the fitted model ``pp`` predicts (arrays broadcast)."""
+    accum_time = pp[0] + pp[1] * atomic
+    optim = np.exp(_log_optim_time(pp[6], accum_time, _network_time(pp, nodes, reps)))
+    return reps * atomic * (accum + 1) / (accum * accum_time + optim)
+
+
+def model_efficiency(grad, init_batch_size, batch_size):
+    """Statistical efficiency of ``batch_size`` (progress per sample relative to the initial batch)."""
+    sqr, var = grad
+    scale = batch_size / init_batch_size
+    denom = var / scale + sqr
+    return np.where(denom > 0, (var + sqr) / np.where(denom > 0, denom, 1.0), 1.0) / scale
+
+
+def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic):
+    """(goodput, atomic batch, accumulation steps) of the best of :data:`GEOM_POINTS` global batch
+    sizes (geometric, from the smallest allowed to ``max_batch_size``) on ``nodes``/``reps`` (1-D
+    arrays); a job on one GPU above the initial batch accumulates at least once."""
+    nodes = np.asarray(nodes, dtype=np.float64)
+    reps = np.asarray(reps, dtype=np.float64)
+    lo = np.maximum(init_batch_size, min_atomic * reps)
+    bs = np.geomspace(lo, max_batch_size, GEOM_POINTS)  # (points, jobs)
+    local = bs / reps
+    accum = np.ceil(local / max_atomic - TINY) - 1
+    accum = np.where((reps == 1) & (local > init_batch_size + TINY), np.maximum(accum, 1), accum).astype(np.int64)
+    atomic = np.ceil(local / (accum + 1) - TINY).astype(np.int64)
+    good = model_throughput(pp, nodes, reps, atomic, accum) * model_efficiency(grad, init_batch_size,
+                                                                              reps * atomic * (accum + 1))
+    good = np.where((min_atomic <= atomic) & (atomic <= max_atomic), good, 0.0)
+    k = np.argmax(good, axis=0)
+    cols = np.arange(good.shape[1])
+    return good[k, cols], atomic[k, cols], accum[k, cols]
+
+
+def _fit_objective(p, nodes, reps, atomic, accum_time, step_time):
+    pred_accum = p[0] + p[1] * atomic
+    pred_log = _log_optim_time(p[6], pred_accum, _network_time(p, nodes, reps))
+    err1 = np.sqrt(np.mean((np.log(pred_accum) - np.log(accum_time)) ** 2))
+    err2 = np.sqrt(np.mean((pred_log - np.log(step_time)) ** 2))
+    return err1 + err2 + 1e-3 * (p[6] - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
+
+
+def fit_perf_params(nodes, reps, atomic, accum_time, step_time) -> np.ndarray:
+    """The model's parameters fitted (bounded L-BFGS-B on log errors) to the configurations a job
+    has run: each one's nodes, GPUs, atomic batch, compute seconds (step - sync) and step seconds.
+    Parameters the observations cannot tell are pinned as adaptdl pins them: one atomic batch size
+    fixes alpha_c to half the mean compute time; no multi-node (single-node multi-GPU) run fixes
+    the inter-node (intra-node) terms to their floor; no run above 2 GPUs fixes both betas."""
+    from scipy.optimize import Bounds, minimize
+
+    nodes, reps, atomic = (np.asarray(x, dtype=np.float64) for x in (nodes, reps, atomic))
+    accum_time, step_time = np.asarray(accum_time, dtype=np.float64), np.asarray(step_time, dtype=np.float64)
+    p0 = np.array([1e-1, 1e-2] * 3 + [1.0 + 1e-3])
+    lo = np.array([1e-8, 1e-8] * 3 + [1.0])
+    hi = np.array([np.inf, np.inf] * 3 + [10.0])
+    if len(np.unique(atomic)) == 1:
+        p0[0] = lo[0] = hi[0] = np.mean(accum_time) / 2
+    fixed = []
+    if not np.any(nodes > 1):
+        fixed += [2, 3]
+    if not np.any((nodes == 1) & (reps > 1)):
+        fixed += [4, 5]
+    if not np.any(reps > 2):
+        fixed += [3, 5]
+    for k in fixed:
+        p0[k] = hi[k] = lo[k]
+    args = (nodes, reps, atomic, accum_time, step_time)
+    free = lo < hi
+    # (optimise the free parameters only: L-BFGS-B's finite differences on an equal-bounds
+    # parameter step outside its bounds)
+    def f(x):
+        p = p0.copy()
+        p[free] = x
+        return _fit_objective(p, *args)
+
+    with np.errstate(all="ignore"):
+        res = minimize(f, p0[free], method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]))
+    p = p0.copy()
+    p[free] = res.x
+    if not np.any(nodes > 1):
+        p[2] = max(p[2], p[4] * 1.1)
+        p[3] = max(p[3], p[5] * 1.1)
+    return p
