@@ -15,6 +15,8 @@ How the simulator runs, and so how this module runs:
   GPU-hours of service (counted in whole seconds between decisions, times its GPUs); every
   interval the queues are walked and each job that fits in the GPUs left runs (running jobs that
   no longer fit are preempted); new gangs go on the nodes with the most free GPUs.
+* **pollux**: see :class:`PolluxPolicy` and :class:`ElasticJob` (the batch size adapts; the
+  search differs from Pollux's genetic algorithm).
 * **optimus** (Optimus+Oracle): every job gets one GPU in arrival order while GPUs last; the rest
   go one at a time to the job whose (true) step time drops most times its remaining iterations; a
   job keeps its GPUs if their number is unchanged; the others are placed smallest first on the
@@ -32,8 +34,9 @@ import numpy as np
 from . import elastic
 from .errors import ConfigError, TraceError, WorkloadError
 
-#: the policies ``--compat pollux`` runs (the simulator's names)
-POLICIES = ("tiresias", "optimus")
+#: the policies ``--compat pollux`` runs (the simulator's names); the first two: :func:`simulate`
+POLICIES = ("tiresias", "optimus", "pollux")
+BASELINES = POLICIES[:2]
 INTERVAL_S = 60
 NODES, GPUS_PER_NODE = 16, 4
 TIRESIAS_THRESHOLD_GPU_S = 3600 * 16  # tiresias.py: _queue_threshold
@@ -341,9 +344,9 @@ def simulate(apps, batch_size, num_gpus, submit_s, policy: str, interval_s: floa
     """Replay the jobs (workload order) as the Pollux simulator does with ``policy``. Returns
     per-job ``start_s`` (first allocation), ``finish_s``, ``preemptions``, ``restarts``,
     ``attained_gpu_s`` (GPU-seconds held, restarts included) and ``end_s``."""
-    if policy not in POLICIES:
-        raise ConfigError(f"--compat pollux runs the Pollux simulator's policies: {', '.join(POLICIES)}; "
-                          f"not {policy!r}")
+    if policy not in BASELINES:
+        raise ConfigError(f"the Pollux simulator's fixed-batch policies are {', '.join(BASELINES)} (pollux: "
+                          f"simulate_pollux); not {policy!r}")
     jobs = Jobs(apps, batch_size, submit_s)
     gpus = np.asarray(num_gpus, dtype=np.int64)
     pol = (Tiresias if policy == "tiresias" else Optimus)(jobs, gpus, nodes, per_node)
@@ -389,7 +392,10 @@ def run(workload, r, cluster, tracked, sim_timer):
     if r.policy == "tiresias" and (gpus > nodes * per_node).any():
         raise WorkloadError(f"a job asks for {int(gpus.max())} GPUs; the cluster has {nodes * per_node}")
     with sim_timer() as t:
-        out = simulate(apps, bs, gpus, workload.submit_s, r.policy, r.round_s, nodes, per_node)
+        if r.policy == "pollux":
+            out = simulate_pollux(apps, workload.submit_s, r.round_s, nodes, per_node)
+        else:
+            out = simulate(apps, bs, gpus, workload.submit_s, r.policy, r.round_s, nodes, per_node)
     finish, first = out["finish_s"], out["start_s"]
     att_gpu = out["attained_gpu_s"]
     # (an elastic job's GPUs change over its run: seconds of service are its GPU-seconds over its GPUs in the workload)

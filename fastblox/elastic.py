@@ -323,11 +323,34 @@ def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomi
 
 
 def _fit_objective(p, nodes, reps, atomic, accum_time, step_time):
-    pred_accum = p[0] + p[1] * atomic
-    pred_log = _log_optim_time(p[6], pred_accum, _network_time(p, nodes, reps))
-    err1 = np.sqrt(np.mean((np.log(pred_accum) - np.log(accum_time)) ** 2))
-    err2 = np.sqrt(np.mean((pred_log - np.log(step_time)) ** 2))
-    return err1 + err2 + 1e-3 * (p[6] - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
+    """adaptdl's fitting loss (RMS log errors of compute and step time, a pull of gamma towards 1
+    and of the betas towards 0) and its gradient in the 7 parameters."""
+    inter = nodes > 1
+    intra = ~inter & (reps > 1)
+    m = np.maximum(reps - 2, TINY)
+    A = p[0] + p[1] * atomic
+    N = _network_time(p, nodes, reps)
+    g = p[6]
+    Ag, Ng = A ** g, N ** g
+    S = Ag + Ng
+    L = np.log(S) / g
+    n = len(A)
+    d1 = np.log(A) - np.log(accum_time)
+    d2 = L - np.log(step_time)
+    e1, e2 = np.sqrt(np.mean(d1 ** 2)), np.sqrt(np.mean(d2 ** 2))
+    f = e1 + e2 + 1e-3 * (g - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
+    w1 = d1 / (n * e1) if e1 > 0 else np.zeros(n)
+    w2 = d2 / (n * e2) if e2 > 0 else np.zeros(n)
+    dA = w1 / A + w2 * Ag / (A * S)  # d f / d A per observation
+    dN = w2 * Ng / (N * S)
+    dg = np.sum(w2 * (-np.log(S) / g ** 2 + (Ag * np.log(A) + Ng * np.log(N)) / (g * S)))
+    grad = np.array([
+        dA.sum(), (dA * atomic).sum(),
+        (dN * inter).sum() - 2e-2 * p[3] ** 2 / p[2] ** 3, (dN * inter * m).sum() + 2e-2 * p[3] / p[2] ** 2,
+        (dN * intra).sum() - 2e-2 * p[5] ** 2 / p[4] ** 3, (dN * intra * m).sum() + 2e-2 * p[5] / p[4] ** 2,
+        dg + 2e-3 * (g - 1),
+    ])
+    return f, grad
 
 
 def fit_perf_params(nodes, reps, atomic, accum_time, step_time) -> np.ndarray:
@@ -356,15 +379,15 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time) -> np.ndarray:
         p0[k] = hi[k] = lo[k]
     args = (nodes, reps, atomic, accum_time, step_time)
     free = lo < hi
-    # (optimise the free parameters only: L-BFGS-B's finite differences on an equal-bounds
-    # parameter step outside its bounds)
+    # (the free parameters only, with the exact gradient, as adaptdl's autograd gives it)
     def f(x):
         p = p0.copy()
         p[free] = x
-        return _fit_objective(p, *args)
+        v, g = _fit_objective(p, *args)
+        return v, g[free]
 
     with np.errstate(all="ignore"):
-        res = minimize(f, p0[free], method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]))
+        res = minimize(f, p0[free], jac=True, method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]))
     p = p0.copy()
     p[free] = res.x
     if not np.any(nodes > 1):

@@ -228,10 +228,11 @@ def policy_opts(v, name):
 def policy_name(v, name):
     if callable(v) or isinstance(v, parts.Policy):
         return v  # a user policy given to the API
+    from .compat_pollux import POLICIES as POLLUX_POLICIES
     from .compat_tiresias import NATIVE_EQUIVALENTS, SCHEDULES
 
     v = lower_text(v, name)
-    known = (parts.POLICIES, parts.BLOX_POLICIES, SCHEDULES, NATIVE_EQUIVALENTS)
+    known = (parts.POLICIES, parts.BLOX_POLICIES, SCHEDULES, NATIVE_EQUIVALENTS, POLLUX_POLICIES)
     if not any(v in k for k in known) and v != DYNAMIC:
         raise OptionError(name, _unknown("policy", v, parts.POLICIES.names()))
     return v
@@ -604,6 +605,9 @@ def _resolve_pollux(s: RunSpec, c, source: bool) -> dict:
 
 
 def _resolve_native(s: RunSpec, c, defaults) -> dict:
+    if s.policy == "pollux":
+        raise OptionError("policy", "'pollux' is the Pollux simulator's elastic policy: run it with --compat pollux "
+                          "on a Pollux workload CSV")
     if isinstance(s.policy, str) and s.policy not in parts.POLICIES and s.policy not in parts.BLOX_POLICIES:
         raise OptionError("policy", f"{s.policy!r} is one of Tiresias' schedules, run only with --compat tiresias; "
                           f"native policies: {', '.join(parts.POLICIES.names())}")

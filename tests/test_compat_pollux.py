@@ -233,8 +233,10 @@ def test_a_workload_without_applications_is_refused():
 
 
 def test_unknown_policy_in_the_engine():
-    with pytest.raises(ConfigError, match="not 'pollux'"):
-        cp.simulate(["ncf"], np.array([32768]), np.array([1]), np.array([0.0]), "pollux")
+    with pytest.raises(ConfigError, match="not 'fifo'"):
+        cp.simulate(["ncf"], np.array([32768]), np.array([1]), np.array([0.0]), "fifo")
+    with pytest.raises(OptionError, match="--compat pollux"):
+        RunSpec(policy="pollux").resolved()
 
 
 def test_cli_runs_it(tmp_path):
