@@ -513,34 +513,40 @@ class ElasticJob:
 
 class Speedups:
     """A job's speedup over its fair share for any (nodes, GPUs): the goodput of its best batch
-    size there over that on one node with ``fair`` GPUs (``r / fair`` before it has a model)."""
+    size there over that on one node with ``fair`` GPUs (``r / fair`` before it has a model).
+    Goodputs are remembered on the job until its model or gradient statistics change."""
 
     def __init__(self, job: ElasticJob, fair: float):
-        self.job, self.fair, self._memo = job, fair, {}
-        p = job.prof
-        self._args = (p.init_batch_size, p.max_batch_size, p.min_local_bsz, p.max_local_bsz)
+        self.job, self.fair = job, fair
         if job.pp is not None:
-            self.base = self._goodput(np.array([1.0]), np.array([float(fair)]))[0]
+            self.base = self._goodputs(np.array([1]), np.array([int(fair)]))[0]
 
-    def _goodput(self, nodes, reps):
-        init, mx, lo, hi = self._args
-        return elastic.best_batch(self.job.pp, self.job.grad, init, nodes, reps, mx, lo, hi)[0]
+    def _goodputs(self, nodes, reps) -> np.ndarray:
+        job = self.job
+        key = (job.pp.tobytes(), job.grad)
+        if getattr(job, "_gkey", None) != key:
+            job._gkey, job._gmemo = key, {}
+        memo = job._gmemo
+        pairs = list(zip(nodes.tolist(), reps.tolist()))
+        miss = sorted({pr for pr in pairs if pr not in memo})
+        if miss:
+            p = job.prof
+            m = np.array(miss, dtype=np.float64)
+            good = elastic.best_batch(job.pp, job.grad, p.init_batch_size, m[:, 0], m[:, 1], p.max_batch_size,
+                                      p.min_local_bsz, p.max_local_bsz)[0]
+            memo.update(zip(miss, good.tolist()))
+        return np.array([memo[pr] for pr in pairs])
 
-    def table(self, max_r: int, per_node: int) -> np.ndarray:
-        """[nodes, GPUs] speedups for GPUs 0..max_r on 1..min(GPUs, 16) nodes (0 where impossible)."""
-        key = (max_r, per_node)
-        if key not in self._memo:
-            t = np.zeros((MAX_NODES_PER_JOB + 1, max_r + 1))
-            n, r = np.meshgrid(np.arange(1, MAX_NODES_PER_JOB + 1), np.arange(1, max_r + 1), indexing="ij")
-            ok = (n <= r) & (r <= n * per_node)
-            if self.job.pp is None:
-                t[1:, 1:] = np.where(ok, r / self.fair, 0.0)
-            else:
-                vals = np.zeros(n.shape)
-                vals[ok] = self._goodput(n[ok].astype(float), r[ok].astype(float)) / self.base
-                t[1:, 1:] = vals
-            self._memo[key] = t
-        return self._memo[key]
+    def __call__(self, nodes, reps) -> np.ndarray:
+        """Speedups at (nodes, GPUs) pairs (arrays; 0 where GPUs is 0)."""
+        nodes, reps = np.asarray(nodes, dtype=np.int64), np.asarray(reps, dtype=np.int64)
+        out = np.zeros(len(reps))
+        on = reps > 0
+        if self.job.pp is None:
+            out[on] = reps[on] / self.fair
+        elif on.any():
+            out[on] = self._goodputs(nodes[on], reps[on]) / self.base
+        return out
 
 
 class PolluxPolicy:
@@ -557,19 +563,17 @@ class PolluxPolicy:
         self.objectives = []  # (interval time, objective of the chosen, of the unchanged allocation)
 
     # ---- the objective
-    def _values(self, j: int, sp: np.ndarray, factor: float):
-        """1 / (scaled speedup + 1e-3) of job j: per GPU count on its fewest nodes (changed)."""
-        r = np.arange(sp.shape[1])
-        n = np.maximum(-(-r // self.per_node), 1)
-        s = sp[n, r] / self.per_node * factor
-        s[0] = 0.0
+    def _values(self, sp: Speedups, max_r: int, factor: float):
+        """1 / (scaled speedup + 1e-3) of a job per GPU count 0..max_r on its fewest nodes (changed)."""
+        r = np.arange(max_r + 1)
+        s = sp(-(-r // self.per_node), r) / self.per_node * factor
         return 1.0 / (s + 1e-3)
 
     def objective(self, state: np.ndarray, base: np.ndarray, tabs: list, factors: np.ndarray) -> float:
         """Pollux's power mean (p = -1) of the scaled speedups of allocation ``state`` [job, node]."""
         reps = state.sum(axis=1)
         nn = np.count_nonzero(state, axis=1)
-        s = np.array([tabs[j][nn[j], reps[j]] if reps[j] else 0.0 for j in range(len(reps))]) / self.per_node
+        s = np.array([tabs[j](nn[j:j + 1], reps[j:j + 1])[0] for j in range(len(reps))]) / self.per_node
         changed = (state != base).any(axis=1)
         s = s * np.where(changed, factors, 1.0)
         return float((np.sum((s + 1e-3) ** POLLUX_P) / len(s)) ** (1.0 / POLLUX_P))
@@ -582,14 +586,14 @@ class PolluxPolicy:
         choice = []
         cap = np.arange(G + 1)
         for j in range(len(tabs)):
-            vals = self._values(j, tabs[j], factors[j])[: maxr[j] + 1]
+            vals = self._values(tabs[j], int(maxr[j]), factors[j])
             rs = np.arange(len(vals))
             opts_r, opts_v, keep = list(rs), list(vals), [False] * len(rs)
             rb = int(base[j].sum())
             if rb:
                 nb = int(np.count_nonzero(base[j]))
                 opts_r.append(rb)
-                opts_v.append(1.0 / (tabs[j][nb, rb] / self.per_node + 1e-3))
+                opts_v.append(1.0 / (tabs[j]([nb], [rb])[0] / self.per_node + 1e-3))
                 keep.append(True)
             opts_r, opts_v = np.array(opts_r), np.array(opts_v)
             src = cap[None, :] - opts_r[:, None]
@@ -681,8 +685,7 @@ class PolluxPolicy:
             for node in prev.get(j, []):
                 base[i, node] += 1
         maxr = np.array([jobs[j].max_replicas(G) for j in order])
-        tabs = [Speedups(jobs[j], fair).table(max(int(maxr[i]), int(base[i].sum())), self.per_node)
-                for i, j in enumerate(order)]
+        tabs = [Speedups(jobs[j], fair) for j in order]
         age = np.array([now - jobs[j].submit for j in order])
         rst = np.array([jobs[j].restarts or 0 for j in order])
         factors = np.maximum(age - rst * elastic.RESTART_S, 0.0) / (age + elastic.RESTART_S)
@@ -700,7 +703,11 @@ def simulate_pollux(apps, submit_s, interval_s: float = INTERVAL_S, nodes: int =
     32,768 on one GPU). Returns what :func:`simulate` does, plus ``objectives``."""
     jobs = [ElasticJob(a, float(t), POLLUX_NCF_BATCH if a == "ncf" else None) for a, t in zip(apps, submit_s)]
     pol = PolluxPolicy(jobs, nodes, per_node)
-    submit = np.asarray(submit_s, dtype=np.float64)
+    with elastic.one_blas_thread():
+        return _run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals)
+
+
+def _run_pollux(jobs, pol, submit, interval_s, max_intervals) -> dict:
     now, alloc = 0.0, {}
     for _ in range(max_intervals):
         if all(j.finish is not None for j in jobs):

@@ -353,6 +353,42 @@ def _fit_objective(p, nodes, reps, atomic, accum_time, step_time):
     return f, grad
 
 
+class one_blas_thread:
+    """Context: the loaded OpenBLAS libraries (numpy's, scipy's) on one thread, as before on exit.
+    L-BFGS-B on 7 parameters calls BLAS on vectors of 7; OpenBLAS' worker threads then cost more
+    than the work (7x on 2 busy cores). Linux only; elsewhere it does nothing."""
+
+    _SYMS = ("scipy_openblas_{}_num_threads64_", "scipy_openblas_{}_num_threads", "openblas_{}_num_threads64_",
+             "openblas_{}_num_threads")
+
+    def __enter__(self):
+        import ctypes
+
+        self._saved = []
+        try:
+            with open("/proc/self/maps") as f:
+                libs = {ln.split()[-1] for ln in f if "openblas" in ln.rsplit("/", 1)[-1].lower()}
+        except OSError:
+            return self
+        for lib in sorted(libs):
+            try:
+                h = ctypes.CDLL(lib)
+            except OSError:
+                continue
+            for sym in self._SYMS:
+                get, set_ = getattr(h, sym.format("get"), None), getattr(h, sym.format("set"), None)
+                if get is not None and set_ is not None:
+                    self._saved.append((set_, get()))
+                    set_(1)
+                    break
+        return self
+
+    def __exit__(self, *exc):
+        for set_, n in self._saved:
+            set_(n)
+        return False
+
+
 def fit_perf_params(nodes, reps, atomic, accum_time, step_time) -> np.ndarray:
     """The model's parameters fitted (bounded L-BFGS-B on log errors) to the configurations a job
     has run: each one's nodes, GPUs, atomic batch, compute seconds (step - sync) and step seconds.
