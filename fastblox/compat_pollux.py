@@ -555,8 +555,11 @@ class PolluxPolicy:
     share of its age its restarts would cost. Pollux searches with a genetic algorithm
     (NSGA-II); this one solves the same objective by a dynamic programme over GPU counts (every
     job's best size given the GPUs left, exactly, on its fewest nodes), packs the result onto
-    nodes (at most one multi-node job per node, a node's GPUs at most) and keeps the best of that
-    and the unchanged allocation by the exact objective."""
+    nodes (at most one multi-node job per node, a node's GPUs at most), plans again without the
+    sizes the packing could not give, and keeps the best of those and the unchanged allocation by
+    the exact objective."""
+
+    PASSES = 8  # plans at most, each without the sizes the packing of the one before could not give
 
     def __init__(self, jobs: list, nodes: int, per_node: int):
         self.jobs, self.nodes, self.per_node = jobs, nodes, per_node
@@ -564,10 +567,13 @@ class PolluxPolicy:
 
     # ---- the objective
     def _values(self, sp: Speedups, max_r: int, factor: float):
-        """1 / (scaled speedup + 1e-3) of a job per GPU count 0..max_r on its fewest nodes (changed)."""
+        """1 / (scaled speedup + 1e-3) of a job per GPU count 0..max_r on its fewest nodes (changed;
+        inf: not a size a changed allocation may take)."""
         r = np.arange(max_r + 1)
         s = sp(-(-r // self.per_node), r) / self.per_node * factor
-        return 1.0 / (s + 1e-3)
+        # (a new multi-node allocation takes whole nodes: a part-filled node left to it would
+        # fragment the cluster for the single-node jobs, and the packing would often fail)
+        return np.where((r > self.per_node) & (r % self.per_node != 0), np.inf, 1.0 / (s + 1e-3))
 
     def objective(self, state: np.ndarray, base: np.ndarray, tabs: list, factors: np.ndarray) -> float:
         """Pollux's power mean (p = -1) of the scaled speedups of allocation ``state`` [job, node]."""
@@ -689,11 +695,21 @@ class PolluxPolicy:
         age = np.array([now - jobs[j].submit for j in order])
         rst = np.array([jobs[j].restarts or 0 for j in order])
         factors = np.maximum(age - rst * elastic.RESTART_S, 0.0) / (age + elastic.RESTART_S)
-        cand = self._pack(self._sizes(base, tabs, factors, maxr), base)
-        f_new = self.objective(cand, base, tabs, factors)
         f_base = self.objective(base, base, tabs, factors)
-        best = cand if f_new >= f_base else base
-        self.objectives.append((now, max(f_new, f_base), f_base))
+        best, f_best = base, f_base
+        caps = maxr.copy()
+        for _ in range(self.PASSES):
+            sizes = self._sizes(base, tabs, factors, caps)
+            cand = self._pack(sizes, base)
+            f = self.objective(cand, base, tabs, factors)
+            if f > f_best:
+                best, f_best = cand, f
+            got = cand.sum(axis=1)
+            short = [i for i, (r, keep) in enumerate(sizes) if not keep and got[i] < r]
+            if not short:
+                break
+            caps[short] = got[short]  # (the packing could not give them that many: plan again without)
+        self.objectives.append((now, f_best, f_base))
         return {j: [n for n in range(self.nodes) for _ in range(int(best[i, n]))] for i, j in enumerate(order)}
 
 
