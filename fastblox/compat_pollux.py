@@ -596,7 +596,7 @@ class PolluxPolicy:
             rs = np.arange(len(vals))
             opts_r, opts_v, keep = list(rs), list(vals), [False] * len(rs)
             rb = int(base[j].sum())
-            if rb:
+            if 0 < rb <= self._maxr[j]:  # (keeping more GPUs than it may have is not an option)
                 nb = int(np.count_nonzero(base[j]))
                 opts_r.append(rb)
                 opts_v.append(1.0 / (tabs[j]([nb], [rb])[0] / self.per_node + 1e-3))
@@ -695,8 +695,9 @@ class PolluxPolicy:
         age = np.array([now - jobs[j].submit for j in order])
         rst = np.array([jobs[j].restarts or 0 for j in order])
         factors = np.maximum(age - rst * elastic.RESTART_S, 0.0) / (age + elastic.RESTART_S)
+        self._maxr = maxr
         f_base = self.objective(base, base, tabs, factors)
-        best, f_best = base, f_base
+        best, f_best = (base, f_base) if (base.sum(axis=1) <= maxr).all() else (None, -np.inf)
         caps = maxr.copy()
         for _ in range(self.PASSES):
             sizes = self._sizes(base, tabs, factors, caps)
