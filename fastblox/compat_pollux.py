@@ -554,10 +554,12 @@ class PolluxPolicy:
     share, each scaled so one node's worth is 1, a job whose GPUs change discounted by the
     share of its age its restarts would cost. Pollux searches with a genetic algorithm
     (NSGA-II); this one solves the same objective by a dynamic programme over GPU counts (every
-    job's best size given the GPUs left, exactly, on its fewest nodes), packs the result onto
-    nodes (at most one multi-node job per node, a node's GPUs at most), plans again without the
-    sizes the packing could not give, and keeps the best of those and the unchanged allocation by
-    the exact objective."""
+    job's best size given the GPUs left, exactly, on its fewest nodes; once with new multi-node
+    allocations in whole nodes only, once with any size), packs the result onto nodes (at most
+    one multi-node job per node, a node's GPUs at most), plans again without the sizes the
+    packing could not give, keeps the best of those and the unchanged allocation by the exact
+    objective, and improves it by single moves (a node's free GPUs to a job, one GPU from a job to
+    another on the same node) while one helps."""
 
     PASSES = 8  # plans at most, each without the sizes the packing of the one before could not give
 
@@ -566,14 +568,14 @@ class PolluxPolicy:
         self.objectives = []  # (interval time, objective of the chosen, of the unchanged allocation)
 
     # ---- the objective
-    def _values(self, sp: Speedups, max_r: int, factor: float):
+    def _values(self, sp: Speedups, max_r: int, factor: float, whole: bool):
         """1 / (scaled speedup + 1e-3) of a job per GPU count 0..max_r on its fewest nodes (changed;
-        inf: not a size a changed allocation may take)."""
+        inf: not a size a changed allocation may take). ``whole``: a new multi-node allocation takes
+        whole nodes (a part-filled node left to it fragments the cluster for single-node jobs)."""
         r = np.arange(max_r + 1)
         s = sp(-(-r // self.per_node), r) / self.per_node * factor
-        # (a new multi-node allocation takes whole nodes: a part-filled node left to it would
-        # fragment the cluster for the single-node jobs, and the packing would often fail)
-        return np.where((r > self.per_node) & (r % self.per_node != 0), np.inf, 1.0 / (s + 1e-3))
+        v = 1.0 / (s + 1e-3)
+        return np.where((r > self.per_node) & (r % self.per_node != 0), np.inf, v) if whole else v
 
     def objective(self, state: np.ndarray, base: np.ndarray, tabs: list, factors: np.ndarray) -> float:
         """Pollux's power mean (p = -1) of the scaled speedups of allocation ``state`` [job, node]."""
@@ -585,14 +587,14 @@ class PolluxPolicy:
         return float((np.sum((s + 1e-3) ** POLLUX_P) / len(s)) ** (1.0 / POLLUX_P))
 
     # ---- the search
-    def _sizes(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray) -> list:
+    def _sizes(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray, whole: bool) -> list:
         """Each job's (GPUs, keep its current allocation) minimising the sum of 1/(speedup + 1e-3)."""
         G = self.nodes * self.per_node
         dp = np.zeros(G + 1)
         choice = []
         cap = np.arange(G + 1)
         for j in range(len(tabs)):
-            vals = self._values(tabs[j], int(maxr[j]), factors[j])
+            vals = self._values(tabs[j], int(maxr[j]), factors[j], whole)
             rs = np.arange(len(vals))
             opts_r, opts_v, keep = list(rs), list(vals), [False] * len(rs)
             rb = int(base[j].sum())
@@ -681,6 +683,60 @@ class PolluxPolicy:
                 row[i] = min(r, free[i])
         return row
 
+    def _job_value(self, j: int, row: np.ndarray, base_row: np.ndarray, tabs: list, factors: np.ndarray) -> float:
+        r = int(row.sum())
+        s = tabs[j]([np.count_nonzero(row)], [r])[0] / self.per_node if r else 0.0
+        if (row != base_row).any():
+            s *= factors[j]
+        return 1.0 / (s + 1e-3)
+
+    def _improve(self, state, base, tabs, factors, maxr) -> np.ndarray:
+        """Improve ``state`` one move at a time, the move that lowers the sum of 1/(scaled speedup +
+        1e-3) most first, while one does: a job takes a node's free GPUs, or a job takes one GPU of
+        a node it is on from another job there (the constraints kept)."""
+        state = state.copy()
+        P = self.per_node
+        val = lambda j, row: self._job_value(j, row, base[j], tabs, factors)  # noqa: E731
+        for _ in range(4 * state.size):
+            free = P - state.sum(axis=0)
+            nn = np.count_nonzero(state, axis=1)
+            multi_on = (state[nn > 1] > 0).any(axis=0)
+            cur = [val(j, state[j]) for j in range(len(state))]
+            best = (1e-12, None)
+            for j in range(len(state)):
+                r = int(state[j].sum())
+                if r >= maxr[j]:
+                    continue
+                mine = state[j] > 0
+                for n in np.flatnonzero(free > 0):  # the free GPUs of a node
+                    row = state[j].copy()
+                    row[n] += min(int(free[n]), int(maxr[j]) - r)
+                    used = row > 0
+                    if used.sum() > 1:  # multi-node: no other multi-node job on its nodes
+                        others = multi_on & ~(mine if nn[j] > 1 else np.zeros_like(mine))
+                        if (others & used).any() or used.sum() > MAX_NODES_PER_JOB:
+                            continue
+                    gain = cur[j] - val(j, row)
+                    if gain > best[0]:
+                        best = (gain, ((j, row),))
+                for n in np.flatnonzero(mine):  # one GPU from a neighbour
+                    row = state[j].copy()
+                    row[n] += 1
+                    vj = val(j, row)
+                    for i in np.flatnonzero(state[:, n] > 0):
+                        if i == j:
+                            continue
+                        other = state[i].copy()
+                        other[n] -= 1
+                        gain = cur[j] + cur[i] - vj - val(i, other)
+                        if gain > best[0]:
+                            best = (gain, ((j, row), (i, other)))
+            if best[1] is None:
+                break
+            for j, row in best[1]:
+                state[j] = row
+        return state
+
     def optimize(self, active: list, prev: dict, now: float) -> dict:
         jobs = self.jobs
         order = sorted(active, key=lambda j: (jobs[j].attained_gpu, jobs[j].submit))
@@ -698,18 +754,22 @@ class PolluxPolicy:
         self._maxr = maxr
         f_base = self.objective(base, base, tabs, factors)
         best, f_best = (base, f_base) if (base.sum(axis=1) <= maxr).all() else (None, -np.inf)
-        caps = maxr.copy()
-        for _ in range(self.PASSES):
-            sizes = self._sizes(base, tabs, factors, caps)
-            cand = self._pack(sizes, base)
-            f = self.objective(cand, base, tabs, factors)
-            if f > f_best:
-                best, f_best = cand, f
-            got = cand.sum(axis=1)
-            short = [i for i, (r, keep) in enumerate(sizes) if not keep and got[i] < r]
-            if not short:
-                break
-            caps[short] = got[short]  # (the packing could not give them that many: plan again without)
+        for whole in (True, False):
+            caps = maxr.copy()
+            for _ in range(self.PASSES):
+                sizes = self._sizes(base, tabs, factors, caps, whole)
+                cand = self._pack(sizes, base)
+                f = self.objective(cand, base, tabs, factors)
+                if f > f_best:
+                    best, f_best = cand, f
+                got = cand.sum(axis=1)
+                short = [i for i, (r, keep) in enumerate(sizes) if not keep and got[i] < r]
+                if not short:
+                    break
+                caps[short] = got[short]  # (the packing could not give them that many: plan again without)
+        if best is not None:
+            best = self._improve(best, base, tabs, factors, maxr)
+            f_best = self.objective(best, base, tabs, factors)
         self.objectives.append((now, f_best, f_base))
         return {j: [n for n in range(self.nodes) for _ in range(int(best[i, n]))] for i, j in enumerate(order)}
 
