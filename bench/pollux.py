@@ -67,7 +67,9 @@ def nsga2_table(res: dict) -> str:
             f"mean, p = -1, of the scaled speedups) of this search's allocation is >= NSGA-II's in "
             f"{int((mine >= theirs * (1 - 1e-9)).sum())} of {len(r)} rounds; ratio mine / NSGA-II: min "
             f"{(mine / theirs).min():.4f}, median {np.median(mine / theirs):.4f}, max {(mine / theirs).max():.4f}; "
-            f"CPU per round {res['cpu_mine_s']:.3f} s against {res['cpu_nsga2_s']:.1f} s.")
+            f"CPU per round {res['cpu_mine_s']:.3f} s against {res['cpu_nsga2_s']:.1f} s. (Each NSGA-II run starts "
+            f"from the round's current allocation only; in Pollux's own replay it also starts from its previous "
+            f"round's population.)")
 
 
 def dump(w, path: Path, every: int) -> None:
@@ -124,8 +126,9 @@ def main(argv=None) -> int:
         from _util import update_section
 
         stamp = (f"Measured by `python bench/pollux.py --write` ({time.strftime('%Y-%m-%d')}) on {a.workload.name} "
-                 f"(160 jobs, 16 x 4 GPUs, 60 s intervals, restarts {elastic.RESTART_S:g} s); CPU seconds of the "
-                 "replay alone, one core.")
+                 f"(160 jobs, 16 x 4 GPUs, 60 s intervals, restarts {elastic.RESTART_S:g} s); CPU seconds of each "
+                 "replay alone, one after the other in one process, after reading the workload (which loads the "
+                 "profiles).")
         update_section(ROOT / "docs" / "fidelity.md", "pollux", stamp + "\n\n" + text)
     return 0
 
