@@ -170,6 +170,9 @@ def cmd_parts(a) -> int:
 
     print("--compat tiresias schedules (Tiresias' names; --policy-opt thresholds=...; gittins: distribution=...): "
           + ", ".join([*SCHEDULES, *NATIVE_EQUIVALENTS]))
+    from .compat_pollux import POLICIES as POLLUX_POLICIES
+
+    print("--compat pollux policies (the Pollux simulator's, on a Pollux workload CSV): " + ", ".join(POLLUX_POLICIES))
     for title, reg in (("placements", parts.PLACEMENTS), ("time models", parts.TIME_MODELS)):
         print(f"{title}:")
         for name in reg.names():

@@ -10,7 +10,9 @@ How the simulator runs, and so how this module runs:
   policy, which returns GPUs by node for each; a job whose GPUs changed restarts (30 s).
 * **Jobs.** ``tiresias``: the workload's ``num_replicas`` GPUs (a gang) and ``batch_size``;
   ``optimus``: the workload's ``batch_size`` on as many GPUs as the policy gives (at most
-  ``batch_size // smallest per-GPU batch``; ncf 1).
+  ``batch_size // smallest per-GPU batch``; ncf 1); ``pollux``: only the application (ncf's batch
+  fixed at 32,768 on one GPU): the job picks its batch size from the goodput model it fits to
+  what it has run, and may get up to twice the GPUs it has run on.
 * **tiresias** (Tiresias+TunedJobs): two queues in arrival order, a job moves down after 16
   GPU-hours of service (counted in whole seconds between decisions, times its GPUs); every
   interval the queues are walked and each job that fits in the GPUs left runs (running jobs that

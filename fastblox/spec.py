@@ -349,7 +349,7 @@ class RunSpec:
                                 "simulator: its policies, rounds and placement; also --blox-compat) or tiresias "
                                 "(Tiresias' run_sim.py: its schedules by their names, dlas-gpu... in whole seconds at its "
                                 "decision points; `fastblox parts` lists them; docs/fidelity.md) or pollux (the Pollux "
-                                "simulator's elastic jobs, its tiresias and optimus; a Pollux workload CSV)",
+                                "simulator's elastic jobs and its policies tiresias, optimus and pollux; a Pollux workload CSV)",
                                 engines=WITH_POLLUX, metavar="SIMULATOR",
                                 cli=dict(const_aliases={"--blox-compat": "blox"}))
     record_series: bool = option(False, boolean, "record a time series per scheduling step (free GPUs, queue, "

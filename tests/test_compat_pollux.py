@@ -51,7 +51,7 @@ def test_deterministic(w6):
     assert a.equals(b)
 
 
-def test_smaller_cluster_and_interval_change_the_run(w6):
+def test_a_smaller_cluster_slows_it(w6):
     base = fastblox.simulate(w6, compat="pollux", policy="optimus", cluster="16x4").summary["avg_jct_s"]
     small = fastblox.simulate(w6, compat="pollux", policy="optimus", cluster="8x4").summary["avg_jct_s"]
     assert small > base
