@@ -4,6 +4,9 @@ against the plain-Python twin (fastblox.reference.elastic)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -36,6 +39,22 @@ def test_workload6_matches_published_avg_jct(w6, policy):
     assert res.summary["num_finished"] == 160
     # the README's numbers to their last digit (the brief asks for 3%)
     assert res.summary["avg_jct_s"] == pytest.approx(PUBLISHED[policy], rel=1e-6)
+
+
+ARTIFACT_RESULTS = Path(elastic.__file__).resolve().parent.parent / "datasets" / "pollux" / "results"
+
+
+@pytest.mark.parametrize("policy", sorted(PUBLISHED))
+@pytest.mark.parametrize("k", range(1, 9))
+def test_every_job_as_in_the_artifacts_results(policy, k):
+    """The artifact's own per-job JCTs (results-jobload/<policy>-1.0/summary.json), all 8 workloads."""
+    ref = json.loads((ARTIFACT_RESULTS / f"{policy}-1.0.json").read_text())["jcts"][f"workload-{k}"]
+    w = cp.read_workload(need_shared(WORKLOADS / f"workload-{k}.csv"))
+    apps, bs, gpus = cp.job_table(w)
+    out = cp.simulate(apps, bs, gpus, w.submit_s, policy)
+    jct = dict(zip(w.extra["source_id"].tolist(), (out["finish_s"] - w.submit_s).tolist()))
+    assert len(ref) == len(jct) == 160
+    assert {name: jct[name] for name in ref} == ref
 
 
 def test_run_spec_reads_the_pollux_csv_and_defaults_to_the_simulators_cluster():
