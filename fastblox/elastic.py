@@ -50,7 +50,7 @@ RESTART_S = 30.0
 EPS = 1e-8  # the simulator's tolerance for ceil() of a ratio
 
 
-def _data_dir() -> Path:
+def data_dir() -> Path:
     from . import datasets  # the installed package data (fastblox.datasets)
 
     return Path(datasets.__file__).resolve().parent / "pollux"
@@ -216,7 +216,7 @@ def profile(name: str, root: str | None = None) -> Profile:
     if name not in APPLICATIONS:
         raise ValueError(f"unknown application {name!r}; the Pollux simulator's: {', '.join(sorted(APPLICATIONS))}")
     max_epochs, max_local = APPLICATIONS[name]
-    d = Path(root) if root is not None else _data_dir()
+    d = Path(root) if root is not None else data_dir()
     d = d / name
     vals = []
     for bsz, p in _validation_files(d):

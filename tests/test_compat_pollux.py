@@ -5,7 +5,6 @@ against the plain-Python twin (fastblox.reference.elastic)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -41,7 +40,7 @@ def test_workload6_matches_published_avg_jct(w6, policy):
     assert res.summary["avg_jct_s"] == pytest.approx(PUBLISHED[policy], rel=1e-6)
 
 
-ARTIFACT_RESULTS = Path(elastic.__file__).resolve().parent.parent / "datasets" / "pollux" / "results"
+ARTIFACT_RESULTS = elastic.data_dir() / "results"
 
 
 @pytest.mark.parametrize("policy", sorted(PUBLISHED))
