@@ -1,7 +1,7 @@
 """``--compat pollux`` on the Pollux artifact's workload-6: average JCT against the numbers the
 simulator's README publishes, and CPU seconds per policy::
 
-    python bench/pollux.py [--write] [--workload PATH]
+    python bench/pollux.py [--write] [--all] [--workload PATH]
     python bench/pollux.py --dump bench/out/pollux_instances.json [--every 40]
 
 ``--write`` puts the table into docs/fidelity.md (``bench:pollux``), with the comparison of the
@@ -71,6 +71,17 @@ def table(w) -> str:
     return text
 
 
+def all_workloads_table(folder: Path) -> str:
+    """Pollux on each of the artifact's 8 workloads against the averages of its own run."""
+    ref = json.loads((ROOT / "datasets" / "pollux" / "results" / "pollux-1.0.json").read_text())["avgs"]
+    rows = ["| workload | pollux average JCT (s) | the artifact's run (s) | difference | CPU s |", "|---|---|---|---|---|"]
+    for name in sorted(ref):
+        w = cp.read_workload(folder / f"{name}.csv")
+        jct, cpu, _ = run("pollux", w)
+        rows.append(f"| {name} | {jct:,.1f} | {ref[name]:,.1f} | {100 * (jct / ref[name] - 1):+.2f} % | {cpu:.1f} |")
+    return "\n".join(rows)
+
+
 def nsga2_table(res: dict) -> str:
     r = res["rounds"]
     mine = np.array([x["mine"] for x in r])
@@ -128,17 +139,20 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true", help="write the table into docs/fidelity.md")
     ap.add_argument("--dump", type=Path, help="save allocation problems of the Pollux replay to this JSON file")
     ap.add_argument("--every", type=int, default=40)
+    ap.add_argument("--all", action="store_true", help="also Pollux on the workload's 7 siblings (about 20 CPU-s each)")
     a = ap.parse_args(argv)
     w = cp.read_workload(a.workload)
     if a.dump:
         dump(w, a.dump, a.every)
         return 0
     text = table(w)
+    if a.all:
+        text += "\n\nThe Pollux policy on all 8 workloads of the artifact (`--all`):\n\n" + all_workloads_table(a.workload.parent)
     print(text)
     if a.write:
         from _util import update_section
 
-        stamp = (f"Measured by `python bench/pollux.py --write` ({time.strftime('%Y-%m-%d')}) on {a.workload.name} "
+        stamp = (f"Measured by `python bench/pollux.py --write{' --all' if a.all else ''}` ({time.strftime('%Y-%m-%d')}) on {a.workload.name} "
                  f"(160 jobs, 16 x 4 GPUs, 60 s intervals, restarts {elastic.RESTART_S:g} s); CPU seconds of each "
                  "replay alone, one after the other in one process, after reading the workload (which loads the "
                  "profiles).")
