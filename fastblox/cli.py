@@ -177,6 +177,9 @@ def cmd_parts(a) -> int:
 
     print("--compat gavel policies (Gavel's names, on a Gavel trace; --policy-opt seed=0, reset_s=1920, "
           "optimum=central|vertex): " + ", ".join(GAVEL_POLICIES))
+    from .compat_pollux import POLICIES as POLLUX_POLICIES
+
+    print("--compat pollux policies (the Pollux simulator's, on a Pollux workload CSV): " + ", ".join(POLLUX_POLICIES))
     for title, reg in (("placements", parts.PLACEMENTS), ("time models", parts.TIME_MODELS)):
         print(f"{title}:")
         for name in reg.names():

@@ -8,6 +8,7 @@ Two engines sit behind one call:
 * ``compat="blox"``: ``kernels.compat.run_blox`` — Blox's simulator, round for round;
   ``compat="tiresias"``: ``fastblox.compat_tiresias`` — Tiresias' simulator, to the second;
   ``compat="gavel"``: ``fastblox.compat_gavel`` — Gavel's simulator, round by round.
+  ``compat="pollux"``: ``fastblox.compat_pollux`` — the Pollux simulator's elastic jobs and baselines.
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ def spec_kind(r: RunSpec) -> str | None:
     the run, e.g. a user policy not registered, or dynamic selection's several candidates)."""
     if r.compat == "blox":
         return "compat"
-    if r.compat in ("tiresias", "gavel"):
+    if r.compat in ("tiresias", "gavel", "pollux"):
         return None  # (plain Python: no kernel)
     if r.policy == "dynamic":
         return None
@@ -852,6 +853,8 @@ def simulate(workload: Workload, spec: "RunSpec | None" = None, **options) -> Re
         return _simulate_tiresias(workload, s)
     if s.compat == "gavel":
         return _simulate_gavel(workload, s)
+    if s.compat == "pollux":
+        return _simulate_pollux(workload, s)
     run = prepare_native(workload, s)
     compile_s = _warm(state_kind(run.state))
     t0 = time.perf_counter()
@@ -919,6 +922,14 @@ def _simulate_gavel(workload: Workload, s: RunSpec) -> Result:
     check_sizes(workload, c)
     _note_load(workload, c)
     return compat_gavel.run(workload, r, c, tracked, _Timer)
+
+
+def _simulate_pollux(workload: Workload, s: RunSpec) -> Result:
+    from . import compat_pollux
+
+    r = s.resolved(source=False)
+    c, _, tracked = _check_args(workload, r)
+    return compat_pollux.run(workload, r, c, tracked, _Timer)
 
 
 class _Timer:

@@ -14,7 +14,9 @@ def workload_key(r: RunSpec) -> dict:
     """What building the workload of a resolved spec depends on (JSON-able; a cache key), with
     ``num_jobs`` None for Blox's endless stream."""
     kind = r.workload
-    if kind == "trace":
+    if kind == "trace" and r.compat == "pollux":  # (a Pollux workload: its jobs' applications and batch sizes)
+        key = {"kind": "pollux-trace", "path": r.trace}
+    elif kind == "trace":
         key = {"kind": "trace", "path": r.trace, "format": r.format, "on_bad_rows": r.on_bad_rows}
         if r.on_bad_rows == "drop":
             key["max_gpus"] = drop_limit(r.cluster)
@@ -50,6 +52,10 @@ def _source_workload(key: dict):
 
         return read_trace(key["path"], format=key["format"], on_bad_rows=key["on_bad_rows"],
                           max_gpus=key.get("max_gpus"))
+    if kind == "pollux-trace":
+        from .compat_pollux import read_workload
+
+        return read_workload(key["path"])
     if kind == "blox":
         from .generators import blox_paper_workload
 

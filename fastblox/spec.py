@@ -51,13 +51,17 @@ MIN_TARGET_LOAD = 1e-3
 DYNAMIC = "dynamic"
 #: The peer simulators ``--compat`` reproduces (each an engine of its own; an option says which
 #: engines accept a value other than its default).
-COMPAT_MODES = ("blox", "tiresias", "gavel")
+COMPAT_MODES = ("blox", "tiresias", "gavel", "pollux")
 NATIVE = frozenset({"native"})
 BOTH = frozenset({"native", "blox"})
 #: the options ``--compat tiresias`` accepts (besides where the jobs come from)
 WITH_TIRESIAS = frozenset({"native", "blox", "tiresias"})
 #: the options ``--compat gavel`` accepts too (besides where the jobs come from)
 WITH_PEERS = frozenset({"native", "blox", "tiresias", "gavel"})
+#: the options ``--compat pollux`` accepts too (besides where the jobs come from, and --round-s)
+ALL_ENGINES = WITH_PEERS | {"pollux"}
+#: the Pollux simulator's cluster (``--min-nodes 16 --num-gpus 4``): ``--compat pollux``'s when --cluster is not given
+POLLUX_CLUSTER = "16x4"
 #: Old names still accepted by the API and sweeps (with a DeprecationWarning), mapped to the option.
 ALIASES = {"scheduler": "policy", "series": "record_series"}
 #: Old boolean options kept as aliases of a value of an option (no warning: still documented).
@@ -227,10 +231,11 @@ def policy_name(v, name):
     if callable(v) or isinstance(v, parts.Policy):
         return v  # a user policy given to the API
     from .compat_gavel import POLICIES as GAVEL_POLICIES
+    from .compat_pollux import POLICIES as POLLUX_POLICIES
     from .compat_tiresias import NATIVE_EQUIVALENTS, SCHEDULES
 
     v = lower_text(v, name)
-    known = (parts.POLICIES, parts.BLOX_POLICIES, SCHEDULES, NATIVE_EQUIVALENTS, GAVEL_POLICIES)
+    known = (parts.POLICIES, parts.BLOX_POLICIES, SCHEDULES, NATIVE_EQUIVALENTS, GAVEL_POLICIES, POLLUX_POLICIES)
     if not any(v in k for k in known) and v != DYNAMIC:
         raise OptionError(name, _unknown("policy", v, parts.POLICIES.names())
                           + f"; Gavel's (--compat gavel): {', '.join(GAVEL_POLICIES)}"
@@ -329,16 +334,18 @@ class RunSpec:
                               api=False, group="workload", column="int")
     # ---- the scheduler
     cluster: str = option("32x4", cluster, "[type:]NODESxGPUS[,...][@NODES_PER_RACK] or a cluster CSV, e.g. 32x4 or "
-                          "v100:12x4,k80:12x4; also Gavel's V100:P100:K80 counts like 36:0:0 (one GPU per node)", engines=WITH_PEERS)
+                          "v100:12x4,k80:12x4; also Gavel's V100:P100:K80 counts like 36:0:0 (one GPU per node); --compat pollux: 16x4",
+                          engines=ALL_ENGINES)
     policy: Any = option("fifo", policy_name, "scheduling policy (`fastblox parts` lists them with their meaning)",
-                         engines=WITH_PEERS)
+                         engines=ALL_ENGINES)
     placement: str | None = option(None, placement, "placement: " + ", ".join(parts.PLACEMENTS.names())
                                    + " (default first-fit; blox with --blox-compat)")
     admission: str = option("accept-all", admission, "accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)")
     time_model: str | None = option(None, time_model, "events (every arrival, completion and event) or rounds of "
                                     "--round-s (default: the policy's, else events; rounds with --blox-compat)")
-    round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360)",
-                                   column="float", engines=BOTH | {"gavel"})
+    round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360; "
+                                   "--compat pollux: its scheduling interval, 60)", column="float",
+                                   engines=BOTH | {"gavel", "pollux"})
     restart_s: float = option(0.0, nonneg, "seconds lost at every (re)launch", engines=NATIVE, column="float")
     preempt: bool | None = option(None, boolean, "let waiting jobs suspend lower-priority running ones (default: the "
                                   "policy's; FIFO and SJF never do)", column="bool",
@@ -348,13 +355,15 @@ class RunSpec:
                                 metavar="NAME=VALUE",
                                 cli=dict(flag="--policy-opt", action="append"))
     track: tuple | None = option(None, track, "job ids A..B (inclusive) count in the averages and end the run "
-                                 "(blox's endless stream: 3000:4000)", metavar="A:B", engines=WITH_PEERS)
+                                 "(blox's endless stream: 3000:4000)", metavar="A:B", engines=ALL_ENGINES)
     compat: str | None = option(None, choice(*COMPAT_MODES), "reproduce a peer simulator exactly: blox (Blox's "
                                 "simulator: its policies, rounds and placement; also --blox-compat) or tiresias "
                                 "(Tiresias' run_sim.py: its schedules by their names, dlas-gpu... in whole seconds at its "
                                 "decision points; `fastblox parts` lists them; docs/fidelity.md) or gavel (Gavel's Scheduler.simulate: its "
                                 "policies fifo, fifo_perf, max_min_fairness[_perf], finish_time_fairness[_perf] on a "
-                                "Gavel trace, in its integer-step rounds)", engines=WITH_PEERS, metavar="SIMULATOR",
+                                "Gavel trace, in its integer-step rounds) or pollux (the Pollux simulator's elastic jobs and its "
+                                "policies tiresias, optimus and pollux; a Pollux workload CSV)", engines=ALL_ENGINES,
+                                metavar="SIMULATOR",
                                 cli=dict(const_aliases={"--blox-compat": "blox"}))
     record_series: bool = option(False, boolean, "record a time series per scheduling step (free GPUs, queue, "
                                  "demand) into DIR/series.parquet", group="output", column="bool",
@@ -488,6 +497,8 @@ def _resolve(s: RunSpec, defaults, source: bool) -> RunSpec:
         upd.update(_resolve_tiresias(s, c))
     elif s.compat == "gavel":
         upd.update(_resolve_gavel(s, c))
+    elif s.compat == "pollux":
+        upd.update(_resolve_pollux(s, c, source))
     else:
         upd.update(_resolve_native(s, c, defaults))
     if endless and s.failures is not None:
@@ -586,6 +597,28 @@ def _resolve_tiresias(s: RunSpec, c) -> dict:
     return {}
 
 
+def _resolve_pollux(s: RunSpec, c, source: bool) -> dict:
+    from .cluster import Cluster
+    from .compat_pollux import POLICIES, check_cluster
+
+    if not isinstance(s.policy, str) or s.policy not in POLICIES:
+        raise OptionError("policy", "--compat pollux runs the Pollux simulator's policies: " + ", ".join(POLICIES)
+                          + (f"; not {s.policy!r}" if isinstance(s.policy, str) else "; not a user policy"))
+    for f in dataclasses.fields(RunSpec):
+        if f.metadata["api"] and "pollux" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
+            raise OptionError(f.name, f"--compat pollux replays the Pollux simulator as it is (its cluster, "
+                              f"intervals and restart cost); drop {flag(f.name)}")
+    if source and s.trace is None:
+        raise OptionError("trace", "--compat pollux replays a Pollux workload CSV (name,time,application,"
+                          "num_replicas,batch_size): give --trace PATH")
+    cl = POLLUX_CLUSTER if s.cluster == RunSpec.cluster else s.cluster
+    try:
+        check_cluster(Cluster.parse(cl))
+    except ConfigError as e:
+        raise OptionError("cluster", str(e)) from None
+    return dict(cluster=cl, round_s=s.round_s or 60.0)
+
+
 def _gavel_only() -> set:
     """Gavel's policy names that only ``--compat gavel`` runs (its ``fifo`` is also fastblox's)."""
     from .compat_gavel import POLICIES
@@ -619,6 +652,9 @@ def _resolve_gavel(s: RunSpec, c) -> dict:
 
 
 def _resolve_native(s: RunSpec, c, defaults) -> dict:
+    if s.policy == "pollux":
+        raise OptionError("policy", "'pollux' is the Pollux simulator's elastic policy: run it with --compat pollux "
+                          "on a Pollux workload CSV")
     if isinstance(s.policy, str) and s.policy in _gavel_only():
         raise OptionError("policy", f"{s.policy!r} is one of Gavel's policies, run only with --compat gavel "
                           f"(native Gavel policies: gavel, gavel-fifo, gavel-las-agnostic, gavel-ftf, gavel-ftf-agnostic)")

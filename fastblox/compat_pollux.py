@@ -1,0 +1,813 @@
+"""The Pollux simulator's cluster and baseline policies, for ``--compat pollux``
+(petuum/adaptdl, branch ``osdi21-artifact``, ``simulator/simulator.py``, ``tiresias.py``,
+``optimus.py``), on the elastic job model of :mod:`fastblox.elastic`.
+
+How the simulator runs, and so how this module runs:
+
+* **Fixed intervals.** Every ``interval`` seconds (60) each job first advances by the interval
+  on the allocation it holds (crossing epochs at whole seconds: the time to an epoch's end is
+  rounded to a second), then every job submitted by then and not finished is handed to the
+  policy, which returns GPUs by node for each; a job whose GPUs changed restarts (30 s).
+* **Jobs.** ``tiresias``: the workload's ``num_replicas`` GPUs (a gang) and ``batch_size``;
+  ``optimus``: the workload's ``batch_size`` on as many GPUs as the policy gives (at most
+  ``batch_size // smallest per-GPU batch``; ncf 1); ``pollux``: only the application (ncf's batch
+  fixed at 32,768 on one GPU): the job picks its batch size from the goodput model it fits to
+  what it has run, and may get up to twice the GPUs it has run on.
+* **tiresias** (Tiresias+TunedJobs): two queues in arrival order, a job moves down after 16
+  GPU-hours of service (counted in whole seconds between decisions, times its GPUs); every
+  interval the queues are walked and each job that fits in the GPUs left runs (running jobs that
+  no longer fit are preempted); new gangs go on the nodes with the most free GPUs.
+* **pollux**: see :class:`PolluxPolicy` and :class:`ElasticJob` (the batch size adapts; the
+  search differs from Pollux's genetic algorithm).
+* **optimus** (Optimus+Oracle): every job gets one GPU in arrival order while GPUs last; the rest
+  go one at a time to the job whose (true) step time drops most times its remaining iterations; a
+  job keeps its GPUs if their number is unchanged; the others are placed smallest first on the
+  nodes with the most free GPUs.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from . import elastic
+from .errors import ConfigError, TraceError, WorkloadError
+
+#: the policies ``--compat pollux`` runs (the simulator's names); the first two: :func:`simulate`
+POLICIES = ("tiresias", "optimus", "pollux")
+BASELINES = POLICIES[:2]
+INTERVAL_S = 60
+NODES, GPUS_PER_NODE = 16, 4
+TIRESIAS_THRESHOLD_GPU_S = 3600 * 16  # tiresias.py: _queue_threshold
+WORKLOAD_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+
+
+# ------------------------------------------------------------------------------------------ workload
+def read_workload(path, name: str | None = None):
+    """A Pollux workload CSV (``name,time,application,num_replicas,batch_size``) as a
+    :class:`~fastblox.Workload` with ``model`` (the application) and ``batch_size`` columns;
+    ``duration_s`` is each job's time alone on its ``num_replicas`` GPUs at its batch size.
+    A bad row raises TraceError naming the file, row (the header is row 1) and column."""
+    from .workload import Workload
+
+    path = Path(path)
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+    except OSError as e:
+        raise TraceError(f"cannot read ({e.strerror})", path=path) from None
+    if not rows:
+        raise TraceError("empty file", path=path)
+    head = [h.strip() for h in rows[0]]
+    for c in WORKLOAD_COLUMNS:
+        if c not in head:
+            raise TraceError(f"missing column (a Pollux workload has {', '.join(WORKLOAD_COLUMNS)})", path=path,
+                             column=c)
+    col = {c: head.index(c) for c in WORKLOAD_COLUMNS}
+    names, submit, apps, reps, bsz = [], [], [], [], []
+    for i, row in enumerate(rows[1:], start=2):
+        if not any(x.strip() for x in row):
+            continue
+        if len(row) != len(head):
+            raise TraceError(f"{len(row)} fields, the header has {len(head)}", path=path, row=i)
+        app = row[col["application"]].strip()
+        if app not in elastic.APPLICATIONS:
+            raise TraceError(f"unknown application {app!r} (the Pollux simulator's: "
+                             f"{', '.join(sorted(elastic.APPLICATIONS))})", path=path, row=i, column="application")
+        names.append(row[col["name"]].strip())
+        apps.append(app)
+        submit.append(_number(row, col, "time", path, i, whole=False))
+        reps.append(_number(row, col, "num_replicas", path, i))
+        bsz.append(_number(row, col, "batch_size", path, i))
+        _check_job(app, reps[-1], bsz[-1], path, i)
+    if not names:
+        raise TraceError("no jobs", path=path)
+    dur = [elastic.isolated_run_s(a, b, r) for a, b, r in zip(apps, bsz, reps)]
+    return Workload.from_arrays(submit, reps, duration_s=dur, name=name or path.stem, model=np.array(apps, dtype=object),
+                                batch_size=np.array(bsz, dtype=np.int64), source_id=np.array(names, dtype=object))
+
+
+def _number(row, col, c, path, i, whole=True) -> float:
+    v = row[col[c]].strip()
+    try:
+        x = float(v)
+    except ValueError:
+        x = float("nan")
+    if not np.isfinite(x) or x < 0 or (whole and (x != int(x) or x < 1)):
+        what = "a whole number >= 1" if whole else "a number of seconds >= 0"
+        raise TraceError(f"{v!r} is not {what}", path=path, row=i, column=c)
+    return int(x) if whole else x
+
+
+def _check_job(app, reps, bsz, path, i) -> None:
+    pr = elastic.profile(app)
+    if not pr.init_batch_size <= bsz <= pr.max_batch_size:
+        raise TraceError(f"{app} batch size {bsz} is outside its validated {pr.init_batch_size}..{pr.max_batch_size}",
+                         path=path, row=i, column="batch_size")
+    if reps > NODES * GPUS_PER_NODE:
+        raise TraceError(f"{reps} GPUs: the simulator's cluster has {NODES * GPUS_PER_NODE}", path=path, row=i,
+                         column="num_replicas")
+
+
+def job_table(workload) -> tuple:
+    """(application names, batch sizes, GPUs) of a workload built by :func:`read_workload`
+    (or any with ``model`` and ``batch_size`` columns of Pollux applications)."""
+    ex = workload.extra
+    for c in ("model", "batch_size"):
+        if c not in ex:
+            raise WorkloadError(f"--compat pollux needs a Pollux workload (its CSV: {','.join(WORKLOAD_COLUMNS)}); "
+                                f"workload {workload.name!r} has no {c!r} column")
+    apps = [str(a) for a in np.asarray(ex["model"]).tolist()]
+    bad = sorted({a for a in apps if a not in elastic.APPLICATIONS})
+    if bad:
+        raise WorkloadError(f"unknown application(s) {', '.join(bad)} in workload {workload.name!r}; the Pollux "
+                            f"simulator's: {', '.join(sorted(elastic.APPLICATIONS))}")
+    return apps, np.asarray(ex["batch_size"], dtype=np.int64), np.asarray(workload.num_gpus, dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------------ jobs
+class Jobs:
+    """Every job's state as arrays (index = workload row); :meth:`advance` moves them all on."""
+
+    def __init__(self, apps, batch_size, submit_s):
+        self.n = n = len(apps)
+        self.apps = apps
+        self.prof = [elastic.profile(a) for a in apps]
+        self.target_bs = np.asarray(batch_size, dtype=np.int64)
+        self.submit = np.asarray(submit_s, dtype=np.float64)
+        emax = max(p.max_epochs for p in self.prof)
+        self.last_epoch = np.array([p.max_epochs - 1 for p in self.prof])  # completes when epoch passes it
+        self.prog = np.full((n, emax + 1), np.inf)
+        for j, p in enumerate(self.prof):
+            self.prog[j, :p.max_epochs + 1] = p.epoch_progress
+        self.gains = np.ones((n, emax))
+        self.placement = [()] * n
+        self.nrep = np.zeros(n, dtype=np.int64)
+        self.step_s = np.ones(n)
+        self.epoch = np.zeros(n, dtype=np.int64)
+        self.progress = np.zeros(n)
+        self.rescale = np.zeros(n)
+        self.finish = np.full(n, -1.0)
+        self.first = np.full(n, -1.0)
+        self.attained_gpu = np.zeros(n)
+        self.restarts = np.zeros(n, dtype=np.int64)
+        self.preempted = np.zeros(n, dtype=np.int64)
+
+    def reallocate(self, j: int, placement: tuple, now: float) -> None:
+        """Job ``j`` now runs on ``placement`` (GPUs per node; empty: suspended)."""
+        if not placement:
+            self.placement[j], self.nrep[j] = (), 0
+            self.preempted[j] += 1
+            return
+        p = self.prof[j]
+        r = sum(placement)
+        atomic, accum = elastic.fixed_batch_config(self.target_bs[j], r, p.init_batch_size, p.max_batch_size,
+                                                   p.max_local_bsz)
+        self.placement[j], self.nrep[j] = tuple(placement), r
+        self.step_s[j] = p.step_times([placement], [atomic], np.array([accum]))[0]
+        self.gains[j, :p.max_epochs] = p.gains(r * atomic * (accum + 1))[0]
+        self.rescale[j] = elastic.RESTART_S
+        if self.first[j] < 0:
+            self.first[j] = now
+        else:
+            self.restarts[j] += 1
+
+    def advance(self, t0: float, secs: float) -> None:
+        """Every job's progress over ``[t0, t0 + secs)`` on the placements they hold."""
+        on = (self.nrep > 0) & (self.finish < 0)
+        rem = np.where(on, float(secs), 0.0)
+        d = np.minimum(self.rescale, rem)
+        self.attained_gpu += d * self.nrep
+        self.rescale -= d
+        rem -= d
+        used = d
+        while True:
+            idx = np.flatnonzero((rem > 0) & (self.finish < 0) & on)
+            if not len(idx):
+                return
+            ep = self.epoch[idx]
+            good = self.gains[idx, ep] / self.step_s[idx]
+            nxt = self.prog[idx, ep + 1]
+            fits = self.progress[idx] + good * rem[idx] < nxt
+            a = idx[fits]
+            self.progress[a] += good[fits] * rem[a]
+            self.attained_gpu[a] += rem[a] * self.nrep[a]
+            used[a] += rem[a]
+            rem[a] = 0.0
+            b, gb, nb = idx[~fits], good[~fits], nxt[~fits]
+            self.epoch[b] += 1
+            delta = np.round((nb - self.progress[b]) / gb)  # (half to even, as Python's round)
+            done = self.epoch[b] > self.last_epoch[b]
+            self.finish[b[done]] = t0 + used[b[done]] + delta[done]
+            self.progress[b] = nb
+            self.attained_gpu[b] += delta * self.nrep[b]
+            used[b] += delta
+            rem[b] -= delta
+
+
+# ------------------------------------------------------------------------------------------ placement
+def place(need: dict, order, free: collections.Counter) -> dict:
+    """Gangs for the jobs of ``order`` (``need[j]`` GPUs each), each filled from the node with the
+    most free GPUs (the lowest index among equals), as the simulator's policies place them."""
+    out = {}
+    for j in order:
+        alloc = []
+        while len(alloc) < need[j]:
+            node, count = max(free.items(), key=lambda kv: kv[1])
+            num = min(count, need[j] - len(alloc))
+            if num <= 0:
+                raise RuntimeError("the policy placed more GPUs than the cluster has")
+            alloc.extend([node] * num)
+            free[node] -= num
+        out[j] = alloc
+    return out
+
+
+def free_gpus(allocations: dict, nodes: int, per_node: int) -> collections.Counter:
+    used = collections.Counter(n for a in allocations.values() for n in a)
+    return collections.Counter({k: per_node - used[k] for k in range(nodes) if per_node - used[k] > 0})
+
+
+def to_placement(alloc) -> tuple:
+    """GPUs per node of an allocation (a node index per GPU, a node's GPUs adjacent)."""
+    out = []
+    for i, node in enumerate(alloc):
+        if i == 0 or node != alloc[i - 1]:
+            out.append(1)
+        else:
+            out[-1] += 1
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------------------ policies
+class Tiresias:
+    """``tiresias.py``'s ``TiresiasPolicy`` (two queues, no starvation promotion)."""
+
+    def __init__(self, jobs: Jobs, num_gpus: np.ndarray, nodes: int, per_node: int):
+        self.jobs, self.gpus, self.nodes, self.per_node = jobs, num_gpus, nodes, per_node
+        self.q0, self.q1 = [], []
+        self.running = {}
+        self.last_check = collections.Counter()
+        self.executed = collections.Counter()
+
+    def optimize(self, active: list, prev: dict, now: float) -> dict:
+        t = int(now)
+        act = set(active)
+        self.q0 = [j for j in self.q0 if j in act]
+        self.q1 = [j for j in self.q1 if j in act]
+        self.running = {j: v for j, v in self.running.items() if j in act}
+        alloc = {j: v for j, v in prev.items() if j in act}
+        for j in active:
+            if j not in self.running:
+                self.running[j] = False
+                self.q0.append(j)
+        for j in active:
+            dt = int(t - self.last_check[j])
+            self.last_check[j] = t
+            if self.running[j]:
+                self.executed[j] = int(self.executed[j] + dt)
+                if j in self.q0 and int(self.executed[j] * self.gpus[j]) >= TIRESIAS_THRESHOLD_GPU_S:
+                    self.q0.remove(j)
+                    self.q1.append(j)
+        left = self.nodes * self.per_node
+        for j in self.q0 + self.q1:
+            if self.gpus[j] <= left:
+                self.running[j] = True
+                left -= self.gpus[j]
+            else:
+                self.running[j] = False
+                alloc.pop(j, None)
+        start = [j for j in self.q0 + self.q1 if self.running[j] and not alloc.get(j)]
+        alloc.update(place({j: int(self.gpus[j]) for j in start}, start,
+                           free_gpus(alloc, self.nodes, self.per_node)))
+        return alloc
+
+
+class Optimus:
+    """``optimus.py``'s ``OptimusPolicy`` with the simulator's oracle step times."""
+
+    def __init__(self, jobs: Jobs, num_gpus: np.ndarray, nodes: int, per_node: int):
+        self.jobs, self.nodes, self.per_node = jobs, nodes, per_node
+        self.max_reps = np.array([1 if a == "ncf" else int(b // p.min_local_bsz)
+                                  for a, b, p in zip(jobs.apps, jobs.target_bs, jobs.prof)], dtype=np.int64)
+        self._step = {}
+
+    def step_time(self, j: int, r: int) -> float:
+        """Optimus' predicted seconds per step of job ``j`` on ``r`` packed GPUs (the true profile)."""
+        key = (self.jobs.apps[j], int(self.jobs.target_bs[j]), r)
+        if key not in self._step:
+            p = self.jobs.prof[j]
+            atomic, accum = elastic.fixed_batch_config(key[1], r, p.init_batch_size, p.max_batch_size,
+                                                       p.max_local_bsz, single_accum="always")
+            self._step[key] = float(p.step_times([elastic.packed(r, self.per_node)], [atomic], np.array([accum]))[0])
+        return self._step[key]
+
+    def _remaining(self, j: int) -> float:
+        jobs, p = self.jobs, self.jobs.prof[j]
+        last, ep = p.max_epochs - 1, int(jobs.epoch[j])
+        if last <= ep:
+            return 1.0
+        b = jobs.target_bs[j]
+        return float(p.iterations(b, last) - p.iterations(b, ep))
+
+    def _gain(self, j: int, r: int, left: int, remaining: float) -> float:
+        if r + 1 > self.max_reps[j] or left < 1:
+            return 0.0
+        return (self.step_time(j, r) - self.step_time(j, r + 1)) * remaining
+
+    def optimize(self, active: list, prev: dict, now: float) -> dict:
+        remaining = {j: self._remaining(j) for j in active}
+        left = self.nodes * self.per_node
+        reps, gain = {}, {}
+        for j in active:
+            if left < 1:
+                reps[j], gain[j] = 0, 0.0
+                continue
+            reps[j] = 1
+            left -= 1
+            gain[j] = self._gain(j, 1, left, remaining[j])
+        while left > 0 and max(gain.values()) > 0:
+            j = max(gain, key=lambda k: gain[k])
+            reps[j] += 1
+            gain[j] = self._gain(j, reps[j], left, remaining[j])
+            left -= 1
+        alloc = {j: v for j, v in prev.items() if j in reps and len(v) == reps[j]}
+        order = [j for j in sorted(active, key=lambda k: reps[k]) if reps[j] > 0 and not alloc.get(j)]
+        alloc.update(place(reps, order, free_gpus(alloc, self.nodes, self.per_node)))
+        return alloc
+
+
+# ------------------------------------------------------------------------------------------ run
+def simulate(apps, batch_size, num_gpus, submit_s, policy: str, interval_s: float = INTERVAL_S, nodes: int = NODES,
+             per_node: int = GPUS_PER_NODE, max_intervals: int = 1_000_000) -> dict:
+    """Replay the jobs (workload order) as the Pollux simulator does with ``policy``. Returns
+    per-job ``start_s`` (first allocation), ``finish_s``, ``preemptions``, ``restarts``,
+    ``attained_gpu_s`` (GPU-seconds held, restarts included) and ``end_s``."""
+    if policy not in BASELINES:
+        raise ConfigError(f"the Pollux simulator's fixed-batch policies are {', '.join(BASELINES)} (pollux: "
+                          f"simulate_pollux); not {policy!r}")
+    jobs = Jobs(apps, batch_size, submit_s)
+    gpus = np.asarray(num_gpus, dtype=np.int64)
+    pol = (Tiresias if policy == "tiresias" else Optimus)(jobs, gpus, nodes, per_node)
+    now, alloc = 0.0, {}
+    for _ in range(max_intervals):
+        if (jobs.finish >= 0).all():
+            break
+        jobs.advance(now, interval_s)
+        now += interval_s
+        active = np.flatnonzero((jobs.submit <= now) & (jobs.finish < 0)).tolist()
+        if not active:
+            continue
+        alloc = {j: v for j, v in alloc.items() if j in set(active)}
+        new = pol.optimize(active, alloc, now)
+        for j in active:
+            if new.get(j) != alloc.get(j):
+                jobs.reallocate(j, to_placement(new.get(j, [])), now)
+        alloc = new
+    else:
+        raise RuntimeError(f"the replay did not finish in {max_intervals} intervals")
+    return {"start_s": jobs.first, "finish_s": jobs.finish, "preemptions": jobs.preempted, "restarts": jobs.restarts,
+            "attained_gpu_s": jobs.attained_gpu, "end_s": float(jobs.finish.max())}
+
+
+def check_cluster(cluster) -> tuple:
+    """(nodes, GPUs per node) of a cluster the simulator can run: nodes of 1 to 4 GPUs of one type
+    (its profiles measure up to 4 GPUs a node), all alike, no racks. Raises ConfigError."""
+    g = np.asarray(cluster.node_gpus)
+    if len(cluster.gpu_types) > 1 or cluster.node_rack is not None or (g != g[0]).any() or not 1 <= g[0] <= 4:
+        raise ConfigError(f"--compat pollux needs nodes of 1-4 GPUs, all alike, one GPU type and no racks (the "
+                          f"simulator's: {NODES}x{GPUS_PER_NODE}); not {cluster.spec!r}")
+    return len(g), int(g[0])
+
+
+def run(workload, r, cluster, tracked, sim_timer):
+    """``--compat pollux``: replay ``workload`` (a Pollux workload: :func:`read_workload`) with
+    resolved spec ``r`` and build the run's :class:`~fastblox.results.Result`."""
+    from .results import Result, _jobs_table, _summary
+    from .slices import mark
+
+    nodes, per_node = check_cluster(cluster)
+    apps, bs, gpus = job_table(workload)
+    if r.policy == "tiresias" and (gpus > nodes * per_node).any():
+        raise WorkloadError(f"a job asks for {int(gpus.max())} GPUs; the cluster has {nodes * per_node}")
+    with sim_timer() as t:
+        if r.policy == "pollux":
+            out = simulate_pollux(apps, workload.submit_s, r.round_s, nodes, per_node)
+        else:
+            out = simulate(apps, bs, gpus, workload.submit_s, r.policy, r.round_s, nodes, per_node)
+    finish, first = out["finish_s"], out["start_s"]
+    att_gpu = out["attained_gpu_s"]
+    # (an elastic job's GPUs change over its run: seconds of service are its GPU-seconds over its GPUs in the workload)
+    att = att_gpu / np.maximum(workload.num_gpus, 1)
+    jobs = lambda: _jobs_table(workload, first, finish, out["preemptions"], att, att_gpu, tracked)  # noqa: E731
+    summ = _summary(workload, cluster, tracked, finish, first, out["preemptions"], att_gpu,
+                    float(workload.submit_s.min()), out["end_s"], t.seconds, 0.0)
+    summ["engine"] = f"the Pollux simulator's {r.policy} (--compat pollux)"
+    summ["restarts"] = int(out["restarts"].sum())
+    mark(summ, None)
+    return Result(jobs, summ, r.as_dict())
+
+
+# ------------------------------------------------------------------------------------------ pollux
+#: the fairness exponent of Pollux's power mean of the jobs' speedups (``p = -1``: harmonic)
+POLLUX_P = -1.0
+POLLUX_NCF_BATCH = 32768  # the simulator fixes ncf's batch size under Pollux (and gives it one GPU)
+MAX_NODES_PER_JOB = 16
+
+
+class ElasticJob:
+    """One job under Pollux: it adapts its batch size to the goodput model it fits from the
+    configurations it has run (``Job.step`` / ``update_params`` / ``update_local_bsz``)."""
+
+    def __init__(self, app: str, submit: float, batch_size: int | None = None):
+        self.app, self.prof, self.submit, self.target_bs = app, elastic.profile(app), submit, batch_size
+        self.seen = {}  # (nodes, replicas, atomic batch) -> (step s, sync s), first measurement
+        self.pp = self.grad = None
+        self.epoch, self.progress, self.rescale = 0, 0.0, 0.0
+        self.placement, self.atomic, self.accum = (), 0, 0
+        self.finish, self.attained_gpu, self.restarts, self.first = None, 0.0, None, None
+        self.preempted = 0
+
+    @property
+    def max_profiled_replicas(self) -> int:
+        return max((k[1] for k in self.seen), default=0)
+
+    def max_replicas(self, gpus: int) -> int:
+        p = self.prof
+        if self.app == "ncf":
+            return 1
+        return min(max(2 * self.max_profiled_replicas, 1), gpus, p.max_batch_size // p.min_local_bsz)
+
+    def _choose_batch(self) -> None:
+        p, n, r = self.prof, len(self.placement), sum(self.placement)
+        bs = self.target_bs
+        if bs is None and self.pp is None:
+            bs = max(p.init_batch_size, p.min_local_bsz * r)
+        if bs is None:
+            _, a, k = elastic.best_batch(self.pp, self.grad, p.init_batch_size, [n], [r], p.max_batch_size,
+                                         p.min_local_bsz, p.max_local_bsz)
+            atomic, accum = int(a[0]), int(k[0])
+        else:
+            a, k = elastic.fixed_batch_config(bs, r, p.init_batch_size, p.max_batch_size, p.max_local_bsz)
+            atomic, accum = int(a), int(k)
+        self.atomic, self.accum = min(atomic, int(p.max_batch_size / (r * (accum + 1)))), accum
+
+    def _observe(self, n, r, step, sync, sqr, var) -> None:
+        self.grad = (sqr, var)
+        key = (n, r, self.atomic)
+        if key in self.seen:
+            return
+        self.seen[key] = (step, sync)
+        k = np.array(list(self.seen))
+        v = np.array(list(self.seen.values()))
+        self.pp = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0])
+
+    def reallocate(self, placement: tuple, now: float) -> None:
+        if not placement:
+            if self.placement:
+                self.preempted += 1
+            self.placement, self.atomic = (), 0
+            return
+        self.placement = tuple(placement)
+        self._choose_batch()
+        self.rescale = elastic.RESTART_S
+        if self.restarts is None:
+            self.restarts, self.first = 0, now
+        else:
+            self.restarts += 1
+
+    def advance(self, t0: float, secs: float) -> None:
+        if not self.placement or self.finish is not None:
+            return
+        p, n, r = self.prof, len(self.placement), sum(self.placement)
+        d = min(self.rescale, secs)
+        used = d
+        self.attained_gpu += d * r
+        self.rescale -= d
+        secs -= d
+        while secs > 0 and self.finish is None:
+            batch = r * self.atomic * (self.accum + 1)
+            step, sync = p.step_time(self.placement, self.atomic)
+            sqr, var = (float(x) for x in p.grad_stats(batch, self.epoch))
+            g = elastic.gain(sqr, var, batch / p.init_batch_size)
+            self._observe(n, r, step, sync, sqr, var)
+            good = g / (step + (step - sync) * self.accum)
+            nxt = p.epoch_progress[self.epoch + 1]
+            if self.progress + good * secs < nxt:
+                self.progress += good * secs
+                self.attained_gpu += secs * r
+                used += secs
+                secs = 0
+            else:
+                self.epoch += 1
+                delta = round(float((nxt - self.progress) / good))
+                if self.epoch > p.max_epochs - 1:
+                    self.finish = t0 + used + delta
+                self.progress = nxt
+                self.attained_gpu += delta * r
+                used += delta
+                secs -= delta
+            self._choose_batch()
+
+
+class Speedups:
+    """A job's speedup over its fair share for any (nodes, GPUs): the goodput of its best batch
+    size there over that on one node with ``fair`` GPUs (``r / fair`` before it has a model).
+    Goodputs are remembered on the job until its model or gradient statistics change."""
+
+    def __init__(self, job: ElasticJob, fair: float):
+        self.job, self.fair = job, fair
+        if job.pp is not None:
+            self.base = self._goodputs(np.array([1]), np.array([int(fair)]))[0]
+
+    def _goodputs(self, nodes, reps) -> np.ndarray:
+        job = self.job
+        key = (job.pp.tobytes(), job.grad)
+        if getattr(job, "_gkey", None) != key:
+            job._gkey, job._gmemo = key, {}
+        memo = job._gmemo
+        pairs = list(zip(nodes.tolist(), reps.tolist()))
+        miss = sorted({pr for pr in pairs if pr not in memo})
+        if miss:
+            p = job.prof
+            m = np.array(miss, dtype=np.float64)
+            good = elastic.best_batch(job.pp, job.grad, p.init_batch_size, m[:, 0], m[:, 1], p.max_batch_size,
+                                      p.min_local_bsz, p.max_local_bsz)[0]
+            memo.update(zip(miss, good.tolist()))
+        return np.array([memo[pr] for pr in pairs])
+
+    def __call__(self, nodes, reps) -> np.ndarray:
+        """Speedups at (nodes, GPUs) pairs (arrays; 0 where GPUs is 0)."""
+        nodes, reps = np.asarray(nodes, dtype=np.int64), np.asarray(reps, dtype=np.int64)
+        out = np.zeros(len(reps))
+        on = reps > 0
+        if self.job.pp is None:
+            out[on] = reps[on] / self.fair
+        elif on.any():
+            out[on] = self._goodputs(nodes[on], reps[on]) / self.base
+        return out
+
+
+class PolluxPolicy:
+    """Pollux's allocation: maximise the power mean (p = -1) of the jobs' speedups over their fair
+    share, each scaled so one node's worth is 1, a job whose GPUs change discounted by the
+    share of its age its restarts would cost. Pollux searches with a genetic algorithm
+    (NSGA-II); this one solves the same objective by a dynamic programme over GPU counts (every
+    job's best size given the GPUs left, exactly, on its fewest nodes; once with new multi-node
+    allocations in whole nodes only, once with any size), packs the result onto nodes (at most
+    one multi-node job per node, a node's GPUs at most), plans again without the sizes the
+    packing could not give, keeps the best of those and the unchanged allocation by the exact
+    objective, and improves it by single moves (a node's free GPUs to a job, one GPU from a job to
+    another on the same node) while one helps."""
+
+    PASSES = 8  # plans at most, each without the sizes the packing of the one before could not give
+
+    def __init__(self, jobs: list, nodes: int, per_node: int):
+        self.jobs, self.nodes, self.per_node = jobs, nodes, per_node
+        self.objectives = []  # (interval time, objective of the chosen, of the unchanged allocation)
+
+    # ---- the objective
+    def _values(self, sp: Speedups, max_r: int, factor: float, whole: bool):
+        """1 / (scaled speedup + 1e-3) of a job per GPU count 0..max_r on its fewest nodes (changed;
+        inf: not a size a changed allocation may take). ``whole``: a new multi-node allocation takes
+        whole nodes (a part-filled node left to it fragments the cluster for single-node jobs)."""
+        r = np.arange(max_r + 1)
+        s = sp(-(-r // self.per_node), r) / self.per_node * factor
+        v = 1.0 / (s + 1e-3)
+        return np.where((r > self.per_node) & (r % self.per_node != 0), np.inf, v) if whole else v
+
+    def objective(self, state: np.ndarray, base: np.ndarray, tabs: list, factors: np.ndarray) -> float:
+        """Pollux's power mean (p = -1) of the scaled speedups of allocation ``state`` [job, node]."""
+        reps = state.sum(axis=1)
+        nn = np.count_nonzero(state, axis=1)
+        s = np.array([tabs[j](nn[j:j + 1], reps[j:j + 1])[0] for j in range(len(reps))]) / self.per_node
+        changed = (state != base).any(axis=1)
+        s = s * np.where(changed, factors, 1.0)
+        return float((np.sum((s + 1e-3) ** POLLUX_P) / len(s)) ** (1.0 / POLLUX_P))
+
+    # ---- the search
+    def _sizes(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray, whole: bool) -> list:
+        """Each job's (GPUs, keep its current allocation) minimising the sum of 1/(speedup + 1e-3)."""
+        G = self.nodes * self.per_node
+        dp = np.zeros(G + 1)
+        choice = []
+        cap = np.arange(G + 1)
+        for j in range(len(tabs)):
+            vals = self._values(tabs[j], int(maxr[j]), factors[j], whole)
+            rs = np.arange(len(vals))
+            opts_r, opts_v, keep = list(rs), list(vals), [False] * len(rs)
+            rb = int(base[j].sum())
+            if 0 < rb <= self._maxr[j]:  # (keeping more GPUs than it may have is not an option)
+                nb = int(np.count_nonzero(base[j]))
+                opts_r.append(rb)
+                opts_v.append(1.0 / (tabs[j]([nb], [rb])[0] / self.per_node + 1e-3))
+                keep.append(True)
+            opts_r, opts_v = np.array(opts_r), np.array(opts_v)
+            src = cap[None, :] - opts_r[:, None]
+            cand = np.where(src >= 0, dp[np.maximum(src, 0)] + opts_v[:, None], np.inf)
+            k = np.argmin(cand, axis=0)
+            dp = cand[k, cap]
+            choice.append((k, opts_r, keep))
+        c = int(np.argmin(dp))
+        out = [None] * len(tabs)
+        for j in range(len(tabs) - 1, -1, -1):
+            k, opts_r, keep = choice[j]
+            kk = k[c]
+            out[j] = (int(opts_r[kk]), keep[kk])
+            c -= int(opts_r[kk])
+        return out
+
+    def _pack(self, sizes: list, base: np.ndarray) -> np.ndarray:
+        """An allocation [job, node] with those sizes: kept jobs as they are, the others largest
+        first on whole free nodes plus the best-fitting node for the rest (spread over more nodes,
+        or fewer GPUs, when that is impossible)."""
+        J, N, P = len(sizes), self.nodes, self.per_node
+        state = np.zeros((J, N), dtype=np.int64)
+        dist_on = np.zeros(N, dtype=bool)
+        for j, (r, keep) in enumerate(sizes):
+            if keep:
+                state[j] = base[j]
+                if np.count_nonzero(base[j]) > 1:
+                    dist_on |= base[j] > 0
+        free = P - state.sum(axis=0)
+        for j in sorted((j for j, (r, keep) in enumerate(sizes) if not keep and r > 0), key=lambda j: -sizes[j][0]):
+            r = sizes[j][0]
+            row = self._place_one(r, free, dist_on)
+            state[j] = row
+            free -= row
+            if np.count_nonzero(row) > 1:
+                dist_on |= row > 0
+        return state
+
+    def _place_one(self, r: int, free: np.ndarray, dist_on: np.ndarray) -> np.ndarray:
+        N, P = len(free), self.per_node
+        row = np.zeros(N, dtype=np.int64)
+        if r <= P:
+            fit = np.flatnonzero(free >= r)
+            if len(fit):
+                i = fit[np.argmin(free[fit])]
+                row[i] = r
+                return row
+        else:
+            whole = np.flatnonzero(free == P)
+            full, rest = divmod(r, P)
+            if len(whole) >= full:
+                use = list(whole[:full])
+                if rest:
+                    ok = np.flatnonzero((free >= rest) & ~dist_on)
+                    ok = [i for i in ok if i not in use]
+                    if ok:
+                        i = min(ok, key=lambda i: free[i])
+                        use.append(i)
+                        row[use[:-1]] = P
+                        row[i] = rest
+                        return row
+                else:
+                    row[use] = P
+                    return row
+        # spread: nodes without another multi-node job, most free first
+        ok = np.flatnonzero((free > 0) & ~dist_on)
+        ok = ok[np.argsort(-free[ok], kind="stable")][:MAX_NODES_PER_JOB]
+        left = r
+        for i in ok:
+            take = min(left, free[i])
+            row[i] = take
+            left -= take
+            if not left:
+                break
+        if np.count_nonzero(row) <= 1 and row.sum() < r:  # one node can take part of it only
+            i = int(np.argmax(free)) if free.max() > 0 else None
+            row[:] = 0
+            if i is not None:
+                row[i] = min(r, free[i])
+        return row
+
+    def _job_value(self, j: int, row: np.ndarray, base_row: np.ndarray, tabs: list, factors: np.ndarray) -> float:
+        r = int(row.sum())
+        s = tabs[j]([np.count_nonzero(row)], [r])[0] / self.per_node if r else 0.0
+        if (row != base_row).any():
+            s *= factors[j]
+        return 1.0 / (s + 1e-3)
+
+    def _improve(self, state, base, tabs, factors, maxr) -> np.ndarray:
+        """Improve ``state`` one move at a time, the move that lowers the sum of 1/(scaled speedup +
+        1e-3) most first, while one does: a job takes a node's free GPUs, or a job takes one GPU of
+        a node it is on from another job there (the constraints kept)."""
+        state = state.copy()
+        P = self.per_node
+        val = lambda j, row: self._job_value(j, row, base[j], tabs, factors)  # noqa: E731
+        for _ in range(4 * state.size):
+            free = P - state.sum(axis=0)
+            nn = np.count_nonzero(state, axis=1)
+            multi_on = (state[nn > 1] > 0).any(axis=0)
+            cur = [val(j, state[j]) for j in range(len(state))]
+            best = (1e-12, None)
+            for j in range(len(state)):
+                r = int(state[j].sum())
+                if r >= maxr[j]:
+                    continue
+                mine = state[j] > 0
+                for n in np.flatnonzero(free > 0):  # the free GPUs of a node
+                    row = state[j].copy()
+                    row[n] += min(int(free[n]), int(maxr[j]) - r)
+                    used = row > 0
+                    if used.sum() > 1:  # multi-node: no other multi-node job on its nodes
+                        others = multi_on & ~(mine if nn[j] > 1 else np.zeros_like(mine))
+                        if (others & used).any() or used.sum() > MAX_NODES_PER_JOB:
+                            continue
+                    gain = cur[j] - val(j, row)
+                    if gain > best[0]:
+                        best = (gain, ((j, row),))
+                for n in np.flatnonzero(mine):  # one GPU from a neighbour
+                    row = state[j].copy()
+                    row[n] += 1
+                    vj = val(j, row)
+                    for i in np.flatnonzero(state[:, n] > 0):
+                        if i == j:
+                            continue
+                        other = state[i].copy()
+                        other[n] -= 1
+                        gain = cur[j] + cur[i] - vj - val(i, other)
+                        if gain > best[0]:
+                            best = (gain, ((j, row), (i, other)))
+            if best[1] is None:
+                break
+            for j, row in best[1]:
+                state[j] = row
+        return state
+
+    def optimize(self, active: list, prev: dict, now: float) -> dict:
+        jobs = self.jobs
+        order = sorted(active, key=lambda j: (jobs[j].attained_gpu, jobs[j].submit))
+        G = self.nodes * self.per_node
+        fair = float(np.ceil(G / len(order)))
+        base = np.zeros((len(order), self.nodes), dtype=np.int64)
+        for i, j in enumerate(order):
+            for node in prev.get(j, []):
+                base[i, node] += 1
+        maxr = np.array([jobs[j].max_replicas(G) for j in order])
+        tabs = [Speedups(jobs[j], fair) for j in order]
+        age = np.array([now - jobs[j].submit for j in order])
+        rst = np.array([jobs[j].restarts or 0 for j in order])
+        factors = np.maximum(age - rst * elastic.RESTART_S, 0.0) / (age + elastic.RESTART_S)
+        self._maxr = maxr
+        f_base = self.objective(base, base, tabs, factors)
+        best, f_best = (base, f_base) if (base.sum(axis=1) <= maxr).all() else (None, -np.inf)
+        for whole in (True, False):
+            caps = maxr.copy()
+            for _ in range(self.PASSES):
+                sizes = self._sizes(base, tabs, factors, caps, whole)
+                cand = self._pack(sizes, base)
+                f = self.objective(cand, base, tabs, factors)
+                if f > f_best:
+                    best, f_best = cand, f
+                got = cand.sum(axis=1)
+                short = [i for i, (r, keep) in enumerate(sizes) if not keep and got[i] < r]
+                if not short:
+                    break
+                caps[short] = got[short]  # (the packing could not give them that many: plan again without)
+        if best is not None:
+            best = self._improve(best, base, tabs, factors, maxr)
+            f_best = self.objective(best, base, tabs, factors)
+        self.objectives.append((now, f_best, f_base))
+        return {j: [n for n in range(self.nodes) for _ in range(int(best[i, n]))] for i, j in enumerate(order)}
+
+
+def simulate_pollux(apps, submit_s, interval_s: float = INTERVAL_S, nodes: int = NODES, per_node: int = GPUS_PER_NODE,
+                    max_intervals: int = 1_000_000) -> dict:
+    """Replay the jobs under Pollux as the simulator does (adaptive batch sizes; ncf fixed at
+    32,768 on one GPU). Returns what :func:`simulate` does, plus ``objectives``."""
+    jobs = [ElasticJob(a, float(t), POLLUX_NCF_BATCH if a == "ncf" else None) for a, t in zip(apps, submit_s)]
+    pol = PolluxPolicy(jobs, nodes, per_node)
+    with elastic.one_blas_thread():
+        return _run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals)
+
+
+def _run_pollux(jobs, pol, submit, interval_s, max_intervals) -> dict:
+    now, alloc = 0.0, {}
+    for _ in range(max_intervals):
+        if all(j.finish is not None for j in jobs):
+            break
+        for job in jobs:
+            job.advance(now, interval_s)
+        now += interval_s
+        active = [i for i, job in enumerate(jobs) if submit[i] <= now and job.finish is None]
+        if not active:
+            continue
+        alloc = {j: v for j, v in alloc.items() if jobs[j].finish is None}
+        new = pol.optimize(active, alloc, now)
+        for j in active:
+            if new.get(j) != alloc.get(j):
+                jobs[j].reallocate(to_placement(new.get(j, [])), now)
+        alloc = new
+    else:
+        raise RuntimeError(f"the replay did not finish in {max_intervals} intervals")
+    f = lambda a, d=-1.0: np.array([d if x is None else x for x in a], dtype=np.float64)  # noqa: E731
+    finish = f([j.finish for j in jobs])
+    return {"start_s": f([j.first for j in jobs]), "finish_s": finish,
+            "preemptions": np.array([j.preempted for j in jobs]), "restarts": np.array([j.restarts or 0 for j in jobs]),
+            "attained_gpu_s": f([j.attained_gpu for j in jobs], 0.0), "end_s": float(finish.max()),
+            "objectives": np.array(pol.objectives)}

@@ -1,0 +1,432 @@
+"""The elastic job model of the Pollux simulator (petuum/adaptdl ``osdi21-artifact``, ``simulator/``),
+from its measured profiles (``datasets/pollux/``), for ``--compat pollux``.
+
+A job is an application (one of :data:`APPLICATIONS`) trained for the application's number of
+epochs. Its speed is its *goodput*: throughput (from the measured step times of its placement and
+per-GPU batch size) times statistical efficiency (from the gradient noise measured at its global
+batch size, epoch by epoch). Progress is counted in the profiles' own unit (steps at the
+application's initial batch size, scaled by the statistical gain), so an epoch ends when the
+job's progress reaches the epoch's progress in the profiles.
+
+What the simulator computes, and so what this module computes:
+
+* **Throughput**: a placement (GPUs per node) in its lexicographically smallest rotation; if it
+  was measured, step and sync time are linear in the per-GPU batch size between the measured
+  ones; otherwise they are interpolated linearly (a Delaunay triangulation) over (nodes, GPUs,
+  per-GPU batch) of the placement means and the scalability runs. A step with ``k``
+  gradient-accumulation steps takes ``step + k * (step - sync)``.
+* **Batch size**: a fixed global batch ``B`` on ``r`` GPUs runs ``ceil(B / r)`` per GPU, split
+  into ``accum + 1`` atomic batches no larger than the largest measured per-GPU batch; a single
+  GPU above the initial batch size accumulates at least once; the whole never exceeds the
+  largest validated batch size.
+* **Efficiency**: ``gain = (var + sqr) / (var / scale + sqr)`` with ``scale = batch / initial
+  batch`` and ``sqr``, ``var`` interpolated linearly between the validated batch sizes around the
+  batch; goodput = ``gain / step time`` progress per second.
+* **Restarts**: every re-allocation stops the job for :data:`RESTART_S` seconds.
+
+Everything here works on arrays of jobs (numpy); :mod:`fastblox.reference.elastic` holds the plain
+one-job-at-a-time twin the tests compare it to.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import TraceError
+
+#: application -> (epochs trained, largest per-GPU batch if not the largest measured), as the
+#: simulator's ``applications.py`` declares them (no target metric: every job trains all epochs)
+APPLICATIONS = {
+    "bert": (2, None), "cifar10": (100, None), "ncf": (10, None), "imagenet": (90, None),
+    "deepspeech2": (80, None), "yolov3": (50, 8),
+}
+#: seconds a job is stopped after every (re-)allocation (``Job.reallocate``: ``rescale_time = 30``)
+RESTART_S = 30.0
+EPS = 1e-8  # the simulator's tolerance for ceil() of a ratio
+
+
+def data_dir() -> Path:
+    from . import datasets  # the installed package data (fastblox.datasets)
+
+    return Path(datasets.__file__).resolve().parent / "pollux"
+
+
+def _read_table(path: Path, columns: tuple) -> dict:
+    """A profile CSV as float columns; a missing column or a bad number names the file, row, column."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        raise TraceError("empty profile file", path=path)
+    head = [h.strip() for h in rows[0]]
+    for c in columns:
+        if c not in head:
+            raise TraceError(f"missing column (has {', '.join(head)})", path=path, column=c)
+    out = {c: np.empty(len(rows) - 1) for c in columns}
+    for i, row in enumerate(rows[1:], start=2):
+        for c in columns:
+            k = head.index(c)
+            try:
+                out[c][i - 2] = float(row[k])
+            except (IndexError, ValueError):
+                raise TraceError(f"not a number: {row[k] if k < len(row) else ''!r}", path=path, row=i,
+                                 column=c) from None
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Profile:
+    """One application's measurements (read once: :func:`profile`)."""
+
+    name: str
+    batch_sizes: np.ndarray  # validated global batch sizes, ascending
+    progress: np.ndarray  # [batch size, epoch] cumulative progress at the end of each epoch
+    iteration: np.ndarray  # [batch size, epoch] cumulative iterations at the end of each epoch
+    grad_sqr: np.ndarray  # [batch size, epoch]
+    grad_var: np.ndarray  # [batch size, epoch]
+    placements: dict  # placement id (int, e.g. 24) -> (local_bsz, step_time, sync_time), local_bsz ascending
+    points: np.ndarray  # (nodes, replicas, local_bsz) rows: the placement means, then the scalability runs
+    values: np.ndarray  # (step_time, sync_time) of each point
+    max_epochs: int
+    init_batch_size: int
+    max_batch_size: int
+    min_local_bsz: int
+    max_local_bsz: int
+
+    @functools.cached_property
+    def epoch_progress(self) -> np.ndarray:
+        """Progress at the start of epoch e (e = 0..max_epochs): the least over the batch sizes."""
+        return np.concatenate([[0.0], self.progress.min(axis=0)])
+
+    @functools.cached_property
+    def _nd(self):
+        from scipy.interpolate import LinearNDInterpolator
+
+        return LinearNDInterpolator(self.points, self.values)
+
+    @functools.lru_cache(maxsize=None)  # noqa: B019 (profiles live as long as the process)
+    def step_time(self, placement: tuple, local_bsz: int) -> tuple:
+        """(step seconds, sync seconds) of one step of ``local_bsz`` per GPU on ``placement`` (GPUs per node)."""
+        p = normal_placement(placement)
+        pid = int("".join(map(str, p)))
+        if pid in self.placements:
+            xs, st, sy = self.placements[pid]
+            if not xs[0] <= local_bsz <= xs[-1]:
+                raise ValueError(f"{self.name}: per-GPU batch {local_bsz} is outside the measured "
+                                 f"{xs[0]:g}..{xs[-1]:g} of placement {pid}")
+            return float(np.interp(local_bsz, xs, st)), float(np.interp(local_bsz, xs, sy))
+        v = self._nd([min(len(p), 16), sum(p), local_bsz])[0]
+        if not np.isfinite(v).all():
+            raise ValueError(f"{self.name}: no measurements around placement {p} with per-GPU batch {local_bsz}")
+        return float(v[0]), float(v[1])
+
+    def step_times(self, placements, atomic_bsz, accum) -> np.ndarray:
+        """Seconds per optimizer step of each job (its placement, atomic batch and accumulation steps)."""
+        st = np.array([self.step_time(tuple(p), int(b)) for p, b in zip(placements, atomic_bsz)]).reshape(-1, 2)
+        return st[:, 0] + (st[:, 0] - st[:, 1]) * accum
+
+    def _bracket(self, batch_size):
+        b = np.asarray(batch_size, dtype=np.float64)
+        bs = self.batch_sizes
+        lo = np.searchsorted(bs, b, side="right") - 1
+        hi = np.searchsorted(bs, b, side="left")
+        if (lo < 0).any() or (hi >= len(bs)).any():
+            bad = b[(lo < 0) | (hi >= len(bs))][0]
+            raise ValueError(f"{self.name}: batch size {bad:g} is outside the validated {bs[0]}..{bs[-1]}")
+        return b, lo, hi
+
+    def _interp(self, table, batch_size, epoch):
+        """``table[batch, epoch]`` interpolated linearly between the validated batch sizes around each batch."""
+        b, lo, hi = self._bracket(batch_size)
+        e = np.asarray(epoch)
+        vlo, vhi = table[lo, e], table[hi, e]
+        blo, bhi = self.batch_sizes[lo], self.batch_sizes[hi]
+        same = lo == hi
+        den = np.where(same, 1.0, bhi - blo)
+        return np.where(same, vlo, ((b - blo) * vhi + (bhi - b) * vlo) / den)
+
+    def grad_stats(self, batch_size, epoch) -> tuple:
+        """(grad_sqr, grad_var) during ``epoch`` at global ``batch_size`` (arrays broadcast)."""
+        return self._interp(self.grad_sqr, batch_size, epoch), self._interp(self.grad_var, batch_size, epoch)
+
+    def iterations(self, batch_size, epoch) -> np.ndarray:
+        """Iterations done after ``epoch`` epochs' rows (the simulator's ``get_iteration``)."""
+        return self._interp(self.iteration, batch_size, epoch)
+
+    def gains(self, batch_size) -> np.ndarray:
+        """[job, epoch] statistical gain of each batch size over every epoch."""
+        b = np.atleast_1d(np.asarray(batch_size, dtype=np.float64))[:, None]
+        e = np.arange(self.max_epochs)[None, :]
+        sqr, var = self.grad_stats(b, e)
+        return gain(sqr, var, b / self.init_batch_size)
+
+
+def gain(grad_sqr, grad_var, scale):
+    """Statistical gain of a batch ``scale`` times the initial one (progress per step)."""
+    return (grad_var + grad_sqr) / (grad_var / scale + grad_sqr)
+
+
+def normal_placement(placement) -> tuple:
+    """A placement without empty nodes in its lexicographically smallest rotation."""
+    p = tuple(int(x) for x in placement if x)
+    return min(p[i:] + p[:i] for i in range(len(p))) if p else ()
+
+
+def packed(num_replicas: int, per_node: int = 4) -> tuple:
+    """``num_replicas`` GPUs on as few nodes as possible: (4, 4, ..., rest)."""
+    return (per_node,) * (num_replicas // per_node) + ((num_replicas % per_node,) if num_replicas % per_node else ())
+
+
+def fixed_batch_config(batch_size, num_replicas, init_batch_size, max_batch_size, max_local_bsz,
+                       single_accum: str = "above-init"):
+    """(atomic batch, accumulation steps) of a fixed global batch on ``num_replicas`` GPUs (arrays).
+    ``single_accum``: when one GPU accumulates at least once: ``"above-init"`` (a batch above the
+    initial one: the simulator's jobs) or ``"always"`` (Optimus' step-time predictions)."""
+    b = np.asarray(batch_size, dtype=np.float64)
+    r = np.asarray(num_replicas, dtype=np.int64)
+    local = np.ceil(b / r - EPS)
+    accum = (np.ceil(local / max_local_bsz - EPS) - 1).astype(np.int64)
+    one = r == 1 if single_accum == "always" else (r == 1) & (b > init_batch_size)
+    accum = np.where(one, np.maximum(accum, 1), accum)
+    atomic = np.ceil(local / (accum + 1) - EPS).astype(np.int64)
+    atomic = np.minimum(atomic, (max_batch_size / (r * (accum + 1))).astype(np.int64))
+    return atomic, accum
+
+
+def _validation_files(d: Path) -> list:
+    out = []
+    for p in d.glob("validation-*.csv"):
+        try:
+            out.append((int(p.stem.split("-")[-1]), p))
+        except ValueError:
+            raise TraceError("a validation file's name must end in its batch size", path=p) from None
+    if not out:
+        raise TraceError("no validation-<batch size>.csv files", path=d)
+    return sorted(out)
+
+
+@functools.lru_cache(maxsize=None)
+def profile(name: str, root: str | None = None) -> Profile:
+    """The profiles of application ``name`` (``root``: the folder of the application folders;
+    default the bundled ``datasets/pollux``)."""
+    if name not in APPLICATIONS:
+        raise ValueError(f"unknown application {name!r}; the Pollux simulator's: {', '.join(sorted(APPLICATIONS))}")
+    max_epochs, max_local = APPLICATIONS[name]
+    d = Path(root) if root is not None else data_dir()
+    d = d / name
+    vals = []
+    for bsz, p in _validation_files(d):
+        t = _read_table(p, ("progress", "iteration", "grad_sqr", "grad_var"))
+        if len(t["progress"]) < max_epochs:
+            raise TraceError(f"{len(t['progress'])} epochs, {name} trains {max_epochs}", path=p)
+        vals.append((bsz, {k: v[:max_epochs] for k, v in t.items()}))
+    pl = _read_table(d / "placements.csv", ("placement", "local_bsz", "step_time", "sync_time"))
+    sc = _read_table(d / "scalability.csv", ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"))
+    placements = {}
+    ids = pl["placement"].astype(np.int64)
+    for pid in np.unique(ids):
+        m = ids == pid
+        o = np.argsort(pl["local_bsz"][m], kind="stable")
+        placements[int(pid)] = tuple(pl[k][m][o] for k in ("local_bsz", "step_time", "sync_time"))
+    digits = [str(int(i)) for i in ids]
+    nodes = np.array([len(s) for s in digits], dtype=np.float64)
+    reps = np.array([sum(map(int, s)) for s in digits], dtype=np.float64)
+    # the means over the placements of each (nodes, replicas, local_bsz), in sorted key order, then the scalability rows
+    keys = np.stack([nodes, reps, pl["local_bsz"]], axis=1)
+    uk, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    cnt = np.bincount(inv, minlength=len(uk))
+    means = np.stack([np.bincount(inv, weights=pl[k], minlength=len(uk)) / cnt for k in ("step_time", "sync_time")],
+                     axis=1)
+    points = np.concatenate([uk, np.stack([sc["num_nodes"], sc["num_replicas"], sc["local_bsz"]], axis=1)])
+    values = np.concatenate([means, np.stack([sc["step_time"], sc["sync_time"]], axis=1)])
+    bs = np.array([b for b, _ in vals], dtype=np.int64)
+    stack = lambda k: np.stack([v[k] for _, v in vals])  # noqa: E731
+    return Profile(
+        name=name, batch_sizes=bs, progress=stack("progress"), iteration=stack("iteration"),
+        grad_sqr=stack("grad_sqr"), grad_var=stack("grad_var"), placements=placements, points=points, values=values,
+        max_epochs=max_epochs, init_batch_size=int(bs[0]), max_batch_size=int(bs[-1]),
+        min_local_bsz=int(pl["local_bsz"].min()), max_local_bsz=int(max_local or pl["local_bsz"].max()),
+    )
+
+
+def isolated_run_s(app: str, batch_size: int, num_replicas: int) -> float:
+    """Seconds ``app`` takes to train alone at ``batch_size`` on ``num_replicas`` GPUs packed on
+    nodes of 4 (no restart): the job's length in fastblox's terms (its ``duration_s``)."""
+    pr = profile(app)
+    atomic, accum = fixed_batch_config(batch_size, num_replicas, pr.init_batch_size, pr.max_batch_size,
+                                       pr.max_local_bsz)
+    b = float(num_replicas * atomic * (accum + 1))
+    t = pr.step_times([packed(num_replicas)], [atomic], np.array([accum]))[0]
+    work = np.diff(pr.epoch_progress)
+    return float((work / (pr.gains(b)[0] / t)).sum())
+
+
+# ------------------------------------------------------------------------------------------ the agent's model
+# What a Pollux job learns about itself while it runs (adaptdl's goodput model, as the simulator's
+# jobs fit it): step time = (compute^gamma + network^gamma)^(1/gamma) with compute = alpha_c +
+# beta_c * atomic batch and network = alpha + beta * max(replicas - 2, 0) over the slowest link
+# (inter-node: _n, intra-node: _r), accumulation steps adding compute each. Parameters, in order:
+PERF_PARAMS = ("alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r", "gamma")
+TINY = 1e-8
+GEOM_POINTS = 50  # batch sizes tried between the smallest and the largest (np.geomspace's default)
+
+
+def _network_time(pp, nodes, reps):
+    inter, intra = nodes > 1, reps > 1
+    alpha = np.where(inter, pp[2], np.where(intra, pp[4], TINY))
+    beta = np.where(inter, pp[3], np.where(intra, pp[5], TINY))
+    return alpha + beta * np.maximum(reps - 2, TINY)
+
+
+def _log_optim_time(gamma, accum_time, network_time):
+    return np.log(accum_time ** gamma + network_time ** gamma) / gamma
+
+
+def model_throughput(pp, nodes, reps, atomic, accum):
+    """Samples per second the fitted model ``pp`` predicts (arrays broadcast)."""
+    accum_time = pp[0] + pp[1] * atomic
+    optim = np.exp(_log_optim_time(pp[6], accum_time, _network_time(pp, nodes, reps)))
+    return reps * atomic * (accum + 1) / (accum * accum_time + optim)
+
+
+def model_efficiency(grad, init_batch_size, batch_size):
+    """Statistical efficiency of ``batch_size`` (progress per sample relative to the initial batch)."""
+    sqr, var = grad
+    scale = batch_size / init_batch_size
+    denom = var / scale + sqr
+    return np.where(denom > 0, (var + sqr) / np.where(denom > 0, denom, 1.0), 1.0) / scale
+
+
+def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic):
+    """(goodput, atomic batch, accumulation steps) of the best of :data:`GEOM_POINTS` global batch
+    sizes (geometric, from the smallest allowed to ``max_batch_size``) on ``nodes``/``reps`` (1-D
+    arrays); a job on one GPU above the initial batch accumulates at least once."""
+    nodes = np.asarray(nodes, dtype=np.float64)
+    reps = np.asarray(reps, dtype=np.float64)
+    lo = np.maximum(init_batch_size, min_atomic * reps)
+    bs = np.geomspace(lo, max_batch_size, GEOM_POINTS)  # (points, jobs)
+    local = bs / reps
+    accum = np.ceil(local / max_atomic - TINY) - 1
+    accum = np.where((reps == 1) & (local > init_batch_size + TINY), np.maximum(accum, 1), accum).astype(np.int64)
+    atomic = np.ceil(local / (accum + 1) - TINY).astype(np.int64)
+    good = model_throughput(pp, nodes, reps, atomic, accum) * model_efficiency(grad, init_batch_size,
+                                                                              reps * atomic * (accum + 1))
+    good = np.where((min_atomic <= atomic) & (atomic <= max_atomic), good, 0.0)
+    k = np.argmax(good, axis=0)
+    cols = np.arange(good.shape[1])
+    return good[k, cols], atomic[k, cols], accum[k, cols]
+
+
+def _fit_objective(p, nodes, reps, atomic, accum_time, step_time):
+    """adaptdl's fitting loss (RMS log errors of compute and step time, a pull of gamma towards 1
+    and of the betas towards 0) and its gradient in the 7 parameters."""
+    inter = nodes > 1
+    intra = ~inter & (reps > 1)
+    m = np.maximum(reps - 2, TINY)
+    A = p[0] + p[1] * atomic
+    N = _network_time(p, nodes, reps)
+    g = p[6]
+    Ag, Ng = A ** g, N ** g
+    S = Ag + Ng
+    L = np.log(S) / g
+    n = len(A)
+    d1 = np.log(A) - np.log(accum_time)
+    d2 = L - np.log(step_time)
+    e1, e2 = np.sqrt(np.mean(d1 ** 2)), np.sqrt(np.mean(d2 ** 2))
+    f = e1 + e2 + 1e-3 * (g - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
+    w1 = d1 / (n * e1) if e1 > 0 else np.zeros(n)
+    w2 = d2 / (n * e2) if e2 > 0 else np.zeros(n)
+    dA = w1 / A + w2 * Ag / (A * S)  # d f / d A per observation
+    dN = w2 * Ng / (N * S)
+    dg = np.sum(w2 * (-np.log(S) / g ** 2 + (Ag * np.log(A) + Ng * np.log(N)) / (g * S)))
+    grad = np.array([
+        dA.sum(), (dA * atomic).sum(),
+        (dN * inter).sum() - 2e-2 * p[3] ** 2 / p[2] ** 3, (dN * inter * m).sum() + 2e-2 * p[3] / p[2] ** 2,
+        (dN * intra).sum() - 2e-2 * p[5] ** 2 / p[4] ** 3, (dN * intra * m).sum() + 2e-2 * p[5] / p[4] ** 2,
+        dg + 2e-3 * (g - 1),
+    ])
+    return f, grad
+
+
+class one_blas_thread:
+    """Context: the loaded OpenBLAS libraries (numpy's, scipy's) on one thread, as before on exit.
+    L-BFGS-B on 7 parameters calls BLAS on vectors of 7; OpenBLAS' worker threads then cost more
+    than the work (7x on 2 busy cores). Linux only; elsewhere it does nothing."""
+
+    _SYMS = ("scipy_openblas_{}_num_threads64_", "scipy_openblas_{}_num_threads", "openblas_{}_num_threads64_",
+             "openblas_{}_num_threads")
+
+    def __enter__(self):
+        import ctypes
+
+        self._saved = []
+        try:
+            with open("/proc/self/maps") as f:
+                libs = {ln.split()[-1] for ln in f if "openblas" in ln.rsplit("/", 1)[-1].lower()}
+        except OSError:
+            return self
+        for lib in sorted(libs):
+            try:
+                h = ctypes.CDLL(lib)
+            except OSError:
+                continue
+            for sym in self._SYMS:
+                get, set_ = getattr(h, sym.format("get"), None), getattr(h, sym.format("set"), None)
+                if get is not None and set_ is not None:
+                    self._saved.append((set_, get()))
+                    set_(1)
+                    break
+        return self
+
+    def __exit__(self, *exc):
+        for set_, n in self._saved:
+            set_(n)
+        return False
+
+
+def fit_perf_params(nodes, reps, atomic, accum_time, step_time) -> np.ndarray:
+    """The model's parameters fitted (bounded L-BFGS-B on log errors) to the configurations a job
+    has run: each one's nodes, GPUs, atomic batch, compute seconds (step - sync) and step seconds.
+    Parameters the observations cannot tell are pinned as adaptdl pins them: one atomic batch size
+    fixes alpha_c to half the mean compute time; no multi-node (single-node multi-GPU) run fixes
+    the inter-node (intra-node) terms to their floor; no run above 2 GPUs fixes both betas."""
+    from scipy.optimize import Bounds, minimize
+
+    nodes, reps, atomic = (np.asarray(x, dtype=np.float64) for x in (nodes, reps, atomic))
+    accum_time, step_time = np.asarray(accum_time, dtype=np.float64), np.asarray(step_time, dtype=np.float64)
+    p0 = np.array([1e-1, 1e-2] * 3 + [1.0 + 1e-3])
+    lo = np.array([1e-8, 1e-8] * 3 + [1.0])
+    hi = np.array([np.inf, np.inf] * 3 + [10.0])
+    if len(np.unique(atomic)) == 1:
+        p0[0] = lo[0] = hi[0] = np.mean(accum_time) / 2
+    fixed = []
+    if not np.any(nodes > 1):
+        fixed += [2, 3]
+    if not np.any((nodes == 1) & (reps > 1)):
+        fixed += [4, 5]
+    if not np.any(reps > 2):
+        fixed += [3, 5]
+    for k in fixed:
+        p0[k] = hi[k] = lo[k]
+    args = (nodes, reps, atomic, accum_time, step_time)
+    free = lo < hi
+    # (the free parameters only, with the exact gradient, as adaptdl's autograd gives it)
+    def f(x):
+        p = p0.copy()
+        p[free] = x
+        v, g = _fit_objective(p, *args)
+        return v, g[free]
+
+    with np.errstate(all="ignore"):
+        res = minimize(f, p0[free], jac=True, method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]))
+    p = p0.copy()
+    p[free] = res.x
+    if not np.any(nodes > 1):
+        p[2] = max(p[2], p[4] * 1.1)
+        p[3] = max(p[3], p[5] * 1.1)
+    return p
