@@ -116,6 +116,10 @@ def _num(x) -> str:
     return "n/a" if x is None or x != x else f"{x:.2f}"
 
 
+#: what places the jobs of a run without a placement option, by compat mode
+_NO_PLACEMENT = {"gavel": "one pool of GPUs per type", "pollux": "the Pollux simulator's packing onto nodes"}
+
+
 def format_summary(res, label: str) -> str:
     s, c = res.summary, res.config
     mode = f"{c['compat']}-compat" if c["compat"] else c["time_model"]
@@ -123,7 +127,8 @@ def format_summary(res, label: str) -> str:
         mode += f" (R = {c['round_s']:g} s)"
     lines = [
         f"fastblox: {label} on {c['cluster']} ({s['total_gpus']} GPUs)",
-        f"  scheduler  {c['policy']} | placement {c['placement'] or 'one pool of GPUs'} | admission {c['admission']}"
+        f"  scheduler  {c['policy']} | placement {c['placement'] or _NO_PLACEMENT.get(c['compat'], 'one pool of GPUs')} "
+        f"| admission {c['admission']}"
         f" | {mode}",
         f"  load       offered {_num(s.get('offered_load'))} (GPU-seconds asked / GPU-seconds between the first and "
         f"last arrival{'; above 1 the queue only grows' if (s.get('offered_load') or 0) > 1 else ''})",
