@@ -17,6 +17,7 @@ SAMPLES = {
     "helios": "helios_sample.csv",
     "pai-2020": "pai_job_table_sample.csv",
     "swf": "hpc_sample.swf",
+    "pollux-workload-6": "pollux/workload-6.csv",
 }
 
 

@@ -105,6 +105,12 @@ class Recipe:
         return cfg
 
 
+def _data_path(name: str) -> Path:
+    from .datasets import sample_path
+
+    return sample_path(name)
+
+
 RECIPES: dict[str, Recipe] = {}
 EXPERIMENTS = RECIPES  # the name the CLI and older code use
 
@@ -480,6 +486,20 @@ for _r in (
                    at={"load": "max"}),
             Figure("jct_by_gpus", "jct_by_gpus_load{load}", "JCT by job size at load {load} jobs/h",
                    at={"load": "max"}),
+        ),
+    ),
+    Recipe(
+        "pollux-headline",
+        "Pollux's headline comparison (OSDI '21): Pollux vs Optimus vs Tiresias on its workload-6 (160 elastic "
+        "jobs, 16x4 GPUs, 60 s scheduling interval), replayed by --compat pollux",
+        base={"compat": "pollux", "trace": str(_data_path("pollux-workload-6"))},
+        grid={"policy": ["pollux", "optimus", "tiresias"]}, sort=("policy",),
+        figures=(
+            Figure("bars", "avg_jct_by_policy", "Pollux workload-6: average JCT by policy",
+                   opts={"group": "policy", "bars": "compat", "ylabel": "average JCT (h)"},
+                   caption="Average JCT of the 160 jobs of Pollux's workload-6 under each policy, as the Pollux "
+                           "simulator runs them (--compat pollux; docs/fidelity.md compares them with the artifact)."),
+            Figure("cdf", "jct_cdf", "Pollux workload-6: JCT CDF"),
         ),
     ),
 ):

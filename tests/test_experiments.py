@@ -2,6 +2,7 @@
 
 import argparse
 import re
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -96,7 +97,7 @@ def test_cli(fig6, tmp_path):
     a = ap.parse_args(["report", str(out), "--out", str(tmp_path / "r.html")])
     assert a.func(a) == 0 and "data:image/png;base64," in (tmp_path / "r.html").read_text()
     assert set(EXPERIMENTS) == {"blox-fig6", "blox-admission", "philly-arrivals", "blox-dynamic", "blox-high-load",
-                                "gavel-mix", "blox-large-cluster", "hetero-cluster"}
+                                "gavel-mix", "blox-large-cluster", "hetero-cluster", "pollux-headline"}
 
 
 def test_admission_quick(tmp_path):
@@ -167,3 +168,17 @@ def test_hetero_cluster_quick(tmp_path):
     assert by["gavel"]["avg_jct_s"] < by["gavel-las-agnostic"]["avg_jct_s"]
     by = {r["policy"]: r for r in s.iter_rows(named=True)}
     assert by["gavel"]["time_model"] == "rounds" and by["fifo"]["time_model"] == "events"
+
+
+@pytest.mark.slow
+def test_pollux_headline_recipe_runs_from_the_clone(tmp_path):
+    """Pollux vs Optimus vs Tiresias on workload-6, shipped in datasets/pollux: Tiresias and Optimus
+    give the Pollux simulator's README numbers, Pollux beats both (as in the paper)."""
+    import polars as pl
+
+    files = run_experiment("pollux-headline", tmp_path / "p")
+    s = pl.read_parquet(tmp_path / "p" / "summary.parquet")
+    jct = dict(zip(s["policy"].to_list(), s["avg_jct_s"].to_list()))
+    assert jct["tiresias"] == pytest.approx(3469.69375) and jct["optimus"] == pytest.approx(5301.875)
+    assert jct["pollux"] < jct["tiresias"] < jct["optimus"]
+    assert {"avg_jct_by_policy", "jct_cdf"} <= {Path(str(p)).stem for p in files.values()}
