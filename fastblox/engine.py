@@ -780,6 +780,12 @@ class NativeState:
         self.pp.need[0] = ALL_COLUMNS
         return parts.JobView
 
+    def slots(self, idx: np.ndarray) -> np.ndarray:
+        """The largest gang each of jobs ``idx`` may hold (its slots of ``run.alloc``; per job,
+        not ``np.diff`` of all of them: that took seconds per 100k-job run at every round)."""
+        off = self.jobs.alloc_off
+        return off[idx + 1] - off[idx]
+
     def _answer_plan(self) -> None:
         idx = self.active_idx()
         keys, types, sizes = self.planner.plan(idx, self.now)
@@ -793,8 +799,7 @@ class NativeState:
         if not np.isfinite(keys).all():
             raise ConfigError(f"planner {name!r} returned a non-finite key")
         run_it = types != enums.NO_RUN
-        off = self.jobs.alloc_off
-        cap = off[idx + 1] - off[idx]  # (each job's slots; np.diff of all of them took seconds on 100k jobs)
+        cap = self.slots(idx)
         if (run_it & ((sizes < 1) | (sizes > cap))).any():
             raise ConfigError(f"planner {name!r} asked for a size outside 1..max GPUs of a job")
         if ((types < enums.NO_RUN) | (types >= len(self.c.gpu_types))).any():
@@ -849,12 +854,8 @@ def simulate(workload: Workload, spec: "RunSpec | None" = None, **options) -> Re
     s = _api_spec(spec, options, "simulate")
     if s.compat == "blox":
         return _simulate_compat(workload, s)
-    if s.compat == "tiresias":
-        return _simulate_tiresias(workload, s)
-    if s.compat == "gavel":
-        return _simulate_gavel(workload, s)
-    if s.compat == "pollux":
-        return _simulate_pollux(workload, s)
+    if s.compat is not None:
+        return _simulate_peer(workload, s)
     run = prepare_native(workload, s)
     compile_s = _warm(state_kind(run.state))
     t0 = time.perf_counter()
@@ -899,37 +900,25 @@ def _simulate_compat(workload: Workload, s: RunSpec) -> Result:
     return res
 
 
-def _simulate_tiresias(workload: Workload, s: RunSpec) -> Result:
-    from . import compat_tiresias
+def _simulate_peer(workload: Workload, s: RunSpec) -> Result:
+    """A run of ``fastblox.compat_NAME`` (``--compat tiresias|gavel|pollux``: plain Python, no
+    kernel). A Tiresias schedule the native engine reproduces exactly runs there; the Pollux
+    simulator's elastic jobs have no fixed size to check against the cluster."""
+    import importlib
 
+    peer = importlib.import_module(f".compat_{s.compat}", __package__)
     r = s.resolved(source=False)
     c, _, tracked = _check_args(workload, r)
-    if r.policy in compat_tiresias.NATIVE_EQUIVALENTS:  # reproduced exactly by the native engine
-        res = simulate(workload, compat_tiresias.native_spec(r, c))
+    native = getattr(peer, "NATIVE_EQUIVALENTS", {})
+    if r.policy in native:  # reproduced exactly by the native engine
+        res = simulate(workload, peer.native_spec(r, c))
         res.config = r.as_dict()
-        res.summary["engine"] = compat_tiresias.NATIVE_EQUIVALENTS[r.policy][0]
+        res.summary["engine"] = native[r.policy][0]
         return res
-    check_sizes(workload, c)
-    _note_load(workload, c)
-    return compat_tiresias.run(workload, r, c, tracked, _Timer)
-
-
-def _simulate_gavel(workload: Workload, s: RunSpec) -> Result:
-    from . import compat_gavel
-
-    r = s.resolved(source=False)
-    c, _, tracked = _check_args(workload, r)
-    check_sizes(workload, c)
-    _note_load(workload, c)
-    return compat_gavel.run(workload, r, c, tracked, _Timer)
-
-
-def _simulate_pollux(workload: Workload, s: RunSpec) -> Result:
-    from . import compat_pollux
-
-    r = s.resolved(source=False)
-    c, _, tracked = _check_args(workload, r)
-    return compat_pollux.run(workload, r, c, tracked, _Timer)
+    if s.compat != "pollux":
+        check_sizes(workload, c)
+        _note_load(workload, c)
+    return peer.run(workload, r, c, tracked, _Timer)
 
 
 class _Timer:

@@ -65,11 +65,6 @@ class PlanContext:
         up = nd.up.astype(bool)
         return np.bincount(nd.gtype[up], weights=nd.gpus[up], minlength=self.n_types).astype(np.int64)
 
-    def max_gpus(self, idx: np.ndarray) -> np.ndarray:
-        """The largest gang each of jobs ``idx`` may be given (its slots of ``run.alloc``)."""
-        off = self.st.jobs.alloc_off
-        return off[idx + 1] - off[idx]
-
     def view(self, idx: np.ndarray) -> PlanView:
         st = self.st
         r, jb = st.run, st.jobs
@@ -80,7 +75,7 @@ class PlanContext:
         left = r.work_left[idx] - np.maximum(0.0, el - restart) * r.rate[idx] * running
         return PlanView(
             idx=idx, job_id=st.w.job_id[idx], submit_s=jb.submit[idx], num_gpus=jb.gpus[idx],
-            max_gpus=self.max_gpus(idx), model=jb.cls[idx], work=jb.work[idx], work_left=left,
+            max_gpus=st.slots(idx), model=jb.cls[idx], work=jb.work[idx], work_left=left,
             remaining_s=left / jb.ref_rate[idx], attained_s=r.attained[idx] + el,
             attained_gpu_s=r.attained_gpu[idx] + el * r.held[idx], running=running,
             held_gpus=np.where(running, r.held[idx], 0), held_type=np.where(running, r.held_type[idx], -1),

@@ -1171,6 +1171,17 @@ def _compact_queue(status, wq, h, nw, slow, last_l):
 
 
 @helper(inline=True)
+def _sort_merge(q, h, nw, new, m):
+    """Sort the keyed jobs ``new[:m]`` (none in the queue) by ``(wrank, wkey, index)`` in place and
+    merge them into the waiting queue; returns ``(head, length)``."""
+    if m <= 32:
+        sort_small(new, m, q.wrank, q.wkey)
+    else:
+        sort_jobs(new[:m].copy(), m, q.wrank, q.wkey, new)
+    return wq_merge(q, h, nw, new, m)
+
+
+@helper(inline=True)
 def _requeue_victims(t, jobs, run, q, s, pp, ci, cf, ns, h, nw, wake_n):
     """The step's victims left waiting are keyed and join the queue in one merge (and get their
     wake-ups); returns ``(h, nw, wake_n)``."""
@@ -1185,11 +1196,7 @@ def _requeue_victims(t, jobs, run, q, s, pp, ci, cf, ns, h, nw, wake_n):
             victims[m] = v
             m += 1
     if m > 0:
-        if m <= 32:
-            sort_small(victims, m, wrank, wkey)
-        else:
-            sort_jobs(victims[:m].copy(), m, wrank, wkey, victims)
-        h, nw = wq_merge(q, h, nw, victims, m)
+        h, nw = _sort_merge(q, h, nw, victims, m)
     if _wakes(policy, pp):
         for x in range(ns):
             v = s.suspended[x]
@@ -1448,11 +1455,7 @@ def _ov_py_row_step(pp, q, s, t, jobs, run, restart_s, h, nw, nr, preempt):
                 j = marks[x]
                 q.wrank[j] = 0
                 q.wkey[j] = pp.key_of[j]
-            if nd <= 32:
-                sort_small(marks, nd, q.wrank, q.wkey)
-            else:
-                sort_jobs(marks[:nd].copy(), nd, q.wrank, q.wkey, marks)
-            h, nw = wq_merge(q, h, nw, marks, nd)
+            h, nw = _sort_merge(q, h, nw, marks, nd)
             pp.n_marks[0] = 0
         return True, h, nw
 

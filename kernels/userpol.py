@@ -163,7 +163,7 @@ def is_py_row(pp) -> bool:
 
 def is_user(pp) -> bool:
     """Whether the numba type ``pp`` is a :class:`UserParams`."""
-    return isinstance(pp, types.BaseNamedTuple) and getattr(pp, "instance_class", None) is UserParams
+    return _is(pp, UserParams)
 
 
 def user_dispatcher(pp):
