@@ -32,6 +32,7 @@ from .cluster import Cluster
 from .errors import ConfigError, FastbloxError, NoProgressError, SimulationError, WorkloadError
 from .kernels import engine as kengine
 from .kernels import enums
+from .kernels import variants as kvariants
 from .kernels import state as kstate
 from .kernels.state import ClusterEvents as KEvents
 from .kernels.state import (Jobs, PolicyParams, Queues, Run, Scratch, copy_nodes, copy_records, fill_records, make_nodes,
@@ -39,7 +40,7 @@ from .kernels.state import (Jobs, PolicyParams, Queues, Run, Scratch, copy_nodes
 from .results import Result, build_result
 from .slices import (NO_LIMITS, RunLimits, Slicer, mark, sigint_deferred, stop_message, stop_time,
                      stream_bound)
-from .spec import BLOX_DEFAULT_TRACK, RunSpec, api_fields, canonical_keys
+from .spec import BLOX_DEFAULT_TRACK, DEFAULT_PLACEMENT, RunSpec, api_fields, canonical_keys
 from .speed import SpeedModel, build_speed_model, check_runnable, check_sizes
 from .workload import Workload
 
@@ -103,9 +104,18 @@ COMPILE_CPU_S = {"compat": 12, "native:full": 19, "native:plan": 18, "native:que
 
 
 def compile_expect(kind: str) -> str:
-    """What the compile notice says loading ``kind`` takes on an empty cache."""
-    cpu = COMPILE_CPU_S.get(kind) or max(COMPILE_CPU_S.values())
+    """What the compile notice says loading ``kind`` takes on an empty cache (a kind not measured:
+    the figure of its path's, else the largest)."""
+    cpu = COMPILE_CPU_S.get(kind) or COMPILE_CPU_S.get(kind.partition("/")[0]) or max(COMPILE_CPU_S.values())
     return f"about {cpu:.0f} s of CPU, more on a busy machine"
+
+
+def describe_kind(kind: str) -> str:
+    """``native:queue/fifo/first-fit`` as "native simulation kernel (queue path, fifo, first-fit)"."""
+    name, _, variant = kind.partition(":")
+    variant = variant.partition("+")[0]
+    what = ", ".join([f"{variant.split('/')[0]} path"] + [p for p in variant.split("/")[1:] if p != "any"])
+    return f"{name} simulation kernel" + (f" ({what})" if variant else "")
 
 
 _WARM_LOCK = threading.Lock()
@@ -123,8 +133,7 @@ def _warm(kind: str) -> float:
             return time.perf_counter() - t0
         timer = None
         if COMPILE_NOTICE is not None:
-            name, _, path = kind.partition(":")
-            msg = (f"compiling the {name} simulation kernel{f' ({path} path)' if path else ''} (first run with this "
+            msg = (f"compiling the {describe_kind(kind)} (first run with this "
                    f"numba cache: {compile_expect(kind)}; later runs load it in about a second)...")
             timer = threading.Timer(NOTICE_AFTER_S, COMPILE_NOTICE, args=(msg,))
             timer.daemon = True
@@ -180,9 +189,36 @@ def prewarm(kind: str = "native") -> threading.Thread:
 
 
 def native_kind(ci) -> str:
-    """The ``_warm`` kind of a native run configured by ``ci``: ``native:`` and its scheduling path
-    (``kernels.engine.path_of``; each path is a kernel of its own, compiled on first use)."""
-    return "native:" + kengine.PATH_NAMES[type(kengine.path_of(ci))]
+    """The ``_warm`` kind of a native run configured by ``ci``: ``native:`` and its kernel variant
+    (``kernels.engine.path_of``, ``kernels/variants.py``; each a kernel of its own, compiled on
+    first use): its scheduling path, then, in a kernel specialized on them, ``/POLICY/PLACEMENT``
+    (``any``: chosen at run time), e.g. ``native:queue/fifo/first-fit``; a generic kernel is the
+    path alone (``native:queue``)."""
+    m = kengine.path_of(ci)
+    path, pol, pl = type(m).path, type(m).policy, type(m).placement
+    if pol == kvariants.ANY and pl == kvariants.ANY:
+        return "native:" + path
+    return f"native:{path}/{_code_name(parts.POLICIES, pol)}/{_code_name(parts.PLACEMENTS, pl)}"
+
+
+def _code_name(registry, code: int) -> str:
+    if code == kvariants.ANY:
+        return "any"
+    for name in registry.names():
+        item = registry.get(name)
+        if getattr(item, "code", item) == code:
+            return name
+    raise ValueError(f"no {registry.kind} with code {code}")
+
+
+def _variant_marker(variant: str):
+    """The marker of a kind's variant part (``queue`` or ``queue/fifo/first-fit``)."""
+    path, _, rest = variant.partition("/")
+    if not rest:
+        return kvariants.marker(path)
+    pol, pl = rest.split("/")
+    return kvariants.marker(path, kvariants.ANY if pol == "any" else parts.POLICIES.get(pol).code,
+                            kvariants.ANY if pl == "any" else parts.PLACEMENTS.get(pl))
 
 
 def state_kind(st: "NativeState") -> str:
@@ -194,10 +230,13 @@ def state_kind(st: "NativeState") -> str:
             + (f"+user:{user.digest}" if user is not None else ""))
 
 
-def kind_of(scheduler, preempt: bool | None = None) -> str:
-    """The ``_warm`` kind a native run of ``scheduler`` will need (for :func:`prewarm`)."""
+def kind_of(scheduler, preempt: bool | None = None, placement: str | None = None) -> str:
+    """The ``_warm`` kind a native run of ``scheduler`` on ``placement`` (None: the default) will
+    need (for :func:`prewarm`)."""
     pol = parts.resolve_policy(scheduler)
     ci = np.zeros(kengine.C_SIZE, dtype=np.int64)
+    ci[kengine.C_POLICY] = pol.code
+    ci[kengine.C_PLACEMENT] = parts.PLACEMENTS.get(placement or DEFAULT_PLACEMENT)
     ci[kengine.C_KIND] = pol.kind
     ci[kengine.C_PY] = int(_called_per_step(pol))
     ci[kengine.C_PREEMPT] = int(pol.preemptive if preempt is None else preempt)
@@ -226,7 +265,7 @@ def spec_kind(r: RunSpec) -> str | None:
     if r.policy == "dynamic":
         return None
     try:
-        kind = kind_of(r.policy, r.preempt)
+        kind = kind_of(r.policy, r.preempt, r.placement)
     except FastbloxError:
         return None
     return kind + ("+events" if r.failures is not None or r.cluster_events is not None else "")
@@ -257,7 +296,7 @@ def _warm_now(kind: str) -> float:
         if kind == "native":
             st.advance()
         else:
-            path, *flags = kind.split(":", 1)[1].split("+")
+            variant, *flags = kind.split(":", 1)[1].split("+")
             user = [f.partition(":")[2] for f in flags if f.startswith("user:")]
             if user:  # (the user policy the kind names, as the run has it: fastblox.userpol)
                 from .userpol import POLICIES as USER
@@ -268,7 +307,7 @@ def _warm_now(kind: str) -> float:
                                             rowwise="pyrow" in flags), {})
             if "events" in flags:
                 st.events = KEvents(np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
-            kengine.load(kengine.PATHS[path], *st.kernel_args())
+            kengine.load(_variant_marker(variant), *st.kernel_args())
     _WARM.add(kind)
     return time.perf_counter() - t0
 

@@ -38,6 +38,8 @@ WORKLOAD_KINDS = ("blox", "gavel", "sample", "trace")
 #: Seeds of the generators when none is given (Blox's generator: 1, as Blox).
 DEFAULT_SEED = {"blox": 1, "gavel": 0, "sample": 0, "trace": 0}
 DEFAULT_LOAD = {"blox": 6.0}
+#: the placement of a run that names none
+DEFAULT_PLACEMENT = "first-fit"
 DEFAULT_NUM_JOBS = {"gavel": 2000}
 #: the most jobs a generated workload may have (a million jobs take ~200 MB of run state)
 MAX_JOBS = 50_000_000
@@ -546,7 +548,7 @@ def _resolve_dynamic(s: RunSpec) -> dict:
                           f"do; drop --compat {s.compat}")
     if s.policy_opts:
         raise OptionError("policy_opts", "policy parameters need a named policy (not 'dynamic')")
-    return dict(placement=s.placement or "first-fit", time_model=s.time_model or "events",
+    return dict(placement=s.placement or DEFAULT_PLACEMENT, time_model=s.time_model or "events",
                 round_s=s.round_s or DEFAULT_ROUND_S)
 
 
@@ -686,7 +688,7 @@ def _resolve_native(s: RunSpec, c, defaults) -> dict:
         throughput = "gavel"
     else:
         throughput = s.throughput
-    return dict(placement=s.placement or "first-fit", time_model=tm, round_s=float(round_s), preempt=bool(preempt),
+    return dict(placement=s.placement or DEFAULT_PLACEMENT, time_model=tm, round_s=float(round_s), preempt=bool(preempt),
                 throughput=throughput)
 
 

@@ -60,8 +60,11 @@ from .enums import (
 from .placement import assign, release, set_node_bit, spans
 from .rates import launch_rate
 from .state import entry
+from . import variants
 from .userpol import is_py_row, is_user, py_keys, py_mark, py_view, user_key, user_wake, user_wakes
-from .walk import place, resort, sort_jobs, stable_order, walk
+from .userpol import wakes as _user_wakes_type
+from .walk import resort, sort_jobs, stable_order, walk
+from .walk import place
 
 INF = np.inf
 
@@ -510,17 +513,65 @@ def wake_time(policy, j, t, jobs, run, pp, promote):
 
 
 @helper(nrt=False, inline=True)
-def _wakes(policy, pp):
-    """Whether the policy sets wake-ups: Tiresias and Gittins, or a user policy that asks for them."""
+def _wakes_any(policy, pp):
     return user_wakes(pp) or policy == POL_TIRESIAS or policy == POL_GITTINS
 
 
 @helper(nrt=False, inline=True)
-def next_wake(policy, j, t, jobs, run, pp, cf):
-    """:func:`wake_time`, or the wake-up a user policy asked for (``kernels.userpol.user_wake``)."""
+def _next_wake_any(policy, j, t, jobs, run, pp, cf):
     if user_wakes(pp):
         return user_wake(j, t, jobs, run, pp, cf[CF_RESTART_S])
     return wake_time(policy, j, t, jobs, run, pp, cf[CF_PROMOTE])
+
+
+# ------------------------------------------------- what a kernel variant compiles (kernels/variants.py)
+# ``policy`` below is the run's policy code (an int: chosen at run time) or, in a kernel specialized
+# on the policy, a marker whose type names it: each function then compiles that policy's code only.
+QUEUED_CODES = (POL_TIRESIAS, POL_GITTINS)  # Tiresias' queues: levels, starvation promotion, wake-ups
+
+
+def _wakes(policy, pp):
+    """Whether the policy sets wake-ups: Tiresias and Gittins, or a user policy that asks for them."""
+    return user_wakes(pp) or policy in QUEUED_CODES
+
+
+def next_wake(policy, j, t, jobs, run, pp, cf):
+    """:func:`wake_time`, or the wake-up a user policy asked for (``kernels.userpol.user_wake``)."""
+    return _next_wake_any(policy, j, t, jobs, run, pp, cf)
+
+
+def queued(policy):
+    """Whether the policy keeps Tiresias' queues (a job's level, its starvation counter)."""
+    return policy in QUEUED_CODES
+
+
+def settle_level(policy, j, t, run, pp):
+    """A Tiresias or Gittins job stopped at ``t`` keeps the queue level its service reached."""
+    if policy in QUEUED_CODES:
+        lvl = run_level(pp, j, t, run)
+        if lvl != run.rank[j]:
+            run.qentry[j] = _crossing(pp, j, run, lvl)
+            run.rank[j] = lvl
+
+
+def wakeups(path, t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max):
+    """:func:`_wakeups`, compiled only where the policy can set wake-ups."""
+    return _wakeups(path, t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max)
+
+
+def policy_of(path, ci):
+    """The run's policy: ``ci[C_POLICY]``, or the marker of the policy the kernel is specialized on."""
+    return ci[C_POLICY]
+
+
+def placement_of(path, ci):
+    """The run's placement: ``ci[C_PLACEMENT]``, or the marker of the one the kernel is specialized on."""
+    return ci[C_PLACEMENT]
+
+
+def _fixed_policy(policy):
+    """The code of a policy marker's type, else None (an int: chosen at run time)."""
+    return variants.fixed_code(policy, "policy_code")
 
 
 @helper(nrt=False)
@@ -540,11 +591,7 @@ def stop_job(j, t, run, restart_s, ckpt_s, policy, pp):
     ``rank`` (and when it entered it in ``qentry``). The caller frees its GPUs. Returns
     ``(gpu_s, lost_gpu_s)``: the GPU-seconds it held since its launch and the GPU-seconds of
     progress it lost, for the run's totals."""
-    if policy == POL_TIRESIAS or policy == POL_GITTINS:
-        lvl = run_level(pp, j, t, run)
-        if lvl != run.rank[j]:
-            run.qentry[j] = _crossing(pp, j, run, lvl)
-            run.rank[j] = lvl
+    settle_level(policy, j, t, run, pp)
     el = t - run.launch_t[j]
     prod = max(0.0, el - restart_s)
     kept = prod
@@ -741,10 +788,10 @@ def _completions(t, jobs, run, nodes, q, heap_n, free, demand, n_running, tracke
 
 
 @helper(nrt=False)
-def _kill_node(nd, te, jobs, run, nodes, q, pp, ci, cf, busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n):
+def _kill_node(path, nd, te, jobs, run, nodes, q, pp, ci, cf, busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n):
     """Node ``nd`` goes down at ``te``: its jobs are killed (all their GPUs freed) and wait again.
     Returns the updated ``(busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n)``."""
-    policy = ci[C_POLICY]
+    policy = policy_of(path, ci)
     restart_s = cf[CF_RESTART_S]
     wakes = _wakes(policy, pp)
     alloc, held = run.alloc, run.held
@@ -776,7 +823,7 @@ def _kill_node(nd, te, jobs, run, nodes, q, pp, ci, cf, busy, lost, free, n_fail
 
 
 @helper(nrt=False)
-def _node_events(t, jobs, run, nodes, q, ev, pp, ci, cf, next_ev, busy, lost, free, total_gpus, n_fail, n_running,
+def _node_events(path, t, jobs, run, nodes, q, ev, pp, ci, cf, next_ev, busy, lost, free, total_gpus, n_fail, n_running,
                  wq_head, n_wait, wake_n, dirty):
     """Node events up to ``t``, at their own times. Returns the updated ``(next_ev, busy, lost,
     free, total_gpus, n_fail, n_running, wq_head, n_wait, wake_n, dirty)``."""
@@ -789,7 +836,7 @@ def _node_events(t, jobs, run, nodes, q, ev, pp, ci, cf, next_ev, busy, lost, fr
             if not nodes.up[nd]:
                 continue
             busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n = _kill_node(
-                nd, te, jobs, run, nodes, q, pp, ci, cf, busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n)
+                path, nd, te, jobs, run, nodes, q, pp, ci, cf, busy, lost, free, n_fail, n_running, wq_head, n_wait, wake_n)
             free -= nodes.free[nd]
             total_gpus -= nodes.gpus[nd]
             nodes.up[nd] = 0
@@ -806,12 +853,12 @@ def _node_events(t, jobs, run, nodes, q, ev, pp, ci, cf, next_ev, busy, lost, fr
 
 
 @helper(nrt=False, inline=True)
-def _wakeups(t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max):
+def _wakeups(path, t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max):
     """Policy wake-ups up to ``t``: a waiting job promoted for starving moves to queue 0; a running
     job that crossed a queue threshold gets its next crossing. Returns ``(wq_head, n_wait, wake_n,
     spun)``; ``spun``: more than ``spin_max`` wake-ups at ``t`` (one re-armed for an instant
     already passed: the no-progress guard)."""
-    policy = ci[C_POLICY]
+    policy = policy_of(path, ci)
     restart_s = cf[CF_RESTART_S]
     wake_t, wake_j, wake_v, version = q.wake_t, q.wake_j, q.wake_v, run.version
     n_woken = 0
@@ -842,18 +889,18 @@ def _wakeups(t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max):
 
 
 @helper(nrt=False, inline=True)
-def _arrivals(t, jobs, run, q, pp, ci, cf, total_gpus, next_arr, ov_head, wq_head, n_wait, demand, wake_n):
+def _arrivals(path, t, jobs, run, q, pp, ci, cf, total_gpus, next_arr, ov_head, wq_head, n_wait, demand, wake_n):
     """Jobs submitted up to ``t`` arrive; admission lets them into the waiting queue. Returns
     ``(next_arr, ov_head, wq_head, n_wait, demand, wake_n)``."""
     n_jobs = jobs.submit.shape[0]
-    policy = ci[C_POLICY]
+    policy = policy_of(path, ci)
     theta = cf[CF_THETA]
     status = run.status
     while next_arr < n_jobs and jobs.submit[next_arr] <= t:
         status[next_arr] = OVERFLOW
         next_arr += 1
     last = admit_to(theta, total_gpus, demand, ov_head, next_arr, jobs.gpus)
-    wakes = policy == POL_TIRESIAS or policy == POL_GITTINS
+    wakes = queued(policy)
     for j in range(ov_head, last):
         status[j] = WAITING
         run.wait_t[j] = t
@@ -966,14 +1013,14 @@ def _last_running(policy, t, jobs, run, q, s, pp, restart_s, nr):
 
 
 @helper(nrt=False, inline=True)
-def _walk_queue(t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free):
+def _walk_queue(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free):
     """The walk over the waiting queue of a ``KIND_STATIC`` policy: launch what fits, in queue
     order (with ``C_HOL``, only up to the first job that does not fit). The last running job in
     the order bounds the jobs that could preempt (computed only when a job fails to fit or nothing
     is free). Returns ``(launched, last queue position
     launched, free, first blocked position that could preempt or -1)``."""
-    policy = ci[C_POLICY]
-    placement = ci[C_PLACEMENT]
+    policy = policy_of(path, ci)
+    placement = placement_of(path, ci)
     n_types = ci[C_N_TYPES]
     have_r = ci[C_PREEMPT] != 0 and nr > 0
     hol = ci[C_HOL] != 0
@@ -1015,7 +1062,7 @@ def _walk_queue(t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free):
 
 
 @helper(nrt=False, inline=True)
-def _preempting_walk(t, jobs, run, nodes, q, s, rates, ci, h, nw, nr, slow_from, n_ro, nl):
+def _preempting_walk(path, t, jobs, run, nodes, q, s, rates, ci, h, nw, nr, slow_from, n_ro, nl):
     """From the blocked job at queue position ``slow_from`` on: the rest of the queue and the
     running jobs ranked after it, merged in key order, walked with preemption (launches after
     the ``nl`` already made). Returns ``(launched, suspended, n_ro)``."""
@@ -1054,7 +1101,7 @@ def _preempting_walk(t, jobs, run, nodes, q, s, rates, ci, h, nw, nr, slow_from,
             order[no] = ro[b]
             b += 1
         no += 1
-    nl2, ns = walk(order, no, jobs, run, rates, nodes, ci[C_PLACEMENT], ci[C_N_TYPES], True, ci[C_HOL] != 0,
+    nl2, ns = walk(order, no, jobs, run, rates, nodes, placement_of(path, ci), ci[C_N_TYPES], True, ci[C_HOL] != 0,
                    s.launched[nl:], s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
     return nl2, ns, n_ro
 
@@ -1065,10 +1112,10 @@ def _step_static(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h
     running jobs is built only when a job that could preempt is blocked. Returns what every path
     returns: ``(launched, suspended, stopped before the walk, slow, last queue position launched
     by the fast walk, h, nw, nr, free, n_ro, busy, lost, n_migrate)``."""
-    nl, last_l, free, slow_from = _walk_queue(t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free)
+    nl, last_l, free, slow_from = _walk_queue(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free)
     if slow_from < 0:
         return nl, 0, 0, False, last_l, h, nw, nr, free, n_ro, busy, lost, n_migrate
-    nl2, ns, n_ro = _preempting_walk(t, jobs, run, nodes, q, s, rates, ci, h, nw, nr, slow_from, n_ro, nl)
+    nl2, ns, n_ro = _preempting_walk(path, t, jobs, run, nodes, q, s, rates, ci, h, nw, nr, slow_from, n_ro, nl)
     return nl + nl2, ns, 0, True, last_l, h, nw, nr, free, n_ro, busy, lost, n_migrate
 
 
@@ -1089,7 +1136,7 @@ def _step_full(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, 
     if not py:
         for a in range(na):
             s.prio[s.active[a]] = 0
-    nl, ns = walk(s.order, na, jobs, run, rates, nodes, ci[C_PLACEMENT], ci[C_N_TYPES], ci[C_PREEMPT] != 0, False,
+    nl, ns = walk(s.order, na, jobs, run, rates, nodes, placement_of(path, ci), ci[C_N_TYPES], ci[C_PREEMPT] != 0, False,
                   s.launched, s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
     return nl, ns, 0, True, -1, h, nw, nr, free, n_ro, busy, lost, n_migrate
 
@@ -1098,7 +1145,7 @@ def _step_plan(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, 
                n_migrate):
     """A step of a ``KIND_PLAN`` policy: running jobs whose plan differs from what they hold are
     stopped, then the plan is placed in key order. Returns as :func:`_step_static`."""
-    policy = ci[C_POLICY]
+    policy = policy_of(path, ci)
     restart_s = cf[CF_RESTART_S]
     status, held, want, want_type = run.status, run.held, run.want, run.want_type
     na = n_active
@@ -1124,20 +1171,20 @@ def _step_plan(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, 
             h, nw = enqueue(policy, j, t, jobs, run, q, pp, h, nw, restart_s)
             n_pre += 1
     stable_order(s.keys, s.prio, s.active, na, s.order)
-    nl, ns = walk(s.order, na, jobs, run, rates, nodes, ci[C_PLACEMENT], ci[C_N_TYPES], False, False, s.launched,
+    nl, ns = walk(s.order, na, jobs, run, rates, nodes, placement_of(path, ci), ci[C_N_TYPES], False, False, s.launched,
                   s.suspended, s.victims, s.victims_pos, s.run_suffix, s.tmp)
     return nl, ns, n_pre, True, -1, h, nw, nr, free, n_ro, busy, lost, n_migrate
 
 
 # ------------------------------------------------------------------------------- settling a step
 @helper(nrt=False, inline=True)
-def _settle_suspended(t, run, q, s, pp, ci, cf, ns, nr, busy, lost):
+def _settle_suspended(path, t, run, q, s, pp, ci, cf, ns, nr, busy, lost):
     """The walk's victims stop (a victim re-placed in this walk holds its new GPUs already; its old
     launch is settled with the size it had: only plans change sizes, before the walk). Returns
     ``(nr, busy, lost)``."""
     for x in range(ns):
         v = s.suspended[x]
-        b, lo = stop_job(v, t, run, cf[CF_RESTART_S], cf[CF_CKPT_S], ci[C_POLICY], pp)
+        b, lo = stop_job(v, t, run, cf[CF_RESTART_S], cf[CF_CKPT_S], policy_of(path, ci), pp)
         busy += b
         lost += lo
         run.n_preempt[v] += 1
@@ -1182,10 +1229,10 @@ def _sort_merge(q, h, nw, new, m):
 
 
 @helper(inline=True)
-def _requeue_victims(t, jobs, run, q, s, pp, ci, cf, ns, h, nw, wake_n):
+def _requeue_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, wake_n):
     """The step's victims left waiting are keyed and join the queue in one merge (and get their
     wake-ups); returns ``(h, nw, wake_n)``."""
-    policy = ci[C_POLICY]
+    policy = policy_of(path, ci)
     restart_s = cf[CF_RESTART_S]
     victims, wrank, wkey = s.victims, q.wrank, q.wkey
     m = 0
@@ -1208,16 +1255,16 @@ def _requeue_victims(t, jobs, run, q, s, pp, ci, cf, ns, h, nw, wake_n):
 
 
 @helper(nrt=False, inline=True)
-def _launch(t, jobs, run, nodes, rates, q, s, pp, ci, cf, nl, nr, heap_n, wake_n):
+def _launch(path, t, jobs, run, nodes, rates, q, s, pp, ci, cf, nl, nr, heap_n, wake_n):
     """The step's launches start: rate, completion time, wake-up. Returns ``(nr, heap_n, wake_n)``."""
-    policy = ci[C_POLICY]
+    policy = policy_of(path, ci)
     restart_s = cf[CF_RESTART_S]
-    queued = policy == POL_TIRESIAS or policy == POL_GITTINS
+    is_queued = queued(policy)
     wakes = _wakes(policy, pp)
     version = run.version
     for x in range(nl):
         j = s.launched[x]
-        if queued and run.attained[j] > run.exec0[j]:
+        if is_queued and run.attained[j] > run.exec0[j]:
             run.pend0[j] += t - run.wait_t[j]  # Tiresias' starvation counter: waiting after having run
         run.launch_t[j] = t
         if run.first_start[j] < 0.0:
@@ -1258,8 +1305,8 @@ def _record(series, r, t, n_pre, free, nw, nr, demand, total_gpus):
 
 def _victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n, busy, lost):
     """Settle the ``ns`` jobs the walk suspended; returns ``(h, nw, nr, wake_n, busy, lost)``."""
-    nr, busy, lost = _settle_suspended(t, run, q, s, pp, ci, cf, ns, nr, busy, lost)
-    h, nw, wake_n = _requeue_victims(t, jobs, run, q, s, pp, ci, cf, ns, h, nw, wake_n)
+    nr, busy, lost = _settle_suspended(path, t, run, q, s, pp, ci, cf, ns, nr, busy, lost)
+    h, nw, wake_n = _requeue_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, wake_n)
     return h, nw, nr, wake_n, busy, lost
 
 
@@ -1269,32 +1316,30 @@ def _victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n, busy, 
 # argument type), and ``_path_step``/``_path_collect``/``_path_victims`` pick that path's code
 # when the driver is compiled (numba overloads, resolved from the marker's type), so no other
 # path is typed, lowered or optimized. The marker types: a numpy integer of each width.
-PATH_QUEUE = np.uint8(0)  # KIND_STATIC without preemption: the walk over the sorted queue only
-PATH_STATIC = np.int8(0)  # KIND_STATIC with preemption
-PATH_FULL = np.int16(0)  # KIND_FULL (Themis) and Python policies
-PATH_PLAN = np.int32(0)  # KIND_PLAN (planners)
-
-
-#: the paths by name (``fastblox.engine`` warms them by name)
-PATHS = {"queue": PATH_QUEUE, "static": PATH_STATIC, "full": PATH_FULL, "plan": PATH_PLAN}
-PATH_NAMES = {type(m): name for name, m in PATHS.items()}
-
-
-def path_of(ci) -> np.integer:
-    """The path marker of a run configured by ``ci`` (read at every call: a paused run may have
-    switched policy or preemption)."""
+def path_of(ci):
+    """The variant marker of a run configured by ``ci`` (``kernels.variants``; read at every call:
+    a paused run may have switched policy, placement or preemption): its path, and, unless
+    ``FASTBLOX_KERNELS=generic``, its built-in policy (queue and static paths) and placement."""
     if ci[C_KIND] == KIND_PLAN:
-        return PATH_PLAN
-    if ci[C_PY] != 0 or ci[C_KIND] == KIND_FULL:
-        return PATH_FULL
-    return PATH_STATIC if ci[C_PREEMPT] != 0 else PATH_QUEUE
+        path = "plan"
+    elif ci[C_PY] != 0 or ci[C_KIND] == KIND_FULL:
+        path = "full"
+    else:
+        path = "static" if ci[C_PREEMPT] != 0 else "queue"
+    if variants.kernels_choice() == "generic":
+        return variants.marker(path)
+    pol = int(ci[C_POLICY]) if path in variants.POLICY_PATHS and int(ci[C_POLICY]) in _key_fns("key") else ANY
+    return variants.marker(path, pol, int(ci[C_PLACEMENT]))
+
+
+ANY = variants.ANY
 
 
 def _step_queue(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, nw, nr, free, n_ro, busy, lost,
                 n_migrate):
     """A step of a ``KIND_STATIC`` policy without preemption: the walk over the queue. Returns as
     :func:`_step_static`."""
-    nl, last_l, free, _ = _walk_queue(t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free)
+    nl, last_l, free, _ = _walk_queue(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, h, nw, nr, free)
     return nl, 0, 0, False, last_l, h, nw, nr, free, n_ro, busy, lost, n_migrate
 
 
@@ -1308,31 +1353,30 @@ def _no_collect(path, s, q, wq_head, n_wait, n_running):
     return -1
 
 
-#: per marker type: (step, collect the active jobs, settle victims)
+#: per path: (step, collect the active jobs, settle victims)
 _PATHS = {
-    type(PATH_QUEUE): (_step_queue, _no_collect, _no_victims),
-    type(PATH_STATIC): (_step_static, _no_collect, _victims),
-    type(PATH_FULL): (_step_full, _collect_active, _victims),
-    type(PATH_PLAN): (_step_plan, _collect_active, _victims),
+    "queue": (_step_queue, _no_collect, _no_victims),
+    "static": (_step_static, _no_collect, _victims),
+    "full": (_step_full, _collect_active, _victims),
+    "plan": (_step_plan, _collect_active, _victims),
 }
-_PATH_OF_TYPE = {numba.typeof(m): type(m) for m in (PATH_QUEUE, PATH_STATIC, PATH_FULL, PATH_PLAN)}
 
 
 def _path_step(path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, nw, nr, free, n_ro, busy, lost,
                n_migrate):
     """The scheduling step of ``path`` (this body runs in plain Python; compiled, the overload below)."""
-    return _PATHS[type(path)][0](path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, nw, nr, free,
+    return _PATHS[type(path).path][0](path, t, jobs, run, nodes, q, s, rates, pp, ci, cf, n_active, h, nw, nr, free,
                                  n_ro, busy, lost, n_migrate)
 
 
 def _path_collect(path, s, q, wq_head, n_wait, n_running):
     """The active jobs into ``s.active`` for a path that re-orders them all, else -1."""
-    return _PATHS[type(path)][1](path, s, q, wq_head, n_wait, n_running)
+    return _PATHS[type(path).path][1](path, s, q, wq_head, n_wait, n_running)
 
 
 def _path_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n, busy, lost):
     """Settle the step's victims on a path that can suspend jobs."""
-    return _PATHS[type(path)][2](path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n, busy, lost)
+    return _PATHS[type(path).path][2](path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n, busy, lost)
 
 
 #: the overloads' implementations: no wrappers for calls from Python, always inlined into the
@@ -1346,7 +1390,80 @@ _OV_NRT = dict(_OV, _nrt=True)
 
 def _chosen(path, i):
     """The implementation ``i`` (step, collect, victims) of the path whose marker has numba type ``path``."""
-    return _PATHS[_PATH_OF_TYPE[path]][i]
+    return _PATHS[variants.info(path)[0]][i]
+
+
+@overload(policy_of, jit_options=_OV)
+def _ov_policy_of(path, ci):
+    code = variants.info(path)[1]
+    if code == ANY:
+        return lambda path, ci: ci[C_POLICY]
+    cls = variants.policy_class(code)
+    return lambda path, ci: cls(np.int8(0))
+
+
+@overload(placement_of, jit_options=_OV)
+def _ov_placement_of(path, ci):
+    code = variants.info(path)[2]
+    if code == ANY:
+        return lambda path, ci: ci[C_PLACEMENT]
+    cls = variants.placement_class(code)
+    return lambda path, ci: cls(np.int8(0))
+
+
+@overload(queued, jit_options=_OV)
+def _ov_queued(policy):
+    code = _fixed_policy(policy)
+    if code is None:
+        return lambda policy: policy == POL_TIRESIAS or policy == POL_GITTINS
+    yes = code in QUEUED_CODES
+    return lambda policy: yes
+
+
+@overload(_wakes, jit_options=_OV)
+def _ov_wakes(policy, pp):
+    code = _fixed_policy(policy)
+    if code is None:
+        return lambda policy, pp: _wakes_any(policy, pp)
+    yes = code in QUEUED_CODES or _user_wakes_type(pp)
+    return lambda policy, pp: yes
+
+
+@overload(next_wake, jit_options=_OV)
+def _ov_next_wake(policy, j, t, jobs, run, pp, cf):
+    code = _fixed_policy(policy)
+    if code is None:
+        return lambda policy, j, t, jobs, run, pp, cf: _next_wake_any(policy, j, t, jobs, run, pp, cf)
+    if code not in QUEUED_CODES and not _user_wakes_type(pp):
+        return lambda policy, j, t, jobs, run, pp, cf: INF
+    c = np.int64(code)
+    return lambda policy, j, t, jobs, run, pp, cf: _next_wake_any(c, j, t, jobs, run, pp, cf)
+
+
+@overload(settle_level, jit_options=_OV)
+def _ov_settle_level(policy, j, t, run, pp):
+    code = _fixed_policy(policy)
+    if code is not None and code not in QUEUED_CODES:
+        return lambda policy, j, t, run, pp: None
+
+    def impl(policy, j, t, run, pp):
+        if code is not None or policy == POL_TIRESIAS or policy == POL_GITTINS:
+            lvl = run_level(pp, j, t, run)
+            if lvl != run.rank[j]:
+                run.qentry[j] = _crossing(pp, j, run, lvl)
+                run.rank[j] = lvl
+
+    return impl
+
+
+@overload(wakeups, jit_options=_OV)
+def _ov_wakeups(path, t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max):
+    code = variants.info(path)[1]
+    if code != ANY and code not in QUEUED_CODES and not _user_wakes_type(pp):
+        return lambda path, t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max: (wq_head, n_wait, wake_n,
+                                                                                              False)
+    return lambda path, t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max: _wakeups(
+        path, t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max)
 
 
 @overload(_path_step, jit_options=_OV)
@@ -1368,6 +1485,11 @@ def _ov_path_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n
 @overload(policy_key, jit_options=_OV)
 def _ov_policy_key(policy, j, t, running, el, jobs, run, pp, restart_s):
     args = "j, t, running, el, jobs, run, pp, restart_s"
+    code = _fixed_policy(policy)
+    if code is not None:  # (a kernel specialized on a built-in policy: its key function only)
+        key = _key_fns("key")[code]
+        return lambda policy, j, t, running, el, jobs, run, pp, restart_s: key(j, t, running, el, jobs, run, pp,
+                                                                                 restart_s)
     if is_py_row(pp):  # (the key Python gave the job at the last step, or a provisional one: py_mark)
         return lambda policy, j, t, running, el, jobs, run, pp, restart_s: (pp.rank_of[j], pp.key_of[j])
     if is_user(pp):
@@ -1546,19 +1668,19 @@ def _advance(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf
             if ev is not None:
                 if next_ev < n_ev and ev.t[next_ev] <= t:
                     next_ev, busy, lost, free, total_gpus, n_fail, n_running, wq_head, n_wait, wake_n, dirty = \
-                        _node_events(t, jobs, run, nodes, q, ev, pp, ci, cf, next_ev, busy, lost, free, total_gpus,
+                        _node_events(path, t, jobs, run, nodes, q, ev, pp, ci, cf, next_ev, busy, lost, free, total_gpus,
                                      n_fail, n_running, wq_head, n_wait, wake_n, dirty)
             if not boundary:
                 continue
             last_b = t
             dirty = INF
             if wake_n > 0 and wake_t[0] <= t:
-                wq_head, n_wait, wake_n, spun = _wakeups(t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max)
+                wq_head, n_wait, wake_n, spun = wakeups(path, t, jobs, run, q, pp, ci, cf, wq_head, n_wait, wake_n, spin_max)
                 if spun:
                     code = NO_PROGRESS
                     break
             next_arr, ov_head, wq_head, n_wait, demand, wake_n = _arrivals(
-                t, jobs, run, q, pp, ci, cf, total_gpus, next_arr, ov_head, wq_head, n_wait, demand, wake_n)
+                path, t, jobs, run, q, pp, ci, cf, total_gpus, next_arr, ov_head, wq_head, n_wait, demand, wake_n)
             go, dead, wake_n = _gate(ci, free, n_wait, n_running, q, run, wake_n, next_arr, next_ev, n_ev)
             if dead:
                 code = DEADLOCK
@@ -1589,7 +1711,7 @@ def _advance(path, jobs, run, nodes, q, s, rates, ev, pp, series, si, sf, ci, cf
         if ns > 0:
             h, nw, nr, wake_n, busy, lost = _path_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, nr, wake_n,
                                                           busy, lost)
-        nr, heap_n, wake_n = _launch(t, jobs, run, nodes, rates, q, s, pp, ci, cf, nl, nr, heap_n, wake_n)
+        nr, heap_n, wake_n = _launch(path, t, jobs, run, nodes, rates, q, s, pp, ci, cf, nl, nr, heap_n, wake_n)
         n_wait = nw
         wq_head = h
         n_running = nr

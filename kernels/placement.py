@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM's cttz (undefined for 0: never passed 0)
+from numba.extending import overload
 
+from . import variants
 from ._calls import helper
 from .enums import FREE, PL_BLOX, PL_CONSOLIDATED, PL_FIRST_FIT, PL_TOPOLOGY, PL_YARN
 from .state import Nodes
@@ -286,6 +288,28 @@ def fit(kind, n, row, nodes, out):
     if kind == PL_YARN:
         return fit_yarn(n, row, nodes, out)
     return 0
+
+
+def fit_by(kind, n, row, nodes, out):
+    """:func:`fit` with ``kind`` a placement code (chosen at run time) or, in a kernel specialized
+    on its placement (``kernels/variants.py``), a marker whose type names it: then only that
+    placement's code is compiled."""
+    return fit(kind, n, row, nodes, out)
+
+
+#: the placement functions by code (``fit_by`` in a specialized kernel)
+FITS = {PL_FIRST_FIT: fit_first, PL_BLOX: fit_blox, PL_CONSOLIDATED: fit_consolidated, PL_TOPOLOGY: fit_topology,
+        PL_YARN: fit_yarn}
+
+
+@overload(fit_by, jit_options=dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, forceinline=True,
+                                   _nrt=False))
+def _ov_fit_by(kind, n, row, nodes, out):
+    code = variants.fixed_code(kind, "placement_code")
+    if code is None:
+        return lambda kind, n, row, nodes, out: fit(kind, n, row, nodes, out)
+    f = FITS[code]
+    return lambda kind, n, row, nodes, out: f(n, row, nodes, out)
 
 
 @helper(nrt=False, inline=True)

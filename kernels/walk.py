@@ -24,7 +24,7 @@ import numpy as np
 
 from ._calls import helper
 from .enums import FREE, NO_RUN, RUNNING, WAITING
-from .placement import assign, fit, release, take
+from .placement import assign, fit_by, release, take
 from .rates import can_run
 
 
@@ -36,13 +36,13 @@ def place(j, n, want_type, jobs, rates, nodes, kind, n_types, tmp):
     if n_types == 1:
         if want_type > 0 or not can_run(jobs, rates, j, 0, n):
             return -1
-        return 0 if fit(kind, n, 0, nodes, tmp) else -1
+        return 0 if fit_by(kind, n, 0, nodes, tmp) else -1
     if want_type >= 0:
-        if can_run(jobs, rates, j, want_type, n) and fit(kind, n, 1 + want_type, nodes, tmp):
+        if can_run(jobs, rates, j, want_type, n) and fit_by(kind, n, 1 + want_type, nodes, tmp):
             return want_type
         return -1
     for t in range(n_types):
-        if can_run(jobs, rates, j, t, n) and fit(kind, n, 1 + t, nodes, tmp):
+        if can_run(jobs, rates, j, t, n) and fit_by(kind, n, 1 + t, nodes, tmp):
             return t
     return -1
 
