@@ -13,6 +13,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.enviro
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
+# The tests run many policy x placement combinations: one generic kernel per scheduling path
+# compiles far less than a kernel per combination (kernels/variants.py). Set here, before any test
+# runs, so that the CLI's subprocesses inherit it; tests/test_variants.py checks that the
+# specialized kernels, what a user's run compiles, give the same bytes.
+os.environ.setdefault("FASTBLOX_KERNELS", "generic")
+
 
 # ------------------------------------------------------------------ slow tests: CI's, or --slow
 def pytest_addoption(parser):
