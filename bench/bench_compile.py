@@ -99,7 +99,7 @@ def readme_line(d: dict) -> str:
     if "default" in r:
         line += f"`fastblox run` {r['default']['cold_cpu_s']:.1f} s"
     if others:
-        line += f", every other scheduling path {min(others):.1f}–{max(others):.1f} s"
+        line += f", the other policies, paths and modes measured {min(others):.1f}–{max(others):.1f} s"
     warm = max(v["warm_wall_s"] for v in r.values())
     return line + f"; later runs load the cached kernel (warm runs ≤ {warm:.1f} s of wall, start-up included)."
 
