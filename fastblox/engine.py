@@ -107,8 +107,10 @@ COMPILE_CPU_S = {"compat": 11, "native:full": 19, "native:full/any/first-fit": 1
 
 def compile_expect(kind: str) -> str:
     """What the compile notice says loading ``kind`` takes on an empty cache (a kind not measured:
-    the figure of its path's, else the largest)."""
-    cpu = COMPILE_CPU_S.get(kind) or COMPILE_CPU_S.get(kind.partition("/")[0]) or max(COMPILE_CPU_S.values())
+    the largest measured of its path's variants, else its path's generic kernel's, else the largest)."""
+    path = kind.partition("/")[0]
+    same_path = [v for k, v in COMPILE_CPU_S.items() if k.startswith(path + "/")]
+    cpu = COMPILE_CPU_S.get(kind) or max(same_path, default=0) or COMPILE_CPU_S.get(path) or max(COMPILE_CPU_S.values())
     return f"about {cpu:.0f} s of CPU, more on a busy machine"
 
 

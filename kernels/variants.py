@@ -41,7 +41,9 @@ def kernels_choice() -> str:
     naming the variable."""
     v = os.environ.get(KERNELS_ENV, "") or KERNEL_CHOICES[0]
     if v not in KERNEL_CHOICES:
-        raise ValueError(f"{KERNELS_ENV}={v!r}: expected one of {', '.join(KERNEL_CHOICES)}")
+        from fastblox.errors import ConfigError
+
+        raise ConfigError(f"environment variable {KERNELS_ENV}={v!r}: expected one of {', '.join(KERNEL_CHOICES)}")
     return v
 
 

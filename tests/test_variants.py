@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from fastblox import engine, simulate
+from fastblox.errors import ConfigError
 from fastblox.generators import blox_paper_workload
 from fastblox.kernels import engine as kengine
 from fastblox.kernels import variants
@@ -51,8 +52,17 @@ def test_generic_kernels_on_request(monkeypatch):
     m = kengine.path_of(_ci("las", "yarn"))
     assert (type(m).path, type(m).policy, type(m).placement) == ("static", variants.ANY, variants.ANY)
     monkeypatch.setenv("FASTBLOX_KERNELS", "fast")
-    with pytest.raises(ValueError, match="FASTBLOX_KERNELS='fast': expected one of specialized, generic"):
+    with pytest.raises(ConfigError, match="FASTBLOX_KERNELS='fast': expected one of specialized, generic"):
         kengine.path_of(_ci())
+
+
+def test_compile_notice_quotes_a_measured_variant(monkeypatch):
+    monkeypatch.setattr(engine, "COMPILE_CPU_S", {"native:static": 17, "native:static/las/first-fit": 13,
+                                                   "native:static/tiresias/first-fit": 16, "native:queue": 11})
+    assert engine.compile_expect("native:static/las/first-fit").startswith("about 13 s")
+    assert engine.compile_expect("native:static/srtf/yarn").startswith("about 16 s")  # (its path's variants)
+    assert engine.compile_expect("native:queue/fifo/yarn").startswith("about 11 s")  # (its path's generic kernel)
+    assert engine.compile_expect("native:plan/any/yarn").startswith("about 17 s")  # (the largest)
 
 
 def test_markers_are_one_per_variant_and_pickle_by_name(specialized):
