@@ -212,3 +212,56 @@ def split_policy(policy: str) -> tuple:
         raise ConfigError(f"--compat synergy policies: {', '.join(POLICIES)}; not {policy!r}")
     base, plus, mode = policy.partition("+")
     return ORDERINGS.index(base), MODES[plus + mode]
+
+
+# ------------------------------------------------------------------------------------------ run
+def first_round_s(submit_s, static: bool, round_s: float) -> float:
+    """The first ScheduleEvent: 1 s for a static trace, else the first arrival rounded up to a round."""
+    return 1.0 if static else math.ceil(float(np.min(submit_s)) / round_s) * round_s
+
+
+def simulate(models_, submit_s, iterations, gpus, policy: str, servers: int = 16, per_server: int = 8,
+             opts: dict | None = None, round_s: float = ROUND_S, engine: str = "kernel",
+             max_rounds: int = 50_000_000) -> dict:
+    """Replay jobs (sorted by ``submit_s``) as Synergy's simulator does with ``policy`` (e.g.
+    ``"fifo+tune"``) on ``servers`` servers of ``per_server`` GPUs. ``engine="reference"`` runs
+    the plain-Python twin. Returns ``finish_s`` and ``start_s`` (NaN: never), ``rounds``,
+    ``end_s`` and the jobs' ``speedup``."""
+    opts = parse_options(opts or {})
+    order, mode = split_policy(policy)
+    from .cluster import Cluster
+
+    _, _, ratio = check_cluster(Cluster.parse(f"{servers}x{per_server}"), opts)
+    submit = np.asarray(submit_s, dtype=np.float64)
+    if (np.diff(submit) < 0).any():
+        raise WorkloadError("submit_s must be sorted (a Workload is)")
+    gpus = np.asarray(gpus, dtype=np.int64)
+    if (gpus > servers * per_server).any():
+        j = int(np.argmax(gpus))
+        raise WorkloadError(f"job {j} asks for {gpus[j]} GPUs; the cluster has {servers * per_server} (the "
+                            f"simulator would wait for it forever)")
+    js = job_setup(list(models_), gpus, servers, per_server, opts, ratio)
+    cap = np.array([per_server, opts["cpus"], opts["mem_gb"], SSPEED_PER_SERVER, NET_PER_SERVER], dtype=np.float64)
+    iters = np.asarray(iterations, dtype=np.int64)
+    t0 = first_round_s(submit, bool(opts["static"]), round_s)
+    if engine == "reference":
+        from .reference import synergy as ref
+
+        fin = np.array(ref.simulate(submit, iters, gpus, js["demand"], js["speedup"], js["iter_s"], js["penalty"],
+                                    servers, per_server, list(cap), order, mode, round_s, bool(opts["static"]),
+                                    max_rounds))
+        return dict(finish_s=fin, start_s=np.full(len(fin), np.nan), rounds=-1, end_s=float(np.nanmax(fin)),
+                    speedup=js["speedup"])
+    from .kernels import synergy as k
+
+    n = len(submit)
+    fin, first, out = np.empty(n), np.empty(n), np.zeros(3, np.int64)
+    k.run_synergy(submit, iters, gpus, js["demand"], js["speedup"], js["iter_s"], js["penalty"], int(servers),
+                  int(per_server), cap, float(round_s), float(t0), int(order), int(mode), int(max_rounds), fin, first, out)
+    if out[0] == k.TUNE_FAILED:
+        raise SimulationError(f"Synergy-Tune cannot place job {int(out[2])} even after bringing its peers back to "
+                              "their share (the simulator exits here: cluster.py _tune)")
+    if out[0] == k.ROUND_LIMIT:
+        raise SimulationError(f"the replay did not end in {max_rounds} rounds")
+    return dict(finish_s=fin, start_s=first, rounds=int(out[1]), end_s=float(np.nanmax(fin)) if np.isfinite(fin).any()
+                else float(t0), speedup=js["speedup"])

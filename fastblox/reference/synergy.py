@@ -256,6 +256,8 @@ def simulate(arrival, total_iters, gpus, demand, speedup, iter_s, penalty, serve
             if j.done_iters >= j.total:
                 j.finish = now
                 runnable.remove(j)
+        for s in cl.servers:  # (all back: exactly zero, not the sum of what came back)
+            s.used = [0.0] * NRES
         running = schedule(cl, runnable, policy, mode, fair, now)
         if not runnable:
             break
