@@ -206,6 +206,28 @@ def _cut_speedup(sp, g, cpu_pg, mem_pg, d, size) -> float:
     return 1 + (sp - 1) / mem_diff * (d[2] - fair_mem) if mem_diff > 0 else sp
 
 
+def check_placeable(demand, gpus, models_, servers: int, per_server: int, cap) -> None:
+    """Synergy-Greedy waits for a job's ideal demand: refuse a job whose per-GPU demand does not fit
+    even on the empty cluster (the simulator would wait for it forever). That happens when a
+    demand cut to a server does not divide evenly: 3 GPUs of 20/3 CPUs each sum past 20 in floating
+    point. Raises WorkloadError naming the job."""
+    from .reference.synergy import Cluster as Twin
+
+    seen = set()
+    for j in range(len(gpus)):
+        key = (tuple(demand[j]), int(gpus[j]))
+        if key in seen:
+            continue
+        seen.add(key)
+        n = int(gpus[j])
+        d = [x / demand[j][0] for x in demand[j]]
+        if Twin(servers, per_server, list(cap), ROUND_S).place(list(range(servers * per_server)), n, d)[0] is None:
+            raise WorkloadError(f"job {j} ({models_[j]}, {n} GPUs) never fits under Synergy-Greedy: its demand per GPU "
+                                f"({d[1]:.6g} CPUs, {d[2]:.6g} GB) does not fit {n} times on an empty cluster of "
+                                f"{servers} x {per_server} GPUs (the simulator would wait for it forever); use +tune or "
+                                "+fair")
+
+
 def split_policy(policy: str) -> tuple:
     """(ordering code 0-3, allocation code 0 fair / 1 greedy / 2 tune) of a policy name."""
     if policy not in POLICIES:
@@ -225,8 +247,8 @@ def simulate(models_, submit_s, iterations, gpus, policy: str, servers: int = 16
              max_rounds: int = 50_000_000) -> dict:
     """Replay jobs (sorted by ``submit_s``) as Synergy's simulator does with ``policy`` (e.g.
     ``"fifo+tune"``) on ``servers`` servers of ``per_server`` GPUs. ``engine="reference"`` runs
-    the plain-Python twin. Returns ``finish_s`` and ``start_s`` (NaN: never), ``rounds``,
-    ``end_s`` and the jobs' ``speedup``."""
+    the plain-Python twin (``finish_s`` and ``speedup`` only). Returns ``finish_s`` and ``start_s`` (NaN: never),
+    ``attained_s`` (seconds given GPUs), ``rounds``, ``end_s`` and the jobs' ``speedup``."""
     opts = parse_options(opts or {})
     order, mode = split_policy(policy)
     from .cluster import Cluster
@@ -242,6 +264,8 @@ def simulate(models_, submit_s, iterations, gpus, policy: str, servers: int = 16
                             f"simulator would wait for it forever)")
     js = job_setup(list(models_), gpus, servers, per_server, opts, ratio)
     cap = np.array([per_server, opts["cpus"], opts["mem_gb"], SSPEED_PER_SERVER, NET_PER_SERVER], dtype=np.float64)
+    if mode == MODES[""]:
+        check_placeable(js["demand"], gpus, models_, servers, per_server, cap)
     iters = np.asarray(iterations, dtype=np.int64)
     t0 = first_round_s(submit, bool(opts["static"]), round_s)
     if engine == "reference":
@@ -250,18 +274,60 @@ def simulate(models_, submit_s, iterations, gpus, policy: str, servers: int = 16
         fin = np.array(ref.simulate(submit, iters, gpus, js["demand"], js["speedup"], js["iter_s"], js["penalty"],
                                     servers, per_server, list(cap), order, mode, round_s, bool(opts["static"]),
                                     max_rounds))
-        return dict(finish_s=fin, start_s=np.full(len(fin), np.nan), rounds=-1, end_s=float(np.nanmax(fin)),
-                    speedup=js["speedup"])
+        return dict(finish_s=fin, start_s=np.full(len(fin), np.nan), rounds=-1, speedup=js["speedup"])
     from .kernels import synergy as k
 
     n = len(submit)
-    fin, first, out = np.empty(n), np.empty(n), np.zeros(3, np.int64)
+    fin, first, att, out = np.empty(n), np.empty(n), np.empty(n), np.zeros(3, np.int64)
     k.run_synergy(submit, iters, gpus, js["demand"], js["speedup"], js["iter_s"], js["penalty"], int(servers),
-                  int(per_server), cap, float(round_s), float(t0), int(order), int(mode), int(max_rounds), fin, first, out)
+                  int(per_server), cap, float(round_s), float(t0), int(order), int(mode), int(max_rounds), fin, first,
+                  att, out)
     if out[0] == k.TUNE_FAILED:
         raise SimulationError(f"Synergy-Tune cannot place job {int(out[2])} even after bringing its peers back to "
                               "their share (the simulator exits here: cluster.py _tune)")
     if out[0] == k.ROUND_LIMIT:
         raise SimulationError(f"the replay did not end in {max_rounds} rounds")
-    return dict(finish_s=fin, start_s=first, rounds=int(out[1]), end_s=float(np.nanmax(fin)) if np.isfinite(fin).any()
-                else float(t0), speedup=js["speedup"])
+    return dict(finish_s=fin, start_s=first, attained_s=att, rounds=int(out[1]),
+                end_s=float(np.nanmax(fin)) if np.isfinite(fin).any() else float(t0), speedup=js["speedup"])
+
+
+def warm() -> float:
+    """Load (or compile) the kernel by a one-job replay; returns the seconds it took."""
+    import time
+
+    t0 = time.perf_counter()
+    simulate(["gnmt"], [0.0], [1], [1], "fifo+tune", 1, 8)
+    return time.perf_counter() - t0
+
+
+def run(workload, r, cluster, tracked, sim_timer):
+    """``--compat synergy``: replay ``workload`` (a Synergy trace: :func:`read_trace`) with
+    resolved spec ``r`` and build the run's :class:`~fastblox.results.Result`."""
+    from .results import Result, _jobs_table, _summary
+    from .slices import mark
+
+    opts = parse_options(dict(r.policy_opts))
+    servers, per_server, ratio = check_cluster(cluster, opts)
+    if "model" not in workload.extra:
+        raise WorkloadError("--compat synergy needs each job's model (a Synergy trace: --trace PATH)")
+    compile_s = warm()
+    with sim_timer() as t:
+        out = simulate(workload.extra["model"], workload.submit_s, workload.iterations, workload.num_gpus, r.policy,
+                       servers, per_server, opts, r.round_s)
+    finish = np.where(np.isnan(out["finish_s"]), -1.0, out["finish_s"])
+    first = np.where(np.isnan(out["start_s"]), -1.0, out["start_s"])
+    att = out["attained_s"]
+    att_gpu = att * workload.num_gpus
+    none = np.zeros(len(workload), dtype=np.int64)
+    jobs = lambda: _jobs_table(workload, first, finish, none, att, att_gpu, tracked)  # noqa: E731
+    summ = _summary(workload, cluster, tracked, finish, first, none, att_gpu, float(workload.submit_s.min()),
+                    out["end_s"], t.seconds, compile_s)
+    summ["engine"] = (f"Synergy's simulator, {r.policy} (--compat synergy: {opts['cpus']} CPUs, {opts['mem_gb']} GB "
+                      f"a server; profiles for {ratio} CPUs per GPU)")
+    summ["num_rounds"] = out["rounds"]
+    left = int((finish < 0).sum())
+    if left:
+        summ["num_dropped"] = left
+        summ["dropped_job_ids"] = [int(x) for x in workload.job_id[finish < 0]]
+    mark(summ, None)
+    return Result(jobs, summ, r.as_dict())

@@ -8,7 +8,7 @@ storage, network). A job's resources for the round are kept as entries (server, 
 pool, as the simulator's ``res_map``; Synergy-Tune rewrites a peer's entries in place.
 
 Arrays in: jobs sorted by arrival. Out: ``finish`` (NaN: never finished), ``first`` (first round
-given GPUs), ``out_i`` = (status, rounds, job that failed) with status :data:`OK`,
+given GPUs), ``att`` (seconds held GPUs), ``out_i`` = (status, rounds, job that failed) with status :data:`OK`,
 :data:`ROUND_LIMIT` or :data:`TUNE_FAILED`.
 """
 
@@ -327,7 +327,7 @@ def _order(run, nrun, policy, fair, now, prio, arrival, total, done, iter_s, sp,
 
 @jit
 def run_synergy(arrival, total, greq, demand, sp0, iter_s, pen, S, G, cap, round_s, t0, policy, mode, max_rounds,
-                finish, first, out_i):
+                finish, first, att, out_i):
     """Replay the jobs (sorted by arrival) as Synergy's simulator does; see the module docstring."""
     n = arrival.shape[0]
     ngpu = S * G
@@ -347,7 +347,7 @@ def run_synergy(arrival, total, greq, demand, sp0, iter_s, pen, S, G, cap, round
     srv_cnt = np.zeros(S, np.int64)
     done = np.zeros(n, np.int64)
     last_done = np.zeros(n, np.int64)
-    att = np.zeros(n)
+    att[:] = 0.0
     sp = sp0.copy()
     prio = np.zeros(n, np.int64)
     last_run = np.full(n, -1.0)

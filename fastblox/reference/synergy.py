@@ -237,9 +237,11 @@ class Cluster:
 
 
 def simulate(arrival, total_iters, gpus, demand, speedup, iter_s, penalty, servers, gpus_per_server, cap,
-             policy, mode, round_s=300.0, static=False, max_rounds=10_000_000):
+             policy, mode, round_s=300.0, static=False, max_rounds=10_000_000, log=None):
     """Replay the jobs (sorted by arrival) as Synergy's simulator does; returns per-job finish
-    times (NaN: never finished: the simulator stops at the first round with no runnable job)."""
+    times (NaN: never finished: the simulator stops at the first round with no runnable job).
+    ``log``: a list to which each round appends (time, servers' resources in use, {job: (GPU
+    ids, resources held per server)}) for the tests' invariants."""
     cl = Cluster(servers, gpus_per_server, cap, round_s)
     jobs = [Job(i, float(arrival[i]), int(total_iters[i]), int(gpus[i]), [float(x) for x in demand[i]],
                 float(speedup[i]), float(iter_s[i]), float(penalty[i])) for i in range(len(arrival))]
@@ -259,6 +261,9 @@ def simulate(arrival, total_iters, gpus, demand, speedup, iter_s, penalty, serve
         for s in cl.servers:  # (all back: exactly zero, not the sum of what came back)
             s.used = [0.0] * NRES
         running = schedule(cl, runnable, policy, mode, fair, now)
+        if log is not None:
+            log.append((now, [list(sv.used) for sv in cl.servers],
+                        {j.id: (list(j.gpus), {k: list(v) for k, v in j.res.items()}) for j in running}))
         if not runnable:
             break
         now += round_s
