@@ -18,6 +18,7 @@ SAMPLES = {
     "pai-2020": "pai_job_table_sample.csv",
     "swf": "hpc_sample.swf",
     "pollux-workload-6": "pollux/workload-6.csv",
+    "synergy-200": "synergy/traces/synth_200job_multigpu.csv",
 }
 
 

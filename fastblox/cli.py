@@ -117,7 +117,8 @@ def _num(x) -> str:
 
 
 #: what places the jobs of a run without a placement option, by compat mode
-_NO_PLACEMENT = {"gavel": "one pool of GPUs per type", "pollux": "the Pollux simulator's packing onto nodes"}
+_NO_PLACEMENT = {"gavel": "one pool of GPUs per type", "pollux": "the Pollux simulator's packing onto nodes",
+                 "synergy": "Synergy's pick (GPUs in order on servers that hold the job's CPUs and memory)"}
 
 
 def format_summary(res, label: str) -> str:
@@ -185,6 +186,11 @@ def cmd_parts(a) -> int:
     from .compat_pollux import POLICIES as POLLUX_POLICIES
 
     print("--compat pollux policies (the Pollux simulator's, on a Pollux workload CSV): " + ", ".join(POLLUX_POLICIES))
+    from .compat_synergy import POLICIES as SYNERGY_POLICIES
+
+    print("--compat synergy schedulers (Synergy's names, on a Synergy trace; +fair: GPU-proportional, none: "
+          "Synergy-Greedy, +tune: Synergy-Tune; --policy-opt cpus=24, mem_gb=500, profile=0 (the CPUs per GPU), "
+          "static=0): " + ", ".join(SYNERGY_POLICIES))
     for title, reg in (("placements", parts.PLACEMENTS), ("time models", parts.TIME_MODELS)):
         print(f"{title}:")
         for name in reg.names():

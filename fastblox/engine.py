@@ -9,6 +9,7 @@ Two engines sit behind one call:
   ``compat="tiresias"``: ``fastblox.compat_tiresias`` — Tiresias' simulator, to the second;
   ``compat="gavel"``: ``fastblox.compat_gavel`` — Gavel's simulator, round by round.
   ``compat="pollux"``: ``fastblox.compat_pollux`` — the Pollux simulator's elastic jobs and baselines.
+  ``compat="synergy"``: ``fastblox.compat_synergy`` — Synergy's simulator (CPU/memory-aware), one kernel.
 """
 
 from __future__ import annotations
@@ -264,8 +265,8 @@ def spec_kind(r: RunSpec) -> str | None:
     the run, e.g. a user policy not registered, or dynamic selection's several candidates)."""
     if r.compat == "blox":
         return "compat"
-    if r.compat in ("tiresias", "gavel", "pollux"):
-        return None  # (plain Python: no kernel)
+    if r.compat in ("tiresias", "gavel", "pollux", "synergy"):
+        return None  # (plain Python, or a kernel of its own: synergy)
     if r.policy == "dynamic":
         return None
     try:
@@ -945,7 +946,7 @@ def _simulate_compat(workload: Workload, s: RunSpec) -> Result:
 
 def _simulate_peer(workload: Workload, s: RunSpec) -> Result:
     """A run of ``fastblox.compat_NAME`` (``--compat tiresias|gavel|pollux``: plain Python, no
-    kernel). A Tiresias schedule the native engine reproduces exactly runs there; the Pollux
+    kernel; ``synergy``: a kernel of its own). A Tiresias schedule the native engine reproduces exactly runs there; the Pollux
     simulator's elastic jobs have no fixed size to check against the cluster."""
     import importlib
 

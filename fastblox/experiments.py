@@ -324,6 +324,15 @@ FIGURE_KINDS: dict[str, Callable] = {
 }
 
 
+def _cpus_per_gpu(summary):
+    """CPUs per GPU of a ``--compat synergy`` point (its ``policy_opts`` text ``cpus=N``, servers of
+    :data:`SYNERGY_GPUS_PER_SERVER` GPUs)."""
+    import polars as pl
+
+    cpus = pl.col("policy_opts").str.extract(r"cpus=(\d+)").cast(pl.Float64)
+    return summary.with_columns((cpus / SYNERGY_GPUS_PER_SERVER).alias("cpus_per_gpu"))
+
+
 def _per_128_gpus(summary):
     """The load a cluster of ``total_gpus`` sees, as jobs/h on 128 GPUs (Blox's 32x4)."""
     import polars as pl
@@ -333,6 +342,11 @@ def _per_128_gpus(summary):
 
 # ----------------------------------------------------------------------------- the recipes
 _VS = "vs_load"
+#: Synergy's CPU:GPU experiment (its ae-readme: configs cluster_4/5/6.ini with models-4/5/6): the
+#: CPUs per GPU it ships profiles for; the servers of 8 GPUs (its configs')
+SYNERGY_RATIOS = [3, 4, 5, 6]
+SYNERGY_GPUS_PER_SERVER = 8
+SYNERGY_POLICIES = ["srtf+fair", "srtf", "srtf+tune", "fifo+fair", "fifo+tune"]
 HETERO_CLUSTER = "v100:9x4,p100:9x4,k80:9x4"
 HETERO_POLICIES = ["fifo", "las-gpu", "tiresias", "themis", "gavel", "gavel-las-agnostic", "gavel-ftf", "optimus"]
 for _r in (
@@ -500,6 +514,29 @@ for _r in (
                    caption="Average JCT of the 160 jobs of Pollux's workload-6 under each policy, as the Pollux "
                            "simulator runs them (--compat pollux; docs/fidelity.md compares them with the artifact)."),
             Figure("cdf", "jct_cdf", "Pollux workload-6: JCT CDF"),
+        ),
+    ),
+    Recipe(
+        "synergy-cpu",
+        "Synergy (OSDI '22): JCT against the CPUs per GPU of the servers, GPU-proportional allocation (+fair) vs "
+        "Synergy-Greedy (no suffix) and Synergy-Tune (+tune), SRTF and FIFO orderings, on a 200-job multi-GPU "
+        "trace drawn with Synergy's workload helpers, 4 servers of 8 GPUs, 500 GB each, replayed by --compat synergy "
+        "with the profiles it ships for 3, 4, 5 and 6 CPUs per GPU",
+        base={"compat": "synergy", "trace": str(_data_path("synergy-200")), "cluster": f"4x{SYNERGY_GPUS_PER_SERVER}"},
+        grid={"policy": SYNERGY_POLICIES,
+              "cases": [{"policy_opts": {"cpus": r * SYNERGY_GPUS_PER_SERVER}} for r in SYNERGY_RATIOS]},
+        quick={"grid": {"policy": ["srtf+fair", "srtf+tune"],
+                        "cases": [{"policy_opts": {"cpus": r * SYNERGY_GPUS_PER_SERVER}} for r in (3, 6)]}},
+        sort=("policy", "cpus_per_gpu"), derive=_cpus_per_gpu,
+        figures=(
+            Figure(_VS, "avg_jct_vs_cpus", "Synergy: average JCT against CPUs per GPU (4 x 8 GPUs, 200 jobs)",
+                   opts={"x": "cpus_per_gpu", "xlabel": "CPUs per GPU on every server", "ylabel": "average JCT (h)"},
+                   caption="Average JCT of the 200 jobs under each scheduler as the servers' CPUs per GPU grow; "
+                           "+fair gives every job the GPU-proportional share of CPUs and memory, Greedy and Tune "
+                           "give jobs the CPUs and memory their profile asks for (Synergy's simulator, "
+                           "--compat synergy, docs/fidelity.md)."),
+            Figure("cdf", "jct_cdf_cpus{cpus_per_gpu}", "Synergy: JCT CDF at {cpus_per_gpu} CPUs per GPU",
+                   at={"cpus_per_gpu": "min"}),
         ),
     ),
 ):

@@ -16,6 +16,8 @@ def workload_key(r: RunSpec) -> dict:
     kind = r.workload
     if kind == "trace" and r.compat == "pollux":  # (a Pollux workload: its jobs' applications and batch sizes)
         key = {"kind": "pollux-trace", "path": r.trace}
+    elif kind == "trace" and r.compat == "synergy":  # (a Synergy trace: its jobs' models and iterations)
+        key = {"kind": "synergy-trace", "path": r.trace}
     elif kind == "trace":
         key = {"kind": "trace", "path": r.trace, "format": r.format, "on_bad_rows": r.on_bad_rows}
         if r.on_bad_rows == "drop":
@@ -56,6 +58,10 @@ def _source_workload(key: dict):
         from .compat_pollux import read_workload
 
         return read_workload(key["path"])
+    if kind == "synergy-trace":
+        from .compat_synergy import read_trace
+
+        return read_trace(key["path"])
     if kind == "blox":
         from .generators import blox_paper_workload
 

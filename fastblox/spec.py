@@ -53,7 +53,7 @@ MIN_TARGET_LOAD = 1e-3
 DYNAMIC = "dynamic"
 #: The peer simulators ``--compat`` reproduces (each an engine of its own; an option says which
 #: engines accept a value other than its default).
-COMPAT_MODES = ("blox", "tiresias", "gavel", "pollux")
+COMPAT_MODES = ("blox", "tiresias", "gavel", "pollux", "synergy")
 NATIVE = frozenset({"native"})
 BOTH = frozenset({"native", "blox"})
 #: the options ``--compat tiresias`` accepts (besides where the jobs come from)
@@ -61,9 +61,11 @@ WITH_TIRESIAS = frozenset({"native", "blox", "tiresias"})
 #: the options ``--compat gavel`` accepts too (besides where the jobs come from)
 WITH_PEERS = frozenset({"native", "blox", "tiresias", "gavel"})
 #: the options ``--compat pollux`` accepts too (besides where the jobs come from, and --round-s)
-ALL_ENGINES = WITH_PEERS | {"pollux"}
+ALL_ENGINES = WITH_PEERS | {"pollux", "synergy"}
 #: the Pollux simulator's cluster (``--min-nodes 16 --num-gpus 4``): ``--compat pollux``'s when --cluster is not given
 POLLUX_CLUSTER = "16x4"
+#: Synergy's default cluster (configs/default_cluster.ini: 16 servers of 8 GPUs): ``--compat synergy``'s
+SYNERGY_CLUSTER = "16x8"
 #: Old names still accepted by the API and sweeps (with a DeprecationWarning), mapped to the option.
 ALIASES = {"scheduler": "policy", "series": "record_series"}
 #: Old boolean options kept as aliases of a value of an option (no warning: still documented).
@@ -234,10 +236,12 @@ def policy_name(v, name):
         return v  # a user policy given to the API
     from .compat_gavel import POLICIES as GAVEL_POLICIES
     from .compat_pollux import POLICIES as POLLUX_POLICIES
+    from .compat_synergy import POLICIES as SYNERGY_POLICIES
     from .compat_tiresias import NATIVE_EQUIVALENTS, SCHEDULES
 
     v = lower_text(v, name)
-    known = (parts.POLICIES, parts.BLOX_POLICIES, SCHEDULES, NATIVE_EQUIVALENTS, GAVEL_POLICIES, POLLUX_POLICIES)
+    known = (parts.POLICIES, parts.BLOX_POLICIES, SCHEDULES, NATIVE_EQUIVALENTS, GAVEL_POLICIES, POLLUX_POLICIES,
+             SYNERGY_POLICIES)
     if not any(v in k for k in known) and v != DYNAMIC:
         raise OptionError(name, _unknown("policy", v, parts.POLICIES.names())
                           + f"; Gavel's (--compat gavel): {', '.join(GAVEL_POLICIES)}"
@@ -336,7 +340,8 @@ class RunSpec:
                               api=False, group="workload", column="int")
     # ---- the scheduler
     cluster: str = option("32x4", cluster, "[type:]NODESxGPUS[,...][@NODES_PER_RACK] or a cluster CSV, e.g. 32x4 or "
-                          "v100:12x4,k80:12x4; also Gavel's V100:P100:K80 counts like 36:0:0 (one GPU per node); --compat pollux: 16x4",
+                          "v100:12x4,k80:12x4; also Gavel's V100:P100:K80 counts like 36:0:0 (one GPU per node); --compat pollux: 16x4; "
+                          "--compat synergy: 16x8 (servers x GPUs; CPUs and memory: --policy-opt cpus=, mem_gb=)",
                           engines=ALL_ENGINES)
     policy: Any = option("fifo", policy_name, "scheduling policy (`fastblox parts` lists them with their meaning)",
                          engines=ALL_ENGINES)
@@ -347,13 +352,13 @@ class RunSpec:
                                     "--round-s (default: the policy's, else events; rounds with --blox-compat)")
     round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360; "
                                    "--compat pollux: its scheduling interval, 60)", column="float",
-                                   engines=BOTH | {"gavel", "pollux"})
+                                   engines=BOTH | {"gavel", "pollux", "synergy"})
     restart_s: float = option(0.0, nonneg, "seconds lost at every (re)launch", engines=NATIVE, column="float")
     preempt: bool | None = option(None, boolean, "let waiting jobs suspend lower-priority running ones (default: the "
                                   "policy's; FIFO and SJF never do)", column="bool",
                                   cli=dict(negate="--no-preempt", negate_help="never suspend running jobs"))
     policy_opts: tuple = option((), policy_opts, "a policy parameter NAME=VALUE (repeatable), e.g. f=0.5; "
-                                "`fastblox parts` lists each policy's parameters with their defaults", engines=NATIVE | {"tiresias", "gavel"},
+                                "`fastblox parts` lists each policy's parameters with their defaults", engines=NATIVE | {"tiresias", "gavel", "synergy"},
                                 metavar="NAME=VALUE",
                                 cli=dict(flag="--policy-opt", action="append"))
     track: tuple | None = option(None, track, "job ids A..B (inclusive) count in the averages and end the run "
@@ -364,7 +369,10 @@ class RunSpec:
                                 "decision points; `fastblox parts` lists them; docs/fidelity.md) or gavel (Gavel's Scheduler.simulate: its "
                                 "policies fifo, fifo_perf, max_min_fairness[_perf], finish_time_fairness[_perf] on a "
                                 "Gavel trace, in its integer-step rounds) or pollux (the Pollux simulator's elastic jobs and its "
-                                "policies tiresias, optimus and pollux; a Pollux workload CSV)", engines=ALL_ENGINES,
+                                "policies tiresias, optimus and pollux; a Pollux workload CSV) or synergy (Synergy's simulator: "
+                                "servers with GPUs, CPUs and memory, its orderings fifo, srtf, las, ftf with +fair "
+                                "(GPU-proportional), no suffix (Synergy-Greedy) or +tune (Synergy-Tune); a Synergy trace)",
+                                engines=ALL_ENGINES,
                                 metavar="SIMULATOR",
                                 cli=dict(const_aliases={"--blox-compat": "blox"}))
     record_series: bool = option(False, boolean, "record a time series per scheduling step (free GPUs, queue, "
@@ -501,6 +509,8 @@ def _resolve(s: RunSpec, defaults, source: bool) -> RunSpec:
         upd.update(_resolve_gavel(s, c))
     elif s.compat == "pollux":
         upd.update(_resolve_pollux(s, c, source))
+    elif s.compat == "synergy":
+        upd.update(_resolve_synergy(s, source))
     else:
         upd.update(_resolve_native(s, c, defaults))
     if endless and s.failures is not None:
@@ -619,6 +629,28 @@ def _resolve_pollux(s: RunSpec, c, source: bool) -> dict:
     except ConfigError as e:
         raise OptionError("cluster", str(e)) from None
     return dict(cluster=cl, round_s=s.round_s or 60.0)
+
+
+def _resolve_synergy(s: RunSpec, source: bool) -> dict:
+    from .cluster import Cluster
+    from .compat_synergy import POLICIES, check_cluster, parse_options
+
+    if not isinstance(s.policy, str) or s.policy not in POLICIES:
+        raise OptionError("policy", "--compat synergy runs Synergy's schedulers: " + ", ".join(POLICIES)
+                          + (f"; not {s.policy!r}" if isinstance(s.policy, str) else "; not a user policy"))
+    for f in dataclasses.fields(RunSpec):
+        if f.metadata["api"] and "synergy" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
+            raise OptionError(f.name, f"--compat synergy replays Synergy's simulator as it is (its rounds, leases "
+                              f"and GPU pick); drop {flag(f.name)}")
+    if source and s.trace is None:
+        raise OptionError("trace", "--compat synergy replays a Synergy trace (job_id,model,arrival_s,iterations,gpus "
+                          "per line, as its runner.py --record_trace writes): give --trace PATH")
+    cl = SYNERGY_CLUSTER if s.cluster == RunSpec.cluster else s.cluster
+    try:
+        check_cluster(Cluster.parse(cl), parse_options(dict(s.policy_opts)))
+    except ConfigError as e:
+        raise OptionError("cluster" if "servers" in str(e) else "policy_opts", str(e)) from None
+    return dict(cluster=cl, round_s=s.round_s or 300.0)
 
 
 def _gavel_only() -> set:
