@@ -117,7 +117,8 @@ def _num(x) -> str:
 
 
 #: what places the jobs of a run without a placement option, by compat mode
-_NO_PLACEMENT = {"gavel": "one pool of GPUs per type", "pollux": "the Pollux simulator's packing onto nodes"}
+_NO_PLACEMENT = {"gavel": "one pool of GPUs per type", "pollux": "the Pollux simulator's packing onto nodes",
+                 "sia": "the Sia simulator's packing onto each type's nodes"}
 
 
 def format_summary(res, label: str) -> str:
@@ -185,6 +186,9 @@ def cmd_parts(a) -> int:
     from .compat_pollux import POLICIES as POLLUX_POLICIES
 
     print("--compat pollux policies (the Pollux simulator's, on a Pollux workload CSV): " + ", ".join(POLLUX_POLICIES))
+    from .compat_sia import POLICIES as SIA_POLICIES
+
+    print("--compat sia policies (the Sia simulator's, on a Sia workload CSV): " + ", ".join(SIA_POLICIES))
     for title, reg in (("placements", parts.PLACEMENTS), ("time models", parts.TIME_MODELS)):
         print(f"{title}:")
         for name in reg.names():

@@ -9,6 +9,7 @@ Two engines sit behind one call:
   ``compat="tiresias"``: ``fastblox.compat_tiresias`` — Tiresias' simulator, to the second;
   ``compat="gavel"``: ``fastblox.compat_gavel`` — Gavel's simulator, round by round.
   ``compat="pollux"``: ``fastblox.compat_pollux`` — the Pollux simulator's elastic jobs and baselines.
+  ``compat="sia"``: ``fastblox.compat_sia`` — the Sia simulator's heterogeneous elastic jobs and MILP.
 """
 
 from __future__ import annotations
@@ -221,7 +222,7 @@ def spec_kind(r: RunSpec) -> str | None:
     the run, e.g. a user policy not registered, or dynamic selection's several candidates)."""
     if r.compat == "blox":
         return "compat"
-    if r.compat in ("tiresias", "gavel", "pollux"):
+    if r.compat in ("tiresias", "gavel", "pollux", "sia"):
         return None  # (plain Python: no kernel)
     if r.policy == "dynamic":
         return None
@@ -915,7 +916,7 @@ def _simulate_peer(workload: Workload, s: RunSpec) -> Result:
         res.config = r.as_dict()
         res.summary["engine"] = native[r.policy][0]
         return res
-    if s.compat != "pollux":
+    if s.compat not in ("pollux", "sia"):
         check_sizes(workload, c)
         _note_load(workload, c)
     return peer.run(workload, r, c, tracked, _Timer)
