@@ -371,6 +371,8 @@ class one_blas_thread:
     def __enter__(self):
         import ctypes
 
+        import scipy.optimize  # noqa: F401 (scipy's own OpenBLAS loads with it: limit it too, not only numpy's)
+
         self._saved = []
         try:
             with open("/proc/self/maps") as f:
