@@ -31,6 +31,7 @@ job by job. :mod:`fastblox.reference.sia` holds the brute-force twin of :func:`s
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,22 +157,28 @@ def solve_allocation(cost: np.ndarray, cfg_type: np.ndarray, cfg_gpus: np.ndarra
     J, C = cost.shape
     if J == 0:
         return np.zeros(0, dtype=np.int64), 0.0
-    n = J * C
-    c = (np.asarray(cost, dtype=np.float64) - lambda_n).ravel()
-    var = np.arange(n)
-    rows = np.concatenate([var // C, J + cfg_type[var % C]])
-    vals = np.concatenate([np.ones(n), cfg_gpus[var % C].astype(np.float64)])
-    M = coo_matrix((vals, (rows, np.concatenate([var, var]))), shape=(J + len(capacity), n)).tocsr()
-    ub_rows = np.concatenate([np.ones(J), np.asarray(capacity, dtype=np.float64)])
-    lb = np.zeros(n)
-    f = np.flatnonzero(np.asarray(fixed) >= 0)
-    lb[f * C + np.asarray(fixed)[f]] = 1.0
-    res = milp(c, constraints=LinearConstraint(M, -np.inf, ub_rows), bounds=Bounds(lb, np.ones(n)),
-               integrality=np.ones(n), options={"mip_rel_gap": gap})
-    if res.x is None:
-        raise RuntimeError(f"the Sia allocation MILP has no solution ({res.message})")
-    X = np.round(res.x).reshape(J, C)
-    choice = np.where(X.sum(axis=1) > 0, np.argmax(X, axis=1), -1)
+    fixed = np.asarray(fixed)
+    full = np.asarray(cost, dtype=np.float64) - lambda_n
+    pinned = np.zeros((J, C), dtype=bool)
+    f = np.flatnonzero(fixed >= 0)
+    pinned[f, fixed[f]] = True
+    # (a configuration that does not lower the objective is never needed: left out, unless pinned)
+    job, cfg = np.nonzero((full < 0) | pinned)
+    choice = np.full(J, -1, dtype=np.int64)
+    n = len(job)
+    if n:
+        var = np.arange(n)
+        M = coo_matrix((np.concatenate([np.ones(n), cfg_gpus[cfg].astype(np.float64)]),
+                        (np.concatenate([job, J + cfg_type[cfg]]), np.concatenate([var, var]))),
+                       shape=(J + len(capacity), n)).tocsr()
+        ub_rows = np.concatenate([np.ones(J), np.asarray(capacity, dtype=np.float64)])
+        lb = pinned[job, cfg].astype(np.float64)
+        res = milp(full[job, cfg], constraints=LinearConstraint(M, -np.inf, ub_rows), bounds=Bounds(lb, np.ones(n)),
+                   integrality=np.ones(n), options={"mip_rel_gap": gap})
+        if res.x is None:
+            raise RuntimeError(f"the Sia allocation MILP has no solution ({res.message})")
+        on = np.round(res.x) > 0
+        choice[job[on]] = cfg[on]
     return choice, objective(cost, choice, lambda_n)
 
 
@@ -189,6 +196,7 @@ def power_costs(goodput: np.ndarray, p: float = P_FAIRNESS) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------ jobs
+@functools.lru_cache(maxsize=None)
 def max_local_for(pr, placement: tuple) -> int:
     """The largest per-GPU batch measured on ``placement`` (else on any scalability run with at
     least its nodes and GPUs): ``Application.get_max_local_bsz``."""
@@ -201,6 +209,7 @@ def max_local_for(pr, placement: tuple) -> int:
     return int(sc[ok, 2].max())
 
 
+@functools.lru_cache(maxsize=None)
 def memory_cap(pr, reps: int) -> int | None:
     """The largest per-GPU batch measured on any placement of ``reps`` GPUs (None: none measured):
     ``Job.update_local_bsz``'s memory correction."""
@@ -231,6 +240,7 @@ class SiaJob:
         self.finish, self.first, self.restarts = None, None, None
         self.attained_gpu, self.preempted = 0.0, 0
         self.calib = 1.0 / SLOWDOWNS[app]
+        self._memo = {}  # (type, model, gradient statistics, configurations) -> goodputs
 
     def max_replicas(self) -> int:
         """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types)."""
@@ -239,9 +249,16 @@ class SiaJob:
 
     def goodput(self, t: str, nodes, reps) -> np.ndarray:
         """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its target."""
-        pr = self.profs[t]
-        return elastic.best_batch(self.pp[t], self.grad, pr.init_batch_size, nodes, reps, self.target_bs,
-                                  pr.min_local_bsz, pr.max_local_bsz)[0]
+        key = (t, self.pp[t].tobytes(), self.grad, np.asarray(nodes).tobytes(), np.asarray(reps).tobytes())
+        hit = self._memo.get(key)
+        if hit is None:
+            pr = self.profs[t]
+            hit = elastic.best_batch(self.pp[t], self.grad, pr.init_batch_size, nodes, reps, self.target_bs,
+                                     pr.min_local_bsz, pr.max_local_bsz)[0]
+            if len(self._memo) > 64:  # (models change as the job runs: keep the recent ones)
+                self._memo.clear()
+            self._memo[key] = hit
+        return hit
 
     def _choose_batch(self) -> None:
         pr, n, r = self.profs[self.cluster], len(self.placement), sum(self.placement)
@@ -268,7 +285,7 @@ class SiaJob:
         k = np.array(list(seen))
         v = np.array(list(seen.values()))
         self.pp[self.cluster] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0],
-                                                        tol=FIT_TOL)
+                                                        tol=FIT_TOL, kernel=True)
 
     def _start(self, placement: tuple, now: float) -> None:
         self.placement = tuple(placement)

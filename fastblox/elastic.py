@@ -398,13 +398,16 @@ class one_blas_thread:
         return False
 
 
-def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | None = None) -> np.ndarray:
+def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | None = None,
+                    kernel: bool = False) -> np.ndarray:
     """The model's parameters fitted (bounded L-BFGS-B on log errors) to the configurations a job
     has run: each one's nodes, GPUs, atomic batch, compute seconds (step - sync) and step seconds.
     Parameters the observations cannot tell are pinned as adaptdl pins them: one atomic batch size
     fixes alpha_c to half the mean compute time; no multi-node (single-node multi-GPU) run fixes
     the inter-node (intra-node) terms to their floor; no run above 2 GPUs fixes both betas.
-    ``tol``: the minimiser's tolerance (the Sia simulator's fit passes 1e-5; None: scipy's default)."""
+    ``tol``: the minimiser's tolerance (the Sia simulator's fit passes 1e-5; None: scipy's default).
+    ``kernel``: evaluate the loss with the compiled ``kernels.elastic.fit_objective`` (the same
+    loss to rounding; the minimiser may then stop at slightly different parameters)."""
     from scipy.optimize import Bounds, minimize
 
     nodes, reps, atomic = (np.asarray(x, dtype=np.float64) for x in (nodes, reps, atomic))
@@ -431,6 +434,17 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
         p[free] = x
         v, g = _fit_objective(p, *args)
         return v, g[free]
+
+    if kernel:
+        from .kernels.elastic import fit_objective
+
+        grad = np.empty(7)
+
+        def f(x):  # noqa: F811
+            p = p0.copy()
+            p[free] = x
+            v = fit_objective(p, *args, grad)
+            return v, grad[free]
 
     with np.errstate(all="ignore"):
         res = minimize(f, p0[free], jac=True, method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]), tol=tol)

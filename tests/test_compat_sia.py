@@ -164,3 +164,29 @@ def test_replay_small_workload(small):
     # fewer GPUs of one type only: the jobs cannot finish sooner on average
     tight = fastblox.simulate(small, compat="sia", policy="sia", cluster="a:1x4")
     assert tight.summary["avg_jct_s"] > s["avg_jct_s"]
+
+
+# ------------------------------------------------------------------ the compiled fit loss against its numpy twin
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 2**32 - 1))
+def test_fit_objective_kernel_equals_numpy(n, seed):
+    from fastblox import elastic
+    from fastblox.kernels.elastic import fit_objective
+
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(1, 4, n).astype(float)
+    reps = nodes * rng.integers(1, 5, n)
+    atomic = rng.integers(1, 128, n).astype(float)
+    acc = rng.uniform(0.01, 1, n)
+    step = acc + rng.uniform(0, 0.5, n)
+    p = np.concatenate([rng.uniform(1e-3, 1, 6), [rng.uniform(1, 10)]])
+    grad = np.empty(7)
+    f = fit_objective(p, nodes, reps, atomic, acc, step, grad)
+    f2, g2 = elastic._fit_objective(p, nodes, reps, atomic, acc, step)
+    assert f == pytest.approx(f2, rel=1e-12)
+    np.testing.assert_allclose(grad, g2, rtol=1e-10, atol=1e-14)
+    fit = elastic.fit_perf_params(nodes, reps, atomic, acc, step, tol=cs.FIT_TOL, kernel=True)
+    ref_fit = elastic.fit_perf_params(nodes, reps, atomic, acc, step, tol=cs.FIT_TOL)
+    # the same minimum to the minimiser's tolerance
+    loss = lambda q: elastic._fit_objective(q, nodes, reps, atomic, acc, step)[0]  # noqa: E731
+    assert loss(fit) == pytest.approx(loss(ref_fit), rel=1e-3, abs=1e-6)
