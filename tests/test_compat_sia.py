@@ -190,3 +190,34 @@ def test_fit_objective_kernel_equals_numpy(n, seed):
     # the same minimum to the minimiser's tolerance
     loss = lambda q: elastic._fit_objective(q, nodes, reps, atomic, acc, step)[0]  # noqa: E731
     assert loss(fit) == pytest.approx(loss(ref_fit), rel=1e-3, abs=1e-6)
+
+
+def test_sia_profiles_cli_equals_api(tmp_path):
+    """--sia-profiles reads per-type files (here the Pollux artifact's cifar10 profiles copied as types
+    a and b: a stand-in for the Sia artifact's, which we may not ship); CLI and API give the same jobs."""
+    import shutil
+
+    from fastblox import elastic
+    from fastblox.cli import main
+
+    src = elastic.data_dir() / "cifar10"
+    d = tmp_path / "traces" / "cifar10"
+    d.mkdir(parents=True)
+    for f in src.glob("validation-*.csv"):
+        shutil.copy(f, d / f.name)
+    for t in ("a", "b"):
+        shutil.copy(src / "placements.csv", d / f"placements-{t}.csv")
+        shutil.copy(src / "scalability.csv", d / f"scalability-{t}.csv")
+    trace = tmp_path / "w.csv"
+    trace.write_text("name,time,application,num_replicas,batch_size\n"
+                     "cifar10-0,0,cifar10,2,1024\ncifar10-1,30,cifar10,4,2048\ncifar10-2,90,cifar10,1,512\n")
+    opts = dict(compat="sia", policy="sia", cluster="a:1x4,b:1x4", sia_profiles=str(tmp_path / "traces"))
+    api = fastblox.simulate(read_workload(trace), **opts)
+    assert api.summary["num_finished"] == 3 and api.config["sia_profiles"] == opts["sia_profiles"]
+    argv = ["run", "--trace", str(trace), "--compat", "sia", "--policy", "sia", "--cluster", opts["cluster"],
+            "--sia-profiles", opts["sia_profiles"], "--out", str(tmp_path / "cli")]
+    assert main(argv) == 0
+    api.write(tmp_path / "api")
+    assert (tmp_path / "cli" / "jobs.parquet").read_bytes() == (tmp_path / "api" / "jobs.parquet").read_bytes()
+    with pytest.raises(ConfigError, match="placements-c.csv"):
+        fastblox.simulate(read_workload(trace), **{**opts, "cluster": "c:1x4"})
