@@ -1,7 +1,7 @@
 """``--compat sia`` against the Sia simulator (siasosp23/artifacts, ``sia-simulator/``) on one of its
 workloads: average and per-job JCT, restarts and CPU seconds side by side::
 
-    python bench/sia.py [--write] [--workload PATH] [--artifact DIR]
+    python bench/sia.py [--write] [--workload PATH ...] [--artifact DIR]
     python bench/sia.py --run-simulator --sia-python PY [--artifact DIR] [--workload PATH]
     python bench/sia.py --import-log LOG --cpu-s SECONDS [--workload PATH]
 
@@ -85,27 +85,49 @@ def run_ours(workload: Path, artifact: Path) -> tuple[dict, float, dict]:
     return dict(zip(names, (out["finish_s"] - w.submit_s).tolist())), cpu, out
 
 
-def table(workload: Path, artifact: Path) -> str:
+def recorded() -> list:
+    """The workloads the simulator's results were recorded for (``datasets/sia/results``)."""
+    out = []
+    for f in sorted(RESULTS.glob("*.json")):
+        out.append(ROOT.parent / "shared" / "traces" / "sched-paper-workloads" / json.loads(f.read_text())["workload"])
+    return out
+
+
+def row(workload: Path, artifact: Path) -> tuple[str, float]:
     ref = json.loads(result_path(workload).read_text())
     ours, cpu, out = run_ours(workload, artifact)
     a = np.array([ours[k] for k in ref["jcts"]])
     b = np.array(list(ref["jcts"].values()))
     diff = a.mean() / b.mean() - 1
     rel = np.abs(a / b - 1)
-    rows = ["| run | average JCT (s) | difference | median JCT (s) | per job: correlation, median abs. difference | "
-            "restarts | CPU s |", "|---|---|---|---|---|---|---|",
-            f"| Sia simulator (CBC), unmodified | {b.mean():.1f} | | {np.median(b):.0f} | | | {ref['cpu_s']:.0f} |",
-            f"| fastblox --compat sia (HiGHS) | {a.mean():.1f} | {diff:+.2%} | {np.median(a):.0f} | "
-            f"{np.corrcoef(a, b)[0, 1]:.3f}, {np.median(rel):.1%} | {int(out['restarts'].sum())} | {cpu:.1f} |"]
-    return (f"Workload `{ref['workload']}` ({len(b)} jobs) on the simulator's default cluster "
-            f"`{cs.SIA_CLUSTER}` with the artifact's per-type profiles; CPU seconds of each whole run "
-            f"(the simulator's: {ref['how']}; ours: `time.process_time`), speed-up "
-            f"{ref['cpu_s'] / cpu:.0f}x.\n\n" + "\n".join(rows))
+    return (f"| {workload.parent.name}/{workload.name} | {len(b)} | {b.mean():,.1f} | {a.mean():,.1f} | {diff:+.2%} | "
+            f"{np.corrcoef(a, b)[0, 1]:.3f}, {np.median(rel):.1%} | {int(out['restarts'].sum())} | "
+            f"{ref['cpu_s']:.0f} | {cpu:.1f} | {ref['cpu_s'] / cpu:.0f}x |"), diff
+
+
+def table(workloads: list, artifact: Path) -> str:
+    rows, diffs = [], []
+    for w in workloads:
+        r, d = row(w, artifact)
+        rows.append(r)
+        diffs.append(d)
+    head = ["| workload | jobs | Sia simulator (CBC), average JCT (s) | fastblox --compat sia (HiGHS) (s) | difference | "
+            "per job: correlation, median abs. difference | restarts | CPU s, simulator | CPU s, fastblox | speed-up |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    spread = (f"Average JCT difference over the {len(diffs)} workloads: mean {np.mean(diffs):+.2%}, from "
+              f"{min(diffs):+.2%} to {max(diffs):+.2%}. " if len(diffs) > 1 else "")
+    return (f"Measured by `python bench/sia.py --write` ({time.strftime('%Y-%m-%d')}) on the simulator's default "
+            f"cluster `{cs.SIA_CLUSTER}` with the artifact's per-type profiles (a local fetch). The simulator's "
+            f"runs are recorded in `datasets/sia/results/` (its CPU seconds: user + system of the whole run, CBC's "
+            f"threads included); ours: `time.process_time` of the replay, reading the profiles included. Both are "
+            f"deterministic in their code (neither draws random numbers on this path), so runs differ by workload, not seed. "
+            + spread + "\n\n" + "\n".join(head + rows))
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", type=Path, default=WORKLOAD)
+    ap.add_argument("--workload", type=Path, action="append",
+                    help="a Sia workload CSV (repeatable; default: every workload recorded in datasets/sia/results)")
     ap.add_argument("--artifact", type=Path, default=ARTIFACT, help="the artifact's sia-simulator folder")
     ap.add_argument("--run-simulator", action="store_true")
     ap.add_argument("--sia-python", default=sys.executable)
@@ -113,17 +135,18 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu-s", type=float)
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args(argv)
+    one = (a.workload or [WORKLOAD])[0]
     if a.import_log:
         if a.cpu_s is None:
             raise SystemExit("--import-log needs --cpu-s (the run's user+system CPU seconds)")
-        print(record(a.workload, jcts_from_log(a.import_log), a.cpu_s, "a run by hand, CPU from /usr/bin/time"))
+        print(record(one, jcts_from_log(a.import_log), a.cpu_s, "a run by hand, CPU from /usr/bin/time"))
         return 0
     if not (a.artifact / "traces").is_dir():
         raise SystemExit(f"{a.artifact}: not the Sia artifact's sia-simulator folder (fetch siasosp23/artifacts)")
     if a.run_simulator:
-        print(run_simulator(a.sia_python, a.artifact, a.workload))
+        print(run_simulator(a.sia_python, a.artifact, one))
         return 0
-    text = table(a.workload, a.artifact)
+    text = table(a.workload or recorded(), a.artifact)
     print(text)
     if a.write:
         from _util import update_section
