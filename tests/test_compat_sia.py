@@ -221,3 +221,30 @@ def test_sia_profiles_cli_equals_api(tmp_path):
     assert (tmp_path / "cli" / "jobs.parquet").read_bytes() == (tmp_path / "api" / "jobs.parquet").read_bytes()
     with pytest.raises(ConfigError, match="placements-c.csv"):
         fastblox.simulate(read_workload(trace), **{**opts, "cluster": "c:1x4"})
+
+
+def test_policy_rows_and_restart_factor():
+    from fastblox import elastic
+
+    types = cs.cluster_types(Cluster.parse("a:2x4,b:1x4"), pollux_profiles=True)
+    profs = cs.load_profiles(["cifar10"], ["a", "b"], None)
+    job = cs.SiaJob("cifar10-0", "cifar10", 0.0, 2048, profs, ["a", "b"])
+    pol = cs.SiaPolicy([job], types)
+    row = pol._row(job)  # no model anywhere: one GPU of any type, goodput 1
+    assert row[pol.cfg_gpus == 1].tolist() == [1.0, 1.0]
+    assert (row[pol.cfg_gpus > 1] == cs.ZERO_ALLOC_GAIN).all()
+    # a model on type a only: b is projected from a (same profiles: ratio 1); smallest goodput -> 1
+    job.grad = (1.0, 1.0)
+    pr = profs["cifar10", "a"]
+    n, r, b = np.array([1.0, 1.0, 2.0]), np.array([1.0, 2.0, 8.0]), np.array([64.0, 64.0, 64.0])
+    st = np.array([pr.step_time((1,), 64), pr.step_time((2,), 64), pr.step_time((4, 4), 64)])
+    job.pp["a"] = elastic.fit_perf_params(n, r, b, st[:, 0] - st[:, 1], st[:, 0])
+    job.seen["a"] = {(1, 8, 64): (0.1, 0.01)}  # (most GPUs run: 8, so up to 16 are offered)
+    row = pol._row(job)
+    a, bb = row[:types[1].first], row[types[1].first:]
+    assert row.min() == pytest.approx(1.0)
+    assert (a[types[0].cfg_gpus > 16] == cs.ZERO_ALLOC_GAIN).all()
+    np.testing.assert_allclose(bb, a[types[0].cfg_gpus <= 4], rtol=1e-6)  # (b has one node: at most 4 GPUs)
+    job.restarts = 2
+    assert pol.restart_factor(job, 20.0) == 1.0  # younger than its penalty (cifar: 30 s)
+    assert pol.restart_factor(job, 300.0) == pytest.approx((300 - 60) / 330)
