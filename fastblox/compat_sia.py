@@ -228,8 +228,10 @@ class SiaJob:
     """One job of the Sia simulator (``job.py``'s ``Job`` under the Sia policy): per GPU type its
     measured configurations and fitted goodput model; the batch size adapts on the type it runs."""
 
-    def __init__(self, name: str, app: str, submit: float, target_bs: int, profs: dict, types: list):
+    def __init__(self, name: str, app: str, submit: float, target_bs: int, profs: dict, types: list,
+                 fits: dict | None = None):
         self.name, self.app, self.submit, self.target_bs = name, app, submit, target_bs
+        self.fits = {} if fits is None else fits  # (shared by the jobs of a run: see _observe)
         self.profs = {t: profs[app, t] for t in types}
         self.types = types
         self.seen = {t: {} for t in types}  # type -> (nodes, replicas, atomic) -> (step s, sync s)
@@ -282,10 +284,16 @@ class SiaJob:
         if key in seen:
             return
         seen[key] = (step, sync)
-        k = np.array(list(seen))
+        k = np.array(list(seen), dtype=np.float64)
         v = np.array(list(seen.values()))
-        self.pp[self.cluster] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0],
-                                                        tol=FIT_TOL, kernel=True)
+        # jobs of one application on one type often measure the same configurations in the same order:
+        # the same observations give the same fit, computed once per run
+        key = (k.tobytes(), v.tobytes())
+        pp = self.fits.get(key)
+        if pp is None:
+            pp = self.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0],
+                                                          tol=FIT_TOL, kernel=True)
+        self.pp[self.cluster] = pp
 
     def _start(self, placement: tuple, now: float) -> None:
         self.placement = tuple(placement)
@@ -469,7 +477,8 @@ def simulate_sia(names, apps, batch_size, submit_s, cluster, profiles_root: str 
     ``preemptions``, ``restarts``, ``attained_gpu_s``, ``end_s`` and ``objectives`` (time, MILP objective)."""
     types = cluster_types(cluster, profiles_root is None)
     profs = load_profiles(apps, [t.name for t in types], profiles_root)
-    jobs = [SiaJob(str(n), a, float(t), NCF_BATCH if a == "ncf" else int(b), profs, [u.name for u in types])
+    fits = {}
+    jobs = [SiaJob(str(n), a, float(t), NCF_BATCH if a == "ncf" else int(b), profs, [u.name for u in types], fits)
             for n, a, b, t in zip(names, apps, batch_size, submit_s)]
     pol = SiaPolicy(jobs, types)
     with elastic.one_blas_thread():
