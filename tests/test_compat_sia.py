@@ -248,3 +248,19 @@ def test_policy_rows_and_restart_factor():
     job.restarts = 2
     assert pol.restart_factor(job, 20.0) == 1.0  # younger than its penalty (cifar: 30 s)
     assert pol.restart_factor(job, 300.0) == pytest.approx((300 - 60) / 330)
+
+
+def test_restart_rules():
+    profs = cs.load_profiles(["cifar10"], ["a", "b"], None)
+    job = cs.SiaJob("cifar10-0", "cifar10", 0.0, 2048, profs, ["a", "b"])
+    job.migrate("a", (2,), 60.0)  # first start
+    assert (job.restarts, job.first, job.rescale) == (0, 60.0, cs.RESCALE_S["cifar10"])
+    job.rescale = 0.0
+    job.reallocate((2,), 120.0)  # other nodes, same shape: no restart
+    assert job.restarts == 0 and job.rescale == 0.0
+    job.reallocate((1, 1), 180.0)  # same type, GPUs per node changed
+    assert job.restarts == 1 and job.rescale == cs.RESCALE_S["cifar10"]
+    job.migrate("b", (1, 1), 240.0)  # another type: always a restart
+    assert job.restarts == 2 and job.cluster == "b"
+    job.migrate(None, (), 300.0)
+    assert job.placement == () and job.preempted == 1 and job.restarts == 2
