@@ -349,7 +349,7 @@ class RunSpec:
     time_model: str | None = option(None, time_model, "events (every arrival, completion and event) or rounds of "
                                     "--round-s (default: the policy's, else events; rounds with --blox-compat)")
     round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360; "
-                                   "--compat pollux: its scheduling interval, 60)", column="float",
+                                   "--compat pollux and sia: their scheduling interval, 60)", column="float",
                                    engines=BOTH | {"gavel", "pollux", "sia"})
     restart_s: float = option(0.0, nonneg, "seconds lost at every (re)launch", engines=NATIVE, column="float")
     preempt: bool | None = option(None, boolean, "let waiting jobs suspend lower-priority running ones (default: the "
