@@ -242,7 +242,7 @@ class SiaJob:
         self.finish, self.first, self.restarts = None, None, None
         self.attained_gpu, self.preempted = 0.0, 0
         self.calib = 1.0 / SLOWDOWNS[app]
-        self._memo = {}  # (type, model, gradient statistics, configurations) -> goodputs
+        self._memo = {}  # (type, model, gradient statistics, configurations) -> goodputs or best batch
 
     def max_replicas(self) -> int:
         """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types)."""
@@ -269,8 +269,14 @@ class SiaJob:
             bs = max(pr.init_batch_size, pr.min_local_bsz * r)
             a, k = elastic.fixed_batch_config(bs, r, pr.init_batch_size, pr.max_batch_size, top)
         else:
-            _, a, k = elastic.best_batch(self.pp[self.cluster], self.grad, pr.init_batch_size, [n], [r],
-                                         pr.max_batch_size, pr.min_local_bsz, top)
+            key = ("batch", self.cluster, self.pp[self.cluster].tobytes(), self.grad, n, r, top)
+            hit = self._memo.get(key)
+            if hit is None:
+                if len(self._memo) > 64:  # (models change as the job runs: keep the recent ones)
+                    self._memo.clear()
+                hit = self._memo[key] = elastic.best_batch(self.pp[self.cluster], self.grad, pr.init_batch_size,
+                                                           [n], [r], pr.max_batch_size, pr.min_local_bsz, top)[1:]
+            a, k = hit
         atomic, accum = int(np.asarray(a).ravel()[0]), int(np.asarray(k).ravel()[0])
         cap = memory_cap(pr, r)
         if cap is not None:
