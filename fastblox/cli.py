@@ -118,7 +118,8 @@ def _num(x) -> str:
 
 #: what places the jobs of a run without a placement option, by compat mode
 _NO_PLACEMENT = {"gavel": "one pool of GPUs per type", "pollux": "the Pollux simulator's packing onto nodes",
-                 "synergy": "Synergy's pick (GPUs in order on servers that hold the job's CPUs and memory)"}
+                 "synergy": "Synergy's pick (GPUs in order on servers that hold the job's CPUs and memory)",
+                 "sia": "the Sia simulator's packing onto each type's nodes"}
 
 
 def format_summary(res, label: str) -> str:
@@ -191,6 +192,9 @@ def cmd_parts(a) -> int:
     print("--compat synergy schedulers (Synergy's names, on a Synergy trace; +fair: GPU-proportional, none: "
           "Synergy-Greedy, +tune: Synergy-Tune; --policy-opt cpus=24, mem_gb=500, profile=0 (the CPUs per GPU), "
           "static=0): " + ", ".join(SYNERGY_POLICIES))
+    from .compat_sia import POLICIES as SIA_POLICIES
+
+    print("--compat sia policies (the Sia simulator's, on a Sia workload CSV): " + ", ".join(SIA_POLICIES))
     for title, reg in (("placements", parts.PLACEMENTS), ("time models", parts.TIME_MODELS)):
         print(f"{title}:")
         for name in reg.names():

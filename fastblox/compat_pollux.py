@@ -422,8 +422,9 @@ class ElasticJob:
     """One job under Pollux: it adapts its batch size to the goodput model it fits from the
     configurations it has run (``Job.step`` / ``update_params`` / ``update_local_bsz``)."""
 
-    def __init__(self, app: str, submit: float, batch_size: int | None = None):
+    def __init__(self, app: str, submit: float, batch_size: int | None = None, fits: dict | None = None):
         self.app, self.prof, self.submit, self.target_bs = app, elastic.profile(app), submit, batch_size
+        self.fits = {} if fits is None else fits  # (shared by the jobs of a run: see _observe)
         self.seen = {}  # (nodes, replicas, atomic batch) -> (step s, sync s), first measurement
         self.pp = self.grad = None
         self.epoch, self.progress, self.rescale = 0, 0.0, 0.0
@@ -461,9 +462,14 @@ class ElasticJob:
         if key in self.seen:
             return
         self.seen[key] = (step, sync)
-        k = np.array(list(self.seen))
+        k = np.array(list(self.seen), dtype=np.float64)
         v = np.array(list(self.seen.values()))
-        self.pp = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0])
+        # the same observations (jobs of one application often measure the same configurations in the
+        # same order) give the same fit: computed once per run
+        key = (k.tobytes(), v.tobytes())
+        if key not in self.fits:
+            self.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0])
+        self.pp = self.fits[key]
 
     def reallocate(self, placement: tuple, now: float) -> None:
         if not placement:
@@ -780,7 +786,8 @@ def simulate_pollux(apps, submit_s, interval_s: float = INTERVAL_S, nodes: int =
                     max_intervals: int = 1_000_000) -> dict:
     """Replay the jobs under Pollux as the simulator does (adaptive batch sizes; ncf fixed at
     32,768 on one GPU). Returns what :func:`simulate` does, plus ``objectives``."""
-    jobs = [ElasticJob(a, float(t), POLLUX_NCF_BATCH if a == "ncf" else None) for a, t in zip(apps, submit_s)]
+    fits = {}
+    jobs = [ElasticJob(a, float(t), POLLUX_NCF_BATCH if a == "ncf" else None, fits) for a, t in zip(apps, submit_s)]
     pol = PolluxPolicy(jobs, nodes, per_node)
     with elastic.one_blas_thread():
         return _run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals)

@@ -96,6 +96,7 @@ class Profile:
     max_batch_size: int
     min_local_bsz: int
     max_local_bsz: int
+    scalability: np.ndarray = None  # (nodes, replicas, local_bsz) of the scalability runs
 
     @functools.cached_property
     def epoch_progress(self) -> np.ndarray:
@@ -210,12 +211,17 @@ def _validation_files(d: Path) -> list:
 
 
 @functools.lru_cache(maxsize=None)
-def profile(name: str, root: str | None = None) -> Profile:
+def profile(name: str, root: str | None = None, suffix: str | None = None, max_local_bsz: int | None = None) -> Profile:
     """The profiles of application ``name`` (``root``: the folder of the application folders;
-    default the bundled ``datasets/pollux``)."""
+    default the bundled ``datasets/pollux``). ``suffix``: read ``placements-SUFFIX.csv`` and
+    ``scalability-SUFFIX.csv`` (the Sia simulator's per-GPU-type files) with ``max_local_bsz`` as
+    the largest per-GPU batch (None: the largest measured) instead of the Pollux simulator's."""
     if name not in APPLICATIONS:
         raise ValueError(f"unknown application {name!r}; the Pollux simulator's: {', '.join(sorted(APPLICATIONS))}")
     max_epochs, max_local = APPLICATIONS[name]
+    if suffix is not None:
+        max_local = max_local_bsz
+    tail = "" if suffix is None else f"-{suffix}"
     d = Path(root) if root is not None else data_dir()
     d = d / name
     vals = []
@@ -224,8 +230,8 @@ def profile(name: str, root: str | None = None) -> Profile:
         if len(t["progress"]) < max_epochs:
             raise TraceError(f"{len(t['progress'])} epochs, {name} trains {max_epochs}", path=p)
         vals.append((bsz, {k: v[:max_epochs] for k, v in t.items()}))
-    pl = _read_table(d / "placements.csv", ("placement", "local_bsz", "step_time", "sync_time"))
-    sc = _read_table(d / "scalability.csv", ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"))
+    pl = _read_table(d / f"placements{tail}.csv", ("placement", "local_bsz", "step_time", "sync_time"))
+    sc = _read_table(d / f"scalability{tail}.csv", ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"))
     placements = {}
     ids = pl["placement"].astype(np.int64)
     for pid in np.unique(ids):
@@ -251,6 +257,7 @@ def profile(name: str, root: str | None = None) -> Profile:
         grad_sqr=stack("grad_sqr"), grad_var=stack("grad_var"), placements=placements, points=points, values=values,
         max_epochs=max_epochs, init_batch_size=int(bs[0]), max_batch_size=int(bs[-1]),
         min_local_bsz=int(pl["local_bsz"].min()), max_local_bsz=int(max_local or pl["local_bsz"].max()),
+        scalability=points[len(uk):, :],
     )
 
 
@@ -364,6 +371,8 @@ class one_blas_thread:
     def __enter__(self):
         import ctypes
 
+        import scipy.optimize  # noqa: F401 (scipy's own OpenBLAS loads with it: limit it too, not only numpy's)
+
         self._saved = []
         try:
             with open("/proc/self/maps") as f:
@@ -389,12 +398,16 @@ class one_blas_thread:
         return False
 
 
-def fit_perf_params(nodes, reps, atomic, accum_time, step_time) -> np.ndarray:
+def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | None = None,
+                    kernel: bool = False) -> np.ndarray:
     """The model's parameters fitted (bounded L-BFGS-B on log errors) to the configurations a job
     has run: each one's nodes, GPUs, atomic batch, compute seconds (step - sync) and step seconds.
     Parameters the observations cannot tell are pinned as adaptdl pins them: one atomic batch size
     fixes alpha_c to half the mean compute time; no multi-node (single-node multi-GPU) run fixes
-    the inter-node (intra-node) terms to their floor; no run above 2 GPUs fixes both betas."""
+    the inter-node (intra-node) terms to their floor; no run above 2 GPUs fixes both betas.
+    ``tol``: the minimiser's tolerance (the Sia simulator's fit passes 1e-5; None: scipy's default).
+    ``kernel``: evaluate the loss with the compiled ``kernels.elastic.fit_objective`` (the same
+    loss to rounding; the minimiser may then stop at slightly different parameters)."""
     from scipy.optimize import Bounds, minimize
 
     nodes, reps, atomic = (np.asarray(x, dtype=np.float64) for x in (nodes, reps, atomic))
@@ -422,8 +435,19 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time) -> np.ndarray:
         v, g = _fit_objective(p, *args)
         return v, g[free]
 
+    if kernel:
+        from .kernels.elastic import fit_objective
+
+        grad = np.empty(7)
+
+        def f(x):  # noqa: F811
+            p = p0.copy()
+            p[free] = x
+            v = fit_objective(p, *args, grad)
+            return v, grad[free]
+
     with np.errstate(all="ignore"):
-        res = minimize(f, p0[free], jac=True, method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]))
+        res = minimize(f, p0[free], jac=True, method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]), tol=tol)
     p = p0.copy()
     p[free] = res.x
     if not np.any(nodes > 1):

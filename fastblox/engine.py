@@ -10,6 +10,7 @@ Two engines sit behind one call:
   ``compat="gavel"``: ``fastblox.compat_gavel`` — Gavel's simulator, round by round.
   ``compat="pollux"``: ``fastblox.compat_pollux`` — the Pollux simulator's elastic jobs and baselines.
   ``compat="synergy"``: ``fastblox.compat_synergy`` — Synergy's simulator (CPU/memory-aware), one kernel.
+  ``compat="sia"``: ``fastblox.compat_sia`` — the Sia simulator's heterogeneous elastic jobs and MILP.
 """
 
 from __future__ import annotations
@@ -265,7 +266,7 @@ def spec_kind(r: RunSpec) -> str | None:
     the run, e.g. a user policy not registered, or dynamic selection's several candidates)."""
     if r.compat == "blox":
         return "compat"
-    if r.compat in ("tiresias", "gavel", "pollux", "synergy"):
+    if r.compat in ("tiresias", "gavel", "pollux", "synergy", "sia"):
         return None  # (plain Python, or a kernel of its own: synergy)
     if r.policy == "dynamic":
         return None
@@ -945,9 +946,10 @@ def _simulate_compat(workload: Workload, s: RunSpec) -> Result:
 
 
 def _simulate_peer(workload: Workload, s: RunSpec) -> Result:
-    """A run of ``fastblox.compat_NAME`` (``--compat tiresias|gavel|pollux``: plain Python, no
-    kernel; ``synergy``: a kernel of its own). A Tiresias schedule the native engine reproduces exactly runs there; the Pollux
-    simulator's elastic jobs have no fixed size to check against the cluster."""
+    """A run of ``fastblox.compat_NAME`` (``--compat tiresias|gavel|pollux|sia``: plain Python, no
+    kernel; ``synergy``: a kernel of its own). A Tiresias schedule the native engine reproduces
+    exactly runs there; the Pollux and Sia simulators' elastic jobs have no fixed size to check
+    against the cluster."""
     import importlib
 
     peer = importlib.import_module(f".compat_{s.compat}", __package__)
@@ -959,7 +961,7 @@ def _simulate_peer(workload: Workload, s: RunSpec) -> Result:
         res.config = r.as_dict()
         res.summary["engine"] = native[r.policy][0]
         return res
-    if s.compat != "pollux":
+    if s.compat not in ("pollux", "sia"):
         check_sizes(workload, c)
         _note_load(workload, c)
     return peer.run(workload, r, c, tracked, _Timer)

@@ -14,7 +14,7 @@ def workload_key(r: RunSpec) -> dict:
     """What building the workload of a resolved spec depends on (JSON-able; a cache key), with
     ``num_jobs`` None for Blox's endless stream."""
     kind = r.workload
-    if kind == "trace" and r.compat == "pollux":  # (a Pollux workload: its jobs' applications and batch sizes)
+    if kind == "trace" and r.compat in ("pollux", "sia"):  # (a Pollux workload: its jobs' applications and batch sizes)
         key = {"kind": "pollux-trace", "path": r.trace}
     elif kind == "trace" and r.compat == "synergy":  # (a Synergy trace: its jobs' models and iterations)
         key = {"kind": "synergy-trace", "path": r.trace}

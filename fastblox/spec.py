@@ -53,15 +53,18 @@ MIN_TARGET_LOAD = 1e-3
 DYNAMIC = "dynamic"
 #: The peer simulators ``--compat`` reproduces (each an engine of its own; an option says which
 #: engines accept a value other than its default).
-COMPAT_MODES = ("blox", "tiresias", "gavel", "pollux", "synergy")
+COMPAT_MODES = ("blox", "tiresias", "gavel", "pollux", "synergy", "sia")
 NATIVE = frozenset({"native"})
 BOTH = frozenset({"native", "blox"})
 #: the options ``--compat tiresias`` accepts (besides where the jobs come from)
 WITH_TIRESIAS = frozenset({"native", "blox", "tiresias"})
 #: the options ``--compat gavel`` accepts too (besides where the jobs come from)
 WITH_PEERS = frozenset({"native", "blox", "tiresias", "gavel"})
-#: the options ``--compat pollux`` accepts too (besides where the jobs come from, and --round-s)
-ALL_ENGINES = WITH_PEERS | {"pollux", "synergy"}
+#: the options ``--compat pollux``, ``--compat synergy`` and ``--compat sia`` accept too (besides where the jobs
+#: come from, and --round-s)
+ALL_ENGINES = WITH_PEERS | {"pollux", "synergy", "sia"}
+#: the cluster when --cluster is not given (``--compat pollux``, ``synergy`` and ``sia``: their simulators')
+DEFAULT_CLUSTER = "32x4"
 #: the Pollux simulator's cluster (``--min-nodes 16 --num-gpus 4``): ``--compat pollux``'s when --cluster is not given
 POLLUX_CLUSTER = "16x4"
 #: Synergy's default cluster (configs/default_cluster.ini: 16 servers of 8 GPUs): ``--compat synergy``'s
@@ -237,11 +240,12 @@ def policy_name(v, name):
     from .compat_gavel import POLICIES as GAVEL_POLICIES
     from .compat_pollux import POLICIES as POLLUX_POLICIES
     from .compat_synergy import POLICIES as SYNERGY_POLICIES
+    from .compat_sia import POLICIES as SIA_POLICIES
     from .compat_tiresias import NATIVE_EQUIVALENTS, SCHEDULES
 
     v = lower_text(v, name)
     known = (parts.POLICIES, parts.BLOX_POLICIES, SCHEDULES, NATIVE_EQUIVALENTS, GAVEL_POLICIES, POLLUX_POLICIES,
-             SYNERGY_POLICIES)
+             SYNERGY_POLICIES, SIA_POLICIES)
     if not any(v in k for k in known) and v != DYNAMIC:
         raise OptionError(name, _unknown("policy", v, parts.POLICIES.names())
                           + f"; Gavel's (--compat gavel): {', '.join(GAVEL_POLICIES)}"
@@ -339,10 +343,11 @@ class RunSpec:
     seed: int | None = option(None, seed_int, "seed of the generator and of --failures (blox: 1 as in Blox; others: 0)",
                               api=False, group="workload", column="int")
     # ---- the scheduler
-    cluster: str = option("32x4", cluster, "[type:]NODESxGPUS[,...][@NODES_PER_RACK] or a cluster CSV, e.g. 32x4 or "
-                          "v100:12x4,k80:12x4; also Gavel's V100:P100:K80 counts like 36:0:0 (one GPU per node); --compat pollux: 16x4; "
-                          "--compat synergy: 16x8 (servers x GPUs; CPUs and memory: --policy-opt cpus=, mem_gb=)",
-                          engines=ALL_ENGINES)
+    cluster: str | None = option(None, cluster, "[type:]NODESxGPUS[,...][@NODES_PER_RACK] or a cluster CSV, e.g. 32x4 or "
+                                 "v100:12x4,k80:12x4; also Gavel's V100:P100:K80 counts like 36:0:0 (one GPU per node) "
+                                 "(default 32x4; --compat pollux: 16x4; --compat sia: aws:6x4,dgx-ext:2x8,rtx:3x8; "
+                                 "--compat synergy: 16x8, servers x GPUs, their CPUs and memory: --policy-opt cpus=, mem_gb=)",
+                                 engines=ALL_ENGINES)
     policy: Any = option("fifo", policy_name, "scheduling policy (`fastblox parts` lists them with their meaning)",
                          engines=ALL_ENGINES)
     placement: str | None = option(None, placement, "placement: " + ", ".join(parts.PLACEMENTS.names())
@@ -351,8 +356,8 @@ class RunSpec:
     time_model: str | None = option(None, time_model, "events (every arrival, completion and event) or rounds of "
                                     "--round-s (default: the policy's, else events; rounds with --blox-compat)")
     round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360; "
-                                   "--compat pollux: its scheduling interval, 60)", column="float",
-                                   engines=BOTH | {"gavel", "pollux", "synergy"})
+                                   "--compat pollux and sia: their scheduling interval, 60)", column="float",
+                                   engines=BOTH | {"gavel", "pollux", "synergy", "sia"})
     restart_s: float = option(0.0, nonneg, "seconds lost at every (re)launch", engines=NATIVE, column="float")
     preempt: bool | None = option(None, boolean, "let waiting jobs suspend lower-priority running ones (default: the "
                                   "policy's; FIFO and SJF never do)", column="bool",
@@ -369,12 +374,17 @@ class RunSpec:
                                 "decision points; `fastblox parts` lists them; docs/fidelity.md) or gavel (Gavel's Scheduler.simulate: its "
                                 "policies fifo, fifo_perf, max_min_fairness[_perf], finish_time_fairness[_perf] on a "
                                 "Gavel trace, in its integer-step rounds) or pollux (the Pollux simulator's elastic jobs and its "
-                                "policies tiresias, optimus and pollux; a Pollux workload CSV) or synergy (Synergy's simulator: "
+                                "policies tiresias, optimus and pollux; a Pollux workload CSV), synergy (Synergy's simulator: "
                                 "servers with GPUs, CPUs and memory, its orderings fifo, srtf, las, ftf with +fair "
-                                "(GPU-proportional), no suffix (Synergy-Greedy) or +tune (Synergy-Tune); a Synergy trace)",
-                                engines=ALL_ENGINES,
+                                "(GPU-proportional), no suffix (Synergy-Greedy) or +tune (Synergy-Tune); a Synergy trace) "
+                                "or sia (the Sia simulator's policy sia on its heterogeneous cluster; a Sia workload CSV, as "
+                                "Pollux's)", engines=ALL_ENGINES,
                                 metavar="SIMULATOR",
                                 cli=dict(const_aliases={"--blox-compat": "blox"}))
+    sia_profiles: str | None = option(None, text, "--compat sia: the Sia artifact's sia-simulator/traces folder (its "
+                                      "per-GPU-type throughput profiles; not bundled: the artifact has no licence); "
+                                      "default: the Pollux artifact's profiles (bundled) for every GPU type",
+                                      engines=frozenset({"sia"}), metavar="DIR")
     record_series: bool = option(False, boolean, "record a time series per scheduling step (free GPUs, queue, "
                                  "demand) into DIR/series.parquet", group="output", column="bool",
                                  cli=dict(aliases=("--series",)))
@@ -496,7 +506,7 @@ def canonical_keys(kw: dict, where: str) -> dict:
 def _resolve(s: RunSpec, defaults, source: bool) -> RunSpec:
     from .cluster import Cluster
 
-    c = Cluster.parse(s.cluster)
+    c = Cluster.parse(s.cluster or DEFAULT_CLUSTER)
     upd = _resolve_source(s) if source else {}
     endless = source and upd["workload"] == "blox" and upd["num_jobs"] is None
     if s.policy == DYNAMIC:
@@ -511,8 +521,11 @@ def _resolve(s: RunSpec, defaults, source: bool) -> RunSpec:
         upd.update(_resolve_pollux(s, c, source))
     elif s.compat == "synergy":
         upd.update(_resolve_synergy(s, source))
+    elif s.compat == "sia":
+        upd.update(_resolve_sia(s, source))
     else:
         upd.update(_resolve_native(s, c, defaults))
+    upd.setdefault("cluster", s.cluster or DEFAULT_CLUSTER)
     if endless and s.failures is not None:
         raise OptionError("failures", "needs a finite workload: --trace, or --num-jobs N with --workload blox")
     if s.failures is not None and s.cluster_events is not None:
@@ -623,7 +636,7 @@ def _resolve_pollux(s: RunSpec, c, source: bool) -> dict:
     if source and s.trace is None:
         raise OptionError("trace", "--compat pollux replays a Pollux workload CSV (name,time,application,"
                           "num_replicas,batch_size): give --trace PATH")
-    cl = POLLUX_CLUSTER if s.cluster == RunSpec.cluster else s.cluster
+    cl = s.cluster or POLLUX_CLUSTER
     try:
         check_cluster(Cluster.parse(cl))
     except ConfigError as e:
@@ -645,12 +658,34 @@ def _resolve_synergy(s: RunSpec, source: bool) -> dict:
     if source and s.trace is None:
         raise OptionError("trace", "--compat synergy replays a Synergy trace (job_id,model,arrival_s,iterations,gpus "
                           "per line, as its runner.py --record_trace writes): give --trace PATH")
-    cl = SYNERGY_CLUSTER if s.cluster == RunSpec.cluster else s.cluster
+    cl = s.cluster or SYNERGY_CLUSTER
     try:
         check_cluster(Cluster.parse(cl), parse_options(dict(s.policy_opts)))
     except ConfigError as e:
         raise OptionError("cluster" if "servers" in str(e) else "policy_opts", str(e)) from None
     return dict(cluster=cl, round_s=s.round_s or 300.0)
+
+
+def _resolve_sia(s: RunSpec, source: bool) -> dict:
+    from .cluster import Cluster
+    from .compat_sia import POLICIES, SIA_CLUSTER, cluster_types
+
+    if not isinstance(s.policy, str) or s.policy not in POLICIES:
+        raise OptionError("policy", "--compat sia runs the Sia simulator's policy: " + ", ".join(POLICIES)
+                          + (f"; not {s.policy!r}" if isinstance(s.policy, str) else "; not a user policy"))
+    for f in dataclasses.fields(RunSpec):
+        if f.metadata["api"] and "sia" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
+            raise OptionError(f.name, f"--compat sia replays the Sia simulator as it is (its cluster, intervals and "
+                              f"restart costs); drop {flag(f.name)}")
+    if source and s.trace is None:
+        raise OptionError("trace", "--compat sia replays a Sia workload CSV (name,time,application,num_replicas,"
+                          "batch_size): give --trace PATH")
+    cl = s.cluster or SIA_CLUSTER
+    try:
+        cluster_types(Cluster.parse(cl), s.sia_profiles is None)
+    except ConfigError as e:
+        raise OptionError("cluster", str(e)) from None
+    return dict(cluster=cl, round_s=s.round_s or 60.0)
 
 
 def _gavel_only() -> set:
@@ -689,6 +724,8 @@ def _resolve_native(s: RunSpec, c, defaults) -> dict:
     if s.policy == "pollux":
         raise OptionError("policy", "'pollux' is the Pollux simulator's elastic policy: run it with --compat pollux "
                           "on a Pollux workload CSV")
+    if s.policy == "sia":
+        raise OptionError("policy", "'sia' is the Sia simulator's policy: run it with --compat sia on a Sia workload CSV")
     if isinstance(s.policy, str) and s.policy in _gavel_only():
         raise OptionError("policy", f"{s.policy!r} is one of Gavel's policies, run only with --compat gavel "
                           f"(native Gavel policies: gavel, gavel-fifo, gavel-las-agnostic, gavel-ftf, gavel-ftf-agnostic)")

@@ -1,0 +1,547 @@
+"""The Sia simulator (siasosp23/artifacts, ``sia-simulator/``: ``multi_simulator.py``, ``cluster.py``,
+``job.py``, ``sia.py``, ``simulator_config.py``) for ``--compat sia``, on the elastic job model of
+:mod:`fastblox.elastic`, its allocation solved as a MILP with scipy's HiGHS.
+
+How the simulator runs (its defaults, as ``run_experiment.sh`` invokes it: ``--policy sia
+--policy_p_val -0.5 --mip_lambda_n 1.1 --interval 60 --project_throughputs --share_max_replicas``),
+and so how this module runs:
+
+* **Cluster.** GPU types in order, each nodes of one size: ``aws`` 6 x 4, ``dgx-ext`` 2 x 8, ``rtx``
+  3 x 8 (``simulator_config.cluster_nnodes``). A job's *configuration* is a GPU type and a (nodes,
+  GPUs) pair of ``CONFIGS_4GPU`` / ``CONFIGS_8GPU`` with at most the type's nodes (``sia.py``).
+* **Jobs** are Pollux's elastic jobs (:mod:`fastblox.elastic`) with one throughput profile per GPU
+  type, one goodput model fitted per type from what the job ran there, shared gradient statistics,
+  a calibration slowdown per application (``SLOWDOWNS``: the true goodput is divided by it) and a
+  restart delay per application (``applications.py``'s ``rescale_time``). The batch size adapts
+  (up to the application's largest); ncf's target batch is 32,768.
+* **Every interval** (60 s) every job advances, then the policy sees every submitted unfinished
+  job: per GPU type it predicts each configuration's goodput (a type the job has not run on is
+  projected from the first type it has, scaled by the ratio of the types' single-GPU
+  throughputs; a job that has run nowhere may take one GPU of any type), normalises the row by its
+  smallest goodput, discounts every configuration but the current one by the job's restart
+  factor, and solves ``min sum X * round(goodput ** p, 2) + lambda_n * (jobs - sum X)``
+  (binary ``X``, one configuration per job at most, each type's GPUs at most; a job still
+  restarting keeps its configuration). Jobs are then placed from scratch on each type's nodes
+  (``alloc_to_placement_fast``); a job restarts when its type or its GPUs per node change.
+
+The simulator solves with CBC (gap 0.01 %); this module with HiGHS at the same gap. Tied optima
+(goodputs are rounded to 2 decimals) may be broken differently, so runs agree on averages, not
+job by job. :mod:`fastblox.reference.sia` holds the brute-force twin of :func:`solve_allocation`.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import elastic
+from .errors import ConfigError, TraceError
+
+POLICIES = ("sia",)
+INTERVAL_S = 60
+#: the simulator's default heterogeneous cluster (``simulator_config.cluster_nnodes``)
+SIA_CLUSTER = "aws:6x4,dgx-ext:2x8,rtx:3x8"
+#: GPU types the simulator has profiles for, with their profiled physical nodes (``cluster_max_physical_nnodes``)
+MAX_PHYSICAL_NODES = {"azure": 5, "aws": 16, "dgx": 2, "dgx-ext": 2, "quad": 1, "rtx": 3}
+#: (nodes, GPUs) a job may take on a type with 4 or 8 GPUs a node (``sia.py``: CONFIGS_4GPU, CONFIGS_8GPU)
+CONFIGS = {
+    4: ((1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16),
+        (1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64)),
+    8: ((1, 1, 1, 1, 2, 3, 4, 5, 6, 7, 8), (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)),
+}
+#: the true goodput is divided by this (``simulator_config.SLOWDOWNS``: calibration to real runs)
+SLOWDOWNS = {"cifar10": 1.8, "imagenet": 1.2, "yolov3": 1.2, "bert": 1.2, "deepspeech2": 1.2, "ncf": 1.5}
+#: seconds a job is stopped after every (re-)allocation (``applications.py``: ``rescale_time``)
+RESCALE_S = {"cifar10": 50, "deepspeech2": 25, "bert": 120, "yolov3": 80, "imagenet": 250, "ncf": 15}
+#: the largest per-GPU batch where not the largest measured (``applications.py``)
+MAX_LOCAL_BSZ = {("deepspeech2", "rtx"): 57}
+P_FAIRNESS = -0.5  # --policy_p_val
+LAMBDA_N = 1.1  # --mip_lambda_n (the gain of allocating a job; --mip_lambda_a is not used by the solver)
+ZERO_ALLOC_GAIN = 1e-4  # sia.py: goodput of a configuration a job may not take
+CLIP = 3000.0  # simulator_config.sia_goodput_clip_val
+MIP_GAP = 1e-4  # simulator_config.sia_solver_thresh (CBC's allowablePercentageGap = 0.01 %)
+NCF_BATCH = 32768  # cluster.py: every ncf job's target batch size
+FIT_TOL = 1e-5  # goodput.py: fit_perf_params' scipy.optimize.minimize(tol=1e-5)
+MAX_REPLICAS = 64  # cluster.py: "simulator can't handle more"
+
+
+def policy_restart_s(name: str) -> float:
+    """The restart penalty the policy assumes for a job, by its name (``sia.py``:
+    ``get_restart_penalty``; not always the job's true restart delay, :data:`RESCALE_S`)."""
+    for key, s in (("deepspeech", 25), ("imagenet", 250), ("cifar", 30), ("bert", 120), ("yolov3", 45)):
+        if key in name:
+            return float(s)
+    return 30.0
+
+
+# ------------------------------------------------------------------------------------------ profiles
+def load_profiles(apps, types, root: str | None) -> dict:
+    """``(app, type) -> Profile``: the Sia simulator's per-type files under ``root`` (its
+    ``sia-simulator/traces`` folder: ``<app>/placements-<type>.csv``), or with ``root`` None the
+    Pollux artifact's profiles (``datasets/pollux``; the Sia artifact's un-suffixed files are the
+    same bytes) for every type."""
+    out = {}
+    for a in sorted(set(apps)):
+        for t in types:
+            if root is None:
+                out[a, t] = _uncapped(a)  # (the Pollux simulator caps yolov3's per-GPU batch at 8; Sia does not)
+                continue
+            d = Path(root) / a
+            for f in (f"placements-{t}.csv", f"scalability-{t}.csv"):
+                if not (d / f).is_file():
+                    raise ConfigError(f"--sia-profiles: no {f} for {a} in {d} (the Sia artifact's "
+                                      f"sia-simulator/traces folder has one per GPU type)")
+            out[a, t] = elastic.profile(a, str(root), t, MAX_LOCAL_BSZ.get((a, t)))
+    return out
+
+
+def _uncapped(app: str):
+    """The Pollux profile of ``app`` with its largest measured per-GPU batch as the cap."""
+    import dataclasses
+
+    pr = elastic.profile(app)
+    top = int(max(xs[-1] for xs, _, _ in pr.placements.values()))
+    return dataclasses.replace(pr, max_local_bsz=top)
+
+
+@dataclass(frozen=True)
+class TypeInfo:
+    """One GPU type of the cluster: its name, nodes, GPUs a node and configurations (global indices)."""
+
+    name: str
+    nodes: int
+    per_node: int
+    first: int  # index of its first configuration
+    cfg_nodes: np.ndarray
+    cfg_gpus: np.ndarray
+
+
+def cluster_types(cluster, pollux_profiles: bool = False) -> list:
+    """The cluster's GPU types (in its order) with their configurations; nodes of one type must be
+    alike, of 4 or 8 GPUs (the simulator's configuration tables); of 4 with ``pollux_profiles``
+    (they measure nodes of 4: 8 GPUs on one node is outside them). Raises ConfigError."""
+    out, first = [], 0
+    if cluster.node_rack is not None:
+        raise ConfigError(f"--compat sia: a cluster of GPU types without racks (the simulator's: {SIA_CLUSTER}); "
+                          f"not {cluster.spec!r}")
+    for k, name in enumerate(cluster.gpu_types):
+        g = np.asarray(cluster.node_gpus)[np.asarray(cluster.node_type) == k]
+        if (g != g[0]).any() or int(g[0]) not in CONFIGS:
+            raise ConfigError(f"--compat sia: the nodes of type {name!r} must all have 4 or all 8 GPUs (the "
+                              f"simulator's configurations); not {cluster.spec!r}")
+        n, per = len(g), int(g[0])
+        if pollux_profiles and per != 4:
+            raise ConfigError(f"--compat sia: type {name!r} has nodes of {per} GPUs; the bundled (Pollux) profiles "
+                              f"measure nodes of 4: give --sia-profiles DIR (the Sia artifact's "
+                              f"sia-simulator/traces) or a cluster of 4-GPU nodes")
+        nn, gg = (np.array(x, dtype=np.int64) for x in CONFIGS[per])
+        ok = nn <= min(n, MAX_PHYSICAL_NODES.get(name, n))
+        out.append(TypeInfo(name, n, per, first, nn[ok], gg[ok]))
+        first += int(ok.sum())
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the MILP
+def solve_allocation(cost: np.ndarray, cfg_type: np.ndarray, cfg_gpus: np.ndarray, capacity: np.ndarray,
+                     fixed: np.ndarray, lambda_n: float = LAMBDA_N, gap: float = MIP_GAP) -> tuple:
+    """Sia's allocation: binary ``X[job, config]`` minimising ``sum X * cost + lambda_n * (jobs -
+    sum X)``, at most one configuration a job, at most ``capacity[t]`` GPUs of type ``t``
+    (``cfg_type``, ``cfg_gpus``: each configuration's type and GPUs), ``X[j, fixed[j]] = 1`` where
+    ``fixed[j] >= 0``. Returns (configuration per job, -1 for none; objective). HiGHS (scipy.optimize.milp)."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    J, C = cost.shape
+    if J == 0:
+        return np.zeros(0, dtype=np.int64), 0.0
+    fixed = np.asarray(fixed)
+    full = np.asarray(cost, dtype=np.float64) - lambda_n
+    pinned = np.zeros((J, C), dtype=bool)
+    f = np.flatnonzero(fixed >= 0)
+    pinned[f, fixed[f]] = True
+    # (a configuration that does not lower the objective is never needed: left out, unless pinned)
+    job, cfg = np.nonzero((full < 0) | pinned)
+    choice = np.full(J, -1, dtype=np.int64)
+    n = len(job)
+    if n:
+        var = np.arange(n)
+        M = coo_matrix((np.concatenate([np.ones(n), cfg_gpus[cfg].astype(np.float64)]),
+                        (np.concatenate([job, J + cfg_type[cfg]]), np.concatenate([var, var]))),
+                       shape=(J + len(capacity), n)).tocsr()
+        ub_rows = np.concatenate([np.ones(J), np.asarray(capacity, dtype=np.float64)])
+        lb = pinned[job, cfg].astype(np.float64)
+        res = milp(full[job, cfg], constraints=LinearConstraint(M, -np.inf, ub_rows), bounds=Bounds(lb, np.ones(n)),
+                   integrality=np.ones(n), options={"mip_rel_gap": gap})
+        if res.x is None:
+            raise RuntimeError(f"the Sia allocation MILP has no solution ({res.message})")
+        on = np.round(res.x) > 0
+        choice[job[on]] = cfg[on]
+    return choice, objective(cost, choice, lambda_n)
+
+
+def objective(cost: np.ndarray, choice: np.ndarray, lambda_n: float = LAMBDA_N) -> float:
+    """Sia's objective of a choice (configuration per job, -1 none)."""
+    on = choice >= 0
+    return float(np.asarray(cost, dtype=np.float64)[np.flatnonzero(on), choice[on]].sum() + lambda_n * (~on).sum())
+
+
+def power_costs(goodput: np.ndarray, p: float = P_FAIRNESS) -> np.ndarray:
+    """``round(goodput ** p, 2)`` capped at :data:`CLIP` (float32, as the simulator computes it)."""
+    a = np.round(np.power(goodput.astype(np.float32), np.float32(p)), decimals=2)
+    a[a > CLIP] = CLIP
+    return a
+
+
+# ------------------------------------------------------------------------------------------ jobs
+@functools.lru_cache(maxsize=None)
+def max_local_for(pr, placement: tuple) -> int:
+    """The largest per-GPU batch measured on ``placement`` (else on any scalability run with at
+    least its nodes and GPUs): ``Application.get_max_local_bsz``."""
+    p = elastic.normal_placement(placement)
+    pid = int("".join(map(str, p)))
+    if pid in pr.placements:
+        return int(pr.placements[pid][0].max())
+    sc = pr.scalability
+    ok = (sc[:, 0] >= len(p)) & (sc[:, 1] >= sum(p))
+    return int(sc[ok, 2].max())
+
+
+@functools.lru_cache(maxsize=None)
+def memory_cap(pr, reps: int) -> int | None:
+    """The largest per-GPU batch measured on any placement of ``reps`` GPUs (None: none measured):
+    ``Job.update_local_bsz``'s memory correction."""
+    top = [xs.max() for pid, (xs, _, _) in pr.placements.items() if sum(map(int, str(pid))) == reps]
+    return int(max(top)) if top else None
+
+
+def single_gpu_xput(pr) -> float:
+    """Largest per-GPU batch over largest step time of the single-GPU measurements (``cluster.py``:
+    ``compute_throughput_ratios``)."""
+    xs, st, _ = pr.placements[1]
+    return float(xs.max() / st.max())
+
+
+class SiaJob:
+    """One job of the Sia simulator (``job.py``'s ``Job`` under the Sia policy): per GPU type its
+    measured configurations and fitted goodput model; the batch size adapts on the type it runs."""
+
+    def __init__(self, name: str, app: str, submit: float, target_bs: int, profs: dict, types: list,
+                 fits: dict | None = None):
+        self.name, self.app, self.submit, self.target_bs = name, app, submit, target_bs
+        self.fits = {} if fits is None else fits  # (shared by the jobs of a run: see _observe)
+        self.profs = {t: profs[app, t] for t in types}
+        self.types = types
+        self.seen = {t: {} for t in types}  # type -> (nodes, replicas, atomic) -> (step s, sync s)
+        self.pp = {t: None for t in types}
+        self.grad = None
+        self.cluster, self.placement, self.atomic, self.accum = None, (), 0, 0
+        self.epoch, self.progress, self.rescale = 0, 0.0, 0.0
+        self.finish, self.first, self.restarts = None, None, None
+        self.attained_gpu, self.preempted = 0.0, 0
+        self.calib = 1.0 / SLOWDOWNS[app]
+        self._memo = {}  # (type, model, gradient statistics, configurations) -> goodputs or best batch
+
+    def max_replicas(self) -> int:
+        """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types)."""
+        return max(min(max(2 * max((k[1] for k in self.seen[t]), default=0), 1), MAX_REPLICAS,
+                       pr.max_batch_size // pr.min_local_bsz) for t, pr in self.profs.items())
+
+    def goodput(self, t: str, nodes, reps) -> np.ndarray:
+        """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its target."""
+        key = (t, self.pp[t].tobytes(), self.grad, np.asarray(nodes).tobytes(), np.asarray(reps).tobytes())
+        hit = self._memo.get(key)
+        if hit is None:
+            pr = self.profs[t]
+            hit = elastic.best_batch(self.pp[t], self.grad, pr.init_batch_size, nodes, reps, self.target_bs,
+                                     pr.min_local_bsz, pr.max_local_bsz)[0]
+            if len(self._memo) > 64:  # (models change as the job runs: keep the recent ones)
+                self._memo.clear()
+            self._memo[key] = hit
+        return hit
+
+    def _choose_batch(self) -> None:
+        pr, n, r = self.profs[self.cluster], len(self.placement), sum(self.placement)
+        top = max_local_for(pr, self.placement)
+        if self.grad is None or self.pp[self.cluster] is None:
+            bs = max(pr.init_batch_size, pr.min_local_bsz * r)
+            a, k = elastic.fixed_batch_config(bs, r, pr.init_batch_size, pr.max_batch_size, top)
+        else:
+            key = ("batch", self.cluster, self.pp[self.cluster].tobytes(), self.grad, n, r, top)
+            hit = self._memo.get(key)
+            if hit is None:
+                if len(self._memo) > 64:  # (models change as the job runs: keep the recent ones)
+                    self._memo.clear()
+                hit = self._memo[key] = elastic.best_batch(self.pp[self.cluster], self.grad, pr.init_batch_size,
+                                                           [n], [r], pr.max_batch_size, pr.min_local_bsz, top)[1:]
+            a, k = hit
+        atomic, accum = int(np.asarray(a).ravel()[0]), int(np.asarray(k).ravel()[0])
+        cap = memory_cap(pr, r)
+        if cap is not None:
+            atomic = min(atomic, cap)
+        self.atomic, self.accum = min(atomic, int(pr.max_batch_size / (r * (accum + 1)))), accum
+
+    def _observe(self, n, r, step, sync, sqr, var) -> None:
+        self.grad = (sqr, var)
+        seen = self.seen[self.cluster]
+        key = (n, r, self.atomic)
+        if key in seen:
+            return
+        seen[key] = (step, sync)
+        k = np.array(list(seen), dtype=np.float64)
+        v = np.array(list(seen.values()))
+        # jobs of one application on one type often measure the same configurations in the same order:
+        # the same observations give the same fit, computed once per run
+        key = (k.tobytes(), v.tobytes())
+        pp = self.fits.get(key)
+        if pp is None:
+            pp = self.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0],
+                                                          tol=FIT_TOL, kernel=True)
+        self.pp[self.cluster] = pp
+
+    def _start(self, placement: tuple, now: float) -> None:
+        self.placement = tuple(placement)
+        self._choose_batch()
+        self.rescale = float(RESCALE_S[self.app])
+        if self.restarts is None:
+            self.restarts, self.first = 0, now
+        else:
+            self.restarts += 1
+
+    def _suspend(self) -> None:
+        if self.placement:
+            self.preempted += 1
+        self.placement, self.atomic = (), 0
+
+    def reallocate(self, placement: tuple, now: float) -> None:
+        """New GPUs on the same type: a restart only if the GPUs per node change (``Job.reallocate``)."""
+        if not placement:
+            self._suspend()
+        elif tuple(placement) != self.placement:
+            self._start(placement, now)
+
+    def migrate(self, gpu_type, placement: tuple, now: float) -> None:
+        """Another type (or none): always a restart (``Job.migrate``)."""
+        self.cluster = gpu_type
+        if placement:
+            self._start(placement, now)
+        else:
+            self._suspend()
+
+    def advance(self, t0: float, secs: float) -> None:
+        """Progress over ``[t0, t0 + secs)`` on the placement held (``Job.step``)."""
+        if not self.placement or self.finish is not None:
+            return
+        pr, n, r = self.profs[self.cluster], len(self.placement), sum(self.placement)
+        d = min(self.rescale, secs)
+        used = d
+        self.attained_gpu += d * r
+        self.rescale -= d
+        secs -= d
+        while secs > 0 and self.finish is None:
+            batch = r * self.atomic * (self.accum + 1)
+            step, sync = pr.step_time(self.placement, self.atomic)
+            sqr, var = (float(x) for x in pr.grad_stats(batch, self.epoch))
+            g = elastic.gain(sqr, var, batch / pr.init_batch_size)
+            self._observe(n, r, step, sync, sqr, var)
+            good = g / (step + (step - sync) * self.accum) * self.calib
+            nxt = pr.epoch_progress[self.epoch + 1]
+            if self.progress + good * secs < nxt:
+                self.progress += good * secs
+                self.attained_gpu += secs * r
+                secs = 0
+            else:
+                self.epoch += 1
+                delta = round(float((nxt - self.progress) / good))
+                if self.epoch > pr.max_epochs - 1:
+                    self.finish = t0 + used + delta
+                self.progress = nxt
+                self.attained_gpu += delta * r
+                used += delta
+                secs -= delta
+            self._choose_batch()
+
+
+# ------------------------------------------------------------------------------------------ the policy
+class SiaPolicy:
+    """``sia.py``'s ``SiaPolicy.optimize_mip`` for elastic jobs (no rigid ones in the workloads)."""
+
+    def __init__(self, jobs: list, types: list, p: float = P_FAIRNESS, lambda_n: float = LAMBDA_N):
+        self.jobs, self.types, self.p, self.lambda_n = jobs, types, p, lambda_n
+        self.C = sum(len(t.cfg_gpus) for t in types)
+        self.cfg_type = np.concatenate([np.full(len(t.cfg_gpus), k) for k, t in enumerate(types)])
+        self.cfg_nodes = np.concatenate([t.cfg_nodes for t in types])
+        self.cfg_gpus = np.concatenate([t.cfg_gpus for t in types])
+        self.capacity = np.array([t.nodes * t.per_node for t in types])
+        self.prev = {}  # job -> configuration chosen last time (None: none)
+        self.objectives = []  # (time, objective)
+        apps = sorted({j.app for j in jobs})
+        names = [t.name for t in types]
+        x = {(a, t): single_gpu_xput(jobs[[j.app for j in jobs].index(a)].profs[t]) for a in apps for t in names}
+        self.ratio = {(a, s, d): x[a, s] / x[a, d] for a in apps for s in names for d in names}
+
+    def _row(self, job: SiaJob) -> np.ndarray:
+        """The job's goodput per configuration, normalised to its smallest, ZERO_ALLOC_GAIN where not allowed."""
+        row = np.full(self.C, ZERO_ALLOC_GAIN, dtype=np.float32)
+        maxr = job.max_replicas()
+        has = [t.name for t in self.types if job.grad is not None and job.pp[t.name] is not None]
+        for t in self.types:
+            seg = slice(t.first, t.first + len(t.cfg_gpus))
+            if not has:
+                continue
+            ok = t.cfg_gpus <= maxr
+            nodes, gpus = t.cfg_nodes[ok], t.cfg_gpus[ok]
+            if t.name in has:
+                g = job.goodput(t.name, nodes, gpus)
+            else:  # --project_throughputs: from the first type with a model, scaled by the single-GPU ratio
+                d = has[0]
+                per = next(u.per_node for u in self.types if u.name == d)
+                g = job.goodput(d, np.ceil(gpus / per), gpus) * self.ratio[job.app, t.name, d]
+            row[seg][ok] = g
+        if has:
+            row *= 1.0 / row[row > ZERO_ALLOC_GAIN].min()
+        else:  # (no model anywhere: one GPU of any type, goodput 1)
+            row[self.cfg_gpus == 1] = 1.0
+        row[row <= ZERO_ALLOC_GAIN] = ZERO_ALLOC_GAIN
+        return row
+
+    def restart_factor(self, job: SiaJob, now: float) -> float:
+        """The share of the job's age its restarts would leave it (``sia_use_pollux_realloc_factor``)."""
+        pen = policy_restart_s(job.name)
+        age = now - job.submit
+        if age < pen:
+            return 1.0
+        return max(age - (job.restarts or 0) * pen, 0.0) / (age + pen)
+
+    def costs(self, active: list, now: float) -> tuple:
+        """(cost matrix [job, configuration], configuration each job must keep or -1)."""
+        G = np.stack([self._row(self.jobs[j]) for j in active])
+        fixed = np.full(len(active), -1, dtype=np.int64)
+        for i, j in enumerate(active):
+            prev = self.prev.get(j)
+            if prev is not None:
+                keep = G[i, prev]
+                G[i] *= self.restart_factor(self.jobs[j], now)
+                G[i, prev] = keep
+                if self.jobs[j].rescale > 0:  # still restarting: keeps its configuration
+                    fixed[i] = prev
+        return power_costs(G, self.p), fixed
+
+    def optimize(self, active: list, now: float) -> dict:
+        """``{job: (type index, node indices within the type)}`` for the allocated jobs."""
+        A, fixed = self.costs(active, now)
+        if self.p < 0:
+            choice, obj = solve_allocation(A, self.cfg_type, self.cfg_gpus, self.capacity, fixed, self.lambda_n)
+        else:
+            raise ConfigError("--compat sia: the simulator's Sia minimises with p < 0 (its default -0.5)")
+        self.objectives.append((now, obj))
+        self.prev = {j: (int(c) if c >= 0 else None) for j, c in zip(active, choice)}
+        out = {}
+        for k, t in enumerate(self.types):
+            mine = [(j, int(self.cfg_gpus[c])) for j, c in zip(active, choice) if c >= 0 and self.cfg_type[c] == k]
+            for j, nodes in place_fast(mine, t.nodes, t.per_node).items():
+                out[j] = (k, nodes)
+        return out
+
+
+def place_fast(allocs: list, nodes: int, per_node: int) -> dict:
+    """Node indices for each ``(job, GPUs)`` on empty nodes (``alloc_to_placement_fast``): largest
+    first (ties in the given order), whole free nodes first from a cursor that moves on, then any
+    free GPUs from the cursor on."""
+    free = np.full(nodes, per_node, dtype=np.int64)
+    out, cur = {}, 0
+    for j, gpus in sorted(allocs, key=lambda x: -x[1]):
+        node, full, got = cur, gpus // per_node, []
+        checked = 0
+        while checked < nodes and full > 0:
+            if free[node] == per_node:
+                free[node] = 0
+                gpus -= per_node
+                got += [node] * per_node
+                full -= 1
+            node = (node + 1) % nodes
+            checked += 1
+        while gpus > 0:
+            if free[node]:
+                take = min(gpus, int(free[node]))
+                gpus -= take
+                free[node] -= take
+                got += [node] * take
+            node = (node + 1) % nodes
+        out[j] = got
+        cur = node
+    return out
+
+
+# ------------------------------------------------------------------------------------------ run
+def simulate_sia(names, apps, batch_size, submit_s, cluster, profiles_root: str | None = None,
+                 interval_s: float = INTERVAL_S, max_intervals: int = 1_000_000) -> dict:
+    """Replay the jobs (workload order) as the Sia simulator does on ``cluster`` (a
+    :class:`~fastblox.cluster.Cluster` of GPU types). Returns per-job ``start_s``, ``finish_s``,
+    ``preemptions``, ``restarts``, ``attained_gpu_s``, ``end_s`` and ``objectives`` (time, MILP objective)."""
+    types = cluster_types(cluster, profiles_root is None)
+    profs = load_profiles(apps, [t.name for t in types], profiles_root)
+    fits = {}
+    jobs = [SiaJob(str(n), a, float(t), NCF_BATCH if a == "ncf" else int(b), profs, [u.name for u in types], fits)
+            for n, a, b, t in zip(names, apps, batch_size, submit_s)]
+    pol = SiaPolicy(jobs, types)
+    with elastic.one_blas_thread():
+        _run(jobs, pol, types, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals)
+    f = lambda a, d=-1.0: np.array([d if x is None else x for x in a], dtype=np.float64)  # noqa: E731
+    finish = f([j.finish for j in jobs])
+    return {"start_s": f([j.first for j in jobs]), "finish_s": finish,
+            "preemptions": np.array([j.preempted for j in jobs]), "restarts": np.array([j.restarts or 0 for j in jobs]),
+            "attained_gpu_s": f([j.attained_gpu for j in jobs], 0.0), "end_s": float(finish.max()),
+            "objectives": np.array(pol.objectives)}
+
+
+def _run(jobs, pol, types, submit, interval_s, max_intervals) -> None:
+    from .compat_pollux import to_placement
+
+    now, alloc = 0.0, {}
+    for _ in range(max_intervals):
+        if all(j.finish is not None for j in jobs):
+            return
+        for job in jobs:
+            job.advance(now, interval_s)
+        now += interval_s
+        active = [i for i, job in enumerate(jobs) if submit[i] <= now and job.finish is None]
+        if not active:
+            continue
+        new = pol.optimize(active, now)
+        for j in active:
+            k, nodes = new.get(j, (None, []))
+            if (k, nodes) == alloc.get(j, (None, None)):
+                continue
+            name = None if k is None else types[k].name
+            if jobs[j].cluster != name:
+                jobs[j].migrate(name, to_placement(nodes), now)
+            else:
+                jobs[j].reallocate(to_placement(nodes), now)
+        alloc = {j: new.get(j, (None, [])) for j in active}
+    raise RuntimeError(f"the replay did not finish in {max_intervals} intervals")
+
+
+def run(workload, r, cluster, tracked, sim_timer):
+    """``--compat sia``: replay ``workload`` (a Sia workload: :func:`fastblox.compat_pollux.read_workload`)
+    with resolved spec ``r`` and build the run's :class:`~fastblox.results.Result`."""
+    from .compat_pollux import job_table
+    from .results import Result, _jobs_table, _summary
+    from .slices import mark
+
+    apps, bs, _ = job_table(workload)
+    names = workload.extra.get("source_id", np.arange(len(apps)))
+    with sim_timer() as t:
+        out = simulate_sia(list(names), apps, bs, workload.submit_s, cluster, r.sia_profiles, r.round_s)
+    finish, first, att_gpu = out["finish_s"], out["start_s"], out["attained_gpu_s"]
+    att = att_gpu / np.maximum(workload.num_gpus, 1)
+    jobs = lambda: _jobs_table(workload, first, finish, out["preemptions"], att, att_gpu, tracked)  # noqa: E731
+    summ = _summary(workload, cluster, tracked, finish, first, out["preemptions"], att_gpu,
+                    float(workload.submit_s.min()), out["end_s"], t.seconds, 0.0)
+    summ["engine"] = "the Sia simulator's sia (--compat sia)" + (
+        "" if r.sia_profiles else ", the Pollux artifact's profiles for every GPU type")
+    summ["restarts"] = int(out["restarts"].sum())
+    mark(summ, None)
+    return Result(jobs, summ, r.as_dict())

@@ -1,0 +1,266 @@
+"""--compat sia: the Sia simulator's allocation MILP (fastblox.compat_sia.solve_allocation) against
+its brute-force twin (fastblox.reference.sia), its placement, its goodput rows and a replay of a
+Sia workload (shared/ traces; the Pollux artifact's profiles, the ones we may ship)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastblox
+from fastblox import compat_sia as cs
+from fastblox.cluster import Cluster
+from fastblox.compat_pollux import read_workload
+from fastblox.errors import ConfigError
+from fastblox.reference import sia as ref
+from fastblox.spec import OptionError, RunSpec
+
+from conftest import SHARED, need_shared
+
+WORKLOADS = SHARED / "traces" / "sched-paper-workloads" / "sia-sosp23" / "workloads"
+
+
+# ------------------------------------------------------------------ the MILP against brute force
+@st.composite
+def problems(draw):
+    types = draw(st.integers(1, 2))
+    per_type = [draw(st.integers(1, 3)) for _ in range(types)]
+    cfg_type = np.concatenate([np.full(k, t) for t, k in enumerate(per_type)])
+    cfg_gpus = np.array([draw(st.sampled_from([1, 2, 4, 8])) for _ in cfg_type])
+    capacity = np.array([draw(st.integers(0, 12)) for _ in range(types)])
+    jobs = draw(st.integers(0, 4))
+    cost = np.array([[draw(st.sampled_from([0.05, 0.3, 0.5, 0.71, 0.9, 1.0, 1.09, 1.5, 100.0]))
+                      for _ in cfg_type] for _ in range(jobs)], dtype=np.float32).reshape(jobs, len(cfg_type))
+    fixed = np.full(jobs, -1)
+    left = capacity.copy()
+    for j in range(jobs):  # some jobs pinned where the capacity allows (jobs still restarting)
+        c = draw(st.integers(-1, len(cfg_type) - 1))
+        if c >= 0 and cfg_gpus[c] <= left[cfg_type[c]] and draw(st.booleans()):
+            fixed[j] = c
+            left[cfg_type[c]] -= cfg_gpus[c]
+    return cost, cfg_type, cfg_gpus, capacity, fixed
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems(), st.sampled_from([1.1, 0.6, 2.0]))
+def test_milp_objective_equals_brute_force(prob, lambda_n):
+    cost, cfg_type, cfg_gpus, capacity, fixed = prob
+    choice, obj = cs.solve_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, gap=0.0)
+    _, best = ref.best_allocation(cost.tolist(), cfg_type.tolist(), cfg_gpus.tolist(), capacity.tolist(),
+                                  fixed.tolist(), lambda_n)
+    assert obj == pytest.approx(best, rel=1e-9, abs=1e-6)
+    assert obj == pytest.approx(cs.objective(cost, choice, lambda_n))
+    used = np.zeros(len(capacity))
+    for c in choice[choice >= 0]:
+        used[cfg_type[c]] += cfg_gpus[c]
+    assert (used <= capacity).all()  # capacity never exceeded per type
+    assert ((fixed < 0) | (choice == fixed)).all()
+
+
+def test_milp_takes_the_cheaper_type_and_leaves_a_job_out_when_full():
+    # two jobs, one type of 4 GPUs: configs 1 GPU (cost .9) and 4 GPUs (cost .2)
+    cost = np.array([[0.9, 0.2], [0.9, 0.3]], dtype=np.float32)
+    choice, obj = cs.solve_allocation(cost, np.array([0, 0]), np.array([1, 4]), np.array([4]), np.array([-1, -1]))
+    # 4 GPUs to one job (0.2 - 1.1) beats 1 GPU each (0.9 + 0.9 - 2.2): -0.9 < -0.4
+    assert choice.tolist() == [1, -1] and obj == pytest.approx(0.2 + 1.1)
+    choice, _ = cs.solve_allocation(cost, np.array([0, 0]), np.array([1, 4]), np.array([4]), np.array([-1, 0]))
+    assert choice.tolist() == [0, 0]  # a job still restarting keeps its configuration
+
+
+# ------------------------------------------------------------------ placement
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from([4, 8]), st.integers(1, 4), st.data())
+def test_place_fast_equals_twin(per_node, nodes, data):
+    cap = per_node * nodes
+    sizes = []
+    while True:
+        g = data.draw(st.sampled_from([1, 2, 4, 8, 12, 16]))
+        if sum(sizes) + g > cap or len(sizes) >= 6 or data.draw(st.booleans()):
+            break
+        sizes.append(g)
+    allocs = [(f"j{i}", g) for i, g in enumerate(sizes)]
+    got = cs.place_fast(allocs, nodes, per_node)
+    assert got == ref.place(allocs, nodes, per_node)
+    for j, g in allocs:
+        assert len(got[j]) == g
+    used = np.bincount([n for v in got.values() for n in v], minlength=nodes)
+    assert (used <= per_node).all()
+
+
+def test_place_fast_round_robins_single_gpu_jobs():
+    # the simulator's cursor moves on: three 1-GPU jobs land on three nodes (a restart-free
+    # re-placement is not guaranteed: a 2-GPU job may be split over two nodes)
+    assert cs.place_fast([("a", 1), ("b", 1), ("c", 1)], 3, 4) == {"a": [0], "b": [1], "c": [2]}
+    assert cs.place_fast([("a", 3), ("b", 2)], 2, 4) == {"a": [0, 0, 0], "b": [1, 1]}
+    assert cs.place_fast([("a", 1), ("b", 4)], 2, 4) == {"b": [0, 0, 0, 0], "a": [1]}
+
+
+# ------------------------------------------------------------------ the policy's numbers
+def test_power_costs_round_and_clip():
+    g = np.array([[1.0, 4.0, 1e-4, 1e-7]], dtype=np.float32)
+    assert cs.power_costs(g).tolist() == [[1.0, 0.5, 100.0, 3000.0]]
+
+
+def test_restart_penalties_by_name():
+    assert cs.policy_restart_s("imagenet-3") == 250 and cs.policy_restart_s("cifar10-1") == 30
+    assert cs.policy_restart_s("yolov3-2") == 45 and cs.policy_restart_s("ncf-0") == 30
+    # the job's own restart delay differs for cifar10 and yolov3 (applications.py's rescale_time)
+    assert cs.RESCALE_S["cifar10"] == 50 and cs.RESCALE_S["yolov3"] == 80
+
+
+def test_cluster_types_configs():
+    t = cs.cluster_types(Cluster.parse(cs.SIA_CLUSTER))
+    assert [x.name for x in t] == ["aws", "dgx-ext", "rtx"]
+    assert t[0].cfg_gpus.tolist() == [1, 2, 4, 8, 12, 16, 20, 24]
+    assert t[1].cfg_gpus.tolist() == [1, 2, 4, 8, 16] and t[1].first == 8
+    assert t[2].cfg_gpus.tolist() == [1, 2, 4, 8, 16, 24] and t[2].cfg_nodes.tolist() == [1, 1, 1, 1, 2, 3]
+    with pytest.raises(ConfigError, match="4 or all 8 GPUs"):
+        cs.cluster_types(Cluster.parse("a:2x4,a:1x8"))
+
+
+# ------------------------------------------------------------------ options
+def test_spec_defaults_and_checks(tmp_path):
+    r = RunSpec(compat="sia", policy="sia", trace="x.csv", sia_profiles=str(tmp_path)).resolved()
+    assert r.cluster == cs.SIA_CLUSTER and r.round_s == 60.0
+    with pytest.raises(OptionError, match="--sia-profiles DIR"):  # (8-GPU nodes need the Sia artifact's profiles)
+        RunSpec(compat="sia", policy="sia", trace="x.csv").resolved()
+    with pytest.raises(OptionError, match="--compat sia runs"):
+        RunSpec(compat="sia", policy="fifo", trace="x.csv").resolved()
+    with pytest.raises(OptionError, match="--compat sia"):
+        RunSpec(policy="sia").resolved()
+    with pytest.raises(OptionError, match="sia-profiles"):
+        RunSpec(compat="pollux", policy="pollux", trace="x.csv", sia_profiles="/tmp").resolved()
+
+
+def test_explicit_cluster_32x4_is_kept_under_pollux():
+    # (it equals the option's old default and was taken for "not given": 16x4)
+    assert RunSpec(compat="pollux", policy="pollux", trace="x.csv", cluster="32x4").resolved().cluster == "32x4"
+    assert RunSpec(compat="pollux", policy="pollux", trace="x.csv").resolved().cluster == "16x4"
+    assert RunSpec().resolved().cluster == "32x4"
+
+
+# ------------------------------------------------------------------ a replay
+@pytest.fixture(scope="module")
+def small():
+    w = read_workload(need_shared(WORKLOADS / "philly" / "workload-1.csv"))
+    cifar = np.flatnonzero(np.asarray(w.extra["model"]) == "cifar10")[:6]  # (the short jobs: a few seconds)
+    return w.take(cifar)
+
+
+HET4 = "a:2x4,b:1x4"  # (two types of 4-GPU nodes: the bundled Pollux profiles for both)
+
+
+def test_replay_small_workload(small):
+    res = fastblox.simulate(small, compat="sia", policy="sia", cluster=HET4)
+    s = res.summary
+    assert s["num_finished"] == len(small)
+    assert "Sia" in s["engine"] and s["restarts"] >= 0
+    jct = res.jobs["jct_s"].to_numpy()
+    assert (jct > 0).all()
+    again = fastblox.simulate(small, compat="sia", policy="sia", cluster=HET4)
+    assert again.jobs["finish_s"].to_list() == res.jobs["finish_s"].to_list()  # deterministic
+    # fewer GPUs of one type only: the jobs cannot finish sooner on average
+    tight = fastblox.simulate(small, compat="sia", policy="sia", cluster="a:1x4")
+    assert tight.summary["avg_jct_s"] > s["avg_jct_s"]
+
+
+# ------------------------------------------------------------------ the compiled fit loss against its numpy twin
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 2**32 - 1))
+def test_fit_objective_kernel_equals_numpy(n, seed):
+    from fastblox import elastic
+    from fastblox.kernels.elastic import fit_objective
+
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(1, 4, n).astype(float)
+    reps = nodes * rng.integers(1, 5, n)
+    atomic = rng.integers(1, 128, n).astype(float)
+    acc = rng.uniform(0.01, 1, n)
+    step = acc + rng.uniform(0, 0.5, n)
+    p = np.concatenate([rng.uniform(1e-3, 1, 6), [rng.uniform(1, 10)]])
+    grad = np.empty(7)
+    f = fit_objective(p, nodes, reps, atomic, acc, step, grad)
+    f2, g2 = elastic._fit_objective(p, nodes, reps, atomic, acc, step)
+    assert f == pytest.approx(f2, rel=1e-12)
+    np.testing.assert_allclose(grad, g2, rtol=1e-10, atol=1e-14)
+    fit = elastic.fit_perf_params(nodes, reps, atomic, acc, step, tol=cs.FIT_TOL, kernel=True)
+    ref_fit = elastic.fit_perf_params(nodes, reps, atomic, acc, step, tol=cs.FIT_TOL)
+    # the same minimum to the minimiser's tolerance
+    loss = lambda q: elastic._fit_objective(q, nodes, reps, atomic, acc, step)[0]  # noqa: E731
+    assert loss(fit) == pytest.approx(loss(ref_fit), rel=1e-3, abs=1e-6)
+
+
+def test_sia_profiles_cli_equals_api(tmp_path):
+    """--sia-profiles reads per-type files (here the Pollux artifact's cifar10 profiles copied as types
+    a and b: a stand-in for the Sia artifact's, which we may not ship); CLI and API give the same jobs."""
+    import shutil
+
+    from fastblox import elastic
+    from fastblox.cli import main
+
+    src = elastic.data_dir() / "cifar10"
+    d = tmp_path / "traces" / "cifar10"
+    d.mkdir(parents=True)
+    for f in src.glob("validation-*.csv"):
+        shutil.copy(f, d / f.name)
+    for t in ("a", "b"):
+        shutil.copy(src / "placements.csv", d / f"placements-{t}.csv")
+        shutil.copy(src / "scalability.csv", d / f"scalability-{t}.csv")
+    trace = tmp_path / "w.csv"
+    trace.write_text("name,time,application,num_replicas,batch_size\n"
+                     "cifar10-0,0,cifar10,2,1024\ncifar10-1,30,cifar10,4,2048\ncifar10-2,90,cifar10,1,512\n")
+    opts = dict(compat="sia", policy="sia", cluster="a:1x4,b:1x4", sia_profiles=str(tmp_path / "traces"))
+    api = fastblox.simulate(read_workload(trace), **opts)
+    assert api.summary["num_finished"] == 3 and api.config["sia_profiles"] == opts["sia_profiles"]
+    argv = ["run", "--trace", str(trace), "--compat", "sia", "--policy", "sia", "--cluster", opts["cluster"],
+            "--sia-profiles", opts["sia_profiles"], "--out", str(tmp_path / "cli")]
+    assert main(argv) == 0
+    api.write(tmp_path / "api")
+    assert (tmp_path / "cli" / "jobs.parquet").read_bytes() == (tmp_path / "api" / "jobs.parquet").read_bytes()
+    with pytest.raises(ConfigError, match="placements-c.csv"):
+        fastblox.simulate(read_workload(trace), **{**opts, "cluster": "c:1x4"})
+
+
+def test_policy_rows_and_restart_factor():
+    from fastblox import elastic
+
+    types = cs.cluster_types(Cluster.parse("a:2x4,b:1x4"), pollux_profiles=True)
+    profs = cs.load_profiles(["cifar10"], ["a", "b"], None)
+    job = cs.SiaJob("cifar10-0", "cifar10", 0.0, 2048, profs, ["a", "b"])
+    pol = cs.SiaPolicy([job], types)
+    row = pol._row(job)  # no model anywhere: one GPU of any type, goodput 1
+    assert row[pol.cfg_gpus == 1].tolist() == [1.0, 1.0]
+    assert (row[pol.cfg_gpus > 1] == cs.ZERO_ALLOC_GAIN).all()
+    # a model on type a only: b is projected from a (same profiles: ratio 1); smallest goodput -> 1
+    job.grad = (1.0, 1.0)
+    pr = profs["cifar10", "a"]
+    n, r, b = np.array([1.0, 1.0, 2.0]), np.array([1.0, 2.0, 8.0]), np.array([64.0, 64.0, 64.0])
+    st = np.array([pr.step_time((1,), 64), pr.step_time((2,), 64), pr.step_time((4, 4), 64)])
+    job.pp["a"] = elastic.fit_perf_params(n, r, b, st[:, 0] - st[:, 1], st[:, 0])
+    job.seen["a"] = {(1, 8, 64): (0.1, 0.01)}  # (most GPUs run: 8, so up to 16 are offered)
+    row = pol._row(job)
+    a, bb = row[:types[1].first], row[types[1].first:]
+    assert row.min() == pytest.approx(1.0)
+    assert (a[types[0].cfg_gpus > 16] == cs.ZERO_ALLOC_GAIN).all()
+    np.testing.assert_allclose(bb, a[types[0].cfg_gpus <= 4], rtol=1e-6)  # (b has one node: at most 4 GPUs)
+    job.restarts = 2
+    assert pol.restart_factor(job, 20.0) == 1.0  # younger than its penalty (cifar: 30 s)
+    assert pol.restart_factor(job, 300.0) == pytest.approx((300 - 60) / 330)
+
+
+def test_restart_rules():
+    profs = cs.load_profiles(["cifar10"], ["a", "b"], None)
+    job = cs.SiaJob("cifar10-0", "cifar10", 0.0, 2048, profs, ["a", "b"])
+    job.migrate("a", (2,), 60.0)  # first start
+    assert (job.restarts, job.first, job.rescale) == (0, 60.0, cs.RESCALE_S["cifar10"])
+    job.rescale = 0.0
+    job.reallocate((2,), 120.0)  # other nodes, same shape: no restart
+    assert job.restarts == 0 and job.rescale == 0.0
+    job.reallocate((1, 1), 180.0)  # same type, GPUs per node changed
+    assert job.restarts == 1 and job.rescale == cs.RESCALE_S["cifar10"]
+    job.migrate("b", (1, 1), 240.0)  # another type: always a restart
+    assert job.restarts == 2 and job.cluster == "b"
+    job.migrate(None, (), 300.0)
+    assert job.placement == () and job.preempted == 1 and job.restarts == 2
