@@ -3,7 +3,9 @@
 The comparisons, the peer data and how it was produced: ``fastblox/fidelity.py`` and
 ``datasets/peer/README.md``. This script only writes the table into the docs::
 
-    python bench/fidelity.py [--write]
+    python bench/fidelity.py [--write]           # the table
+    python bench/fidelity.py --time [--write]    # how long `fastblox fidelity` takes, from a clone
+                                                 # (an empty numba cache) and again warm
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from fastblox import fidelity  # noqa: E402
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write the table into docs/fidelity.md")
+    ap.add_argument("--time", action="store_true", help="time the whole `fastblox fidelity` command instead")
     a = ap.parse_args(argv)
+    if a.time:
+        return time_command(a.write)
     fastblox.simulate(fastblox.gavel_like_workload(20), cluster="4x4")  # compile outside the timings
     rows = fidelity.run_all()
     text = fidelity.markdown(rows)
@@ -33,6 +38,30 @@ def main(argv=None) -> int:
 
         stamp = f"Measured by `python bench/fidelity.py --write` ({time.strftime('%Y-%m-%d')})."
         update_section(ROOT / "docs" / "fidelity.md", "fidelity", stamp + "\n\n" + text)
+    return 0
+
+
+def time_command(write: bool) -> int:
+    """``fastblox fidelity`` in fresh processes: with an empty numba cache (a fresh clone: every
+    kernel it uses compiles), then warm. Wall and CPU seconds of each."""
+    import os
+
+    from _util import cold_start, machine
+
+    load = os.getloadavg()[0]
+    r = cold_start(["fidelity"], warm_repeats=1)
+    solver = fidelity.gavel_optimum()
+    text = (f"`fastblox fidelity` (every row of the table below; the `--compat gavel` LP rows with "
+            f"`optimum={solver}`) on this machine ({machine()}, shared; load average {load:.1f} when it started): "
+            f"**{r['warm_cache_s']:.0f} s wall, {r['warm_cpu_s']:.0f} CPU-s** with a warm numba cache; "
+            f"{r['empty_cache_s']:.0f} s wall, {r['empty_cache_cpu_s']:.0f} CPU-s on a fresh clone (an empty cache: "
+            "the kernels it uses compile first).")
+    print(text)
+    if write:
+        from _util import update_section
+
+        stamp = f"Measured by `python bench/fidelity.py --time --write` ({time.strftime('%Y-%m-%d')})."
+        update_section(ROOT / "docs" / "fidelity.md", "fidelity-time", stamp + " " + text)
     return 0
 
 
