@@ -33,12 +33,29 @@ def main(argv=None) -> int:
     rows = fidelity.run_all()
     text = fidelity.markdown(rows)
     print(text)
+    worst = worst_rows(rows)
+    print(worst)
     if a.write:
-        from _util import update_section
+        from _util import update_readme, update_section
 
         stamp = f"Measured by `python bench/fidelity.py --write` ({time.strftime('%Y-%m-%d')})."
         update_section(ROOT / "docs" / "fidelity.md", "fidelity", stamp + "\n\n" + text)
+        update_readme("fidelity-worst", worst)
     return 0
+
+
+def worst_rows(rows: list[dict], n: int = 6) -> str:
+    """The README's sentence on the table's worst rows: the compat rows' lowest share of jobs
+    within one round (360 s) and largest average gap, and the ``n`` native rows furthest from
+    their peer."""
+    compat = [r for r in rows if r["run"].endswith("(compat)")]
+    native = sorted((r for r in rows if not r["run"].endswith("(compat)")), key=lambda r: -abs(r["diff_pct"]))
+    lo = min(compat, key=lambda r: r["within_round"])
+    gap = max(compat, key=lambda r: abs(r["diff_pct"]))
+    nat = "; ".join(f"{r['simulator']} {r['run']} `{r['policy']}` {r['diff_pct']:+.1f} %" for r in native[:n])
+    return (f"Worst rows of the table (`python bench/fidelity.py --write`): compat modes, lowest share of jobs within "
+            f"one round {100 * lo['within_round']:.1f} % ({lo['simulator']} {lo['run']}), largest average gap "
+            f"{gap['diff_pct']:+.2f} % ({gap['simulator']} {gap['run']}); native policies, the largest gaps: {nat}.")
 
 
 def time_command(write: bool) -> int:
