@@ -19,7 +19,10 @@ Variants (each a subclass of the replay that overrides one method):
   is pending after a pass behind the running ones in list order, so a job preempted from the head
   goes behind the jobs that were waiting;
 * ``no re-partition``: the queue lists kept as they were before the pass (no running-first move);
-* ``entry order + exact check``: the two together.
+* ``entry order + exact check``: the two together;
+* ``running first in the walk``: each queue's running jobs walked before its waiting ones in
+  every pass, as the native order keys them (Tiresias re-partitions after a pass, so a job demoted
+  while running is walked behind the waiting jobs of its new queue, and may be preempted by them).
 """
 
 from __future__ import annotations
@@ -98,6 +101,13 @@ class EntryOrderExactCheck(ExactCheck, EntryOrder):
     pass
 
 
+class RunningFirst(ct._Run):
+    def _schedule(self, t):
+        for q in self.queues:
+            q[:] = [j for j in q if j.status == "RUNNING"] + [j for j in q if j.status != "RUNNING"]
+        super()._schedule(t)
+
+
 VARIANTS = {
     "Tiresias (as run_sim.py)": ct._Run,
     "exact demotion check": ExactCheck,
@@ -105,6 +115,7 @@ VARIANTS = {
     "waiting jobs by queue entry": EntryOrder,
     "no re-partition": NoRepartition,
     "entry order + exact check": EntryOrderExactCheck,
+    "running first in the walk": RunningFirst,
 }
 
 
