@@ -241,3 +241,36 @@ def test_gavel_ladder_ftf_gap_is_the_allocation(ladder_traces):
     one = gl.rung_avg(run, 1, ladder_traces)
     assert one < native < theirs
     assert abs(gl.rung_avg(run, len(gl.RUNGS), ladder_traces) / native - 1) < 0.003
+
+
+def test_fidelity_gavel_lp_rows_name_their_solver(monkeypatch):
+    """The --compat gavel LP rows of ``fastblox fidelity`` use Gavel's solver when the extra is
+    installed, else optimum=central, and each row says which (never a silent switch)."""
+    import sys
+
+    from fastblox import fidelity
+
+    def lp_notes():
+        return {c[1]: (c[5], c[7]) for c in fidelity._configs() if c[1].endswith("(compat)") and c[0] == "Gavel"}
+
+    with_ecos = lp_notes()
+    row = "over1000 v100x36 finish_time_fairness_perf (compat)"
+    assert with_ecos[row] == ({"optimum": "ecos"}, "--compat gavel finish_time_fairness_perf, optimum=ecos")
+    assert with_ecos["over1000 v100x36 fifo (compat)"] == (None, "--compat gavel fifo")
+    monkeypatch.setitem(sys.modules, "ecos", None)
+    assert lp_notes()[row] == ({"optimum": "central"}, "--compat gavel finish_time_fairness_perf, optimum=central")
+
+
+@pytest.mark.slow
+def test_fidelity_command_gavel_rows(tmp_path):
+    """``fastblox fidelity --only gavel``: every --compat gavel row, LP policies included, equals
+    Gavel's simulator on every job (Gavel's solver, the test extra)."""
+    import csv
+
+    from fastblox.cli import main
+
+    assert main(["fidelity", "--only", "gavel", "--out", str(tmp_path)]) == 0
+    rows = [r for r in csv.DictReader(open(tmp_path / "fidelity.csv")) if r["run"].endswith("(compat)")]
+    assert len(rows) >= 19 and {r["run"].split()[0] for r in rows} == {"n2000", "light1000", "over1000"}
+    for r in rows:
+        assert float(r["same_1s"]) == 1.0 and abs(float(r["diff_pct"])) < 1e-6, r
