@@ -139,8 +139,9 @@ def ftf_data(thr: np.ndarray, sf: np.ndarray, cap: np.ndarray, since: np.ndarray
     return {"c": c, "G": g, "h": h, "dims": {"l": r_soc, "q": [3] * m, "e": 0}, "x_at": x0}
 
 
-#: ECOS exit flags with a solution (cvxpy: optimal, optimal_inaccurate)
-_SOLVED = (0, 10)
+#: ECOS exit flags with a solution (cvxpy 1.9: optimal, optimal_inaccurate, and user_limit for
+#: ECOS' iteration limit, whose last iterate cvxpy hands back too)
+_SOLVED = (0, 10, -1)
 #: ECOS exit flags cvxpy reports as infeasible or unbounded (no solution, no error)
 _NO_SOLUTION = (1, 2, 11, 12)
 
