@@ -22,7 +22,11 @@ Variants (each a subclass of the replay that overrides one method):
 * ``entry order + exact check``: the two together;
 * ``running first in the walk``: each queue's running jobs walked before its waiting ones in
   every pass, as the native order keys them (Tiresias re-partitions after a pass, so a job demoted
-  while running is walked behind the waiting jobs of its new queue, and may be preempted by them).
+  while running is walked behind the waiting jobs of its new queue, and may be preempted by them);
+* ``preempt from the tail``: a waiting job that does not fit in the free GPUs preempts running
+  jobs ranked after it from the lowest-ranked up until it fits (and is skipped when even all of
+  them would not make room), as the native engine; Tiresias' counter walk instead keeps every
+  running job that still fits as it walks and preempts those that do not.
 """
 
 from __future__ import annotations
@@ -101,6 +105,40 @@ class EntryOrderExactCheck(ExactCheck, EntryOrder):
     pass
 
 
+class TailPreempt(ct._Run):
+    def _schedule(self, t):
+        order = [j for q in self.queues for j in q]
+        pos = {id(j): k for k, j in enumerate(order)}
+        running = [j for j in order if j.status == "RUNNING"]
+        free = self.total - sum(j.gpus for j in running)
+        keep = {id(j) for j in running}
+        start, stop = [], []
+        for k, p in enumerate(order):
+            if p.status != "PENDING":
+                continue
+            if p.gpus > free:
+                lower = [j for j in running if id(j) in keep and pos[id(j)] > k]
+                if free + sum(j.gpus for j in lower) < p.gpus:
+                    continue
+                for j in reversed(lower):
+                    if free >= p.gpus:
+                        break
+                    keep.discard(id(j))
+                    stop.append(j)
+                    free += j.gpus
+            start.append(p)
+            free -= p.gpus
+        for j in stop:
+            j.status = "PENDING"
+            j.preempt += 1
+        for j in start:
+            j.status = "RUNNING"
+            if j.start is None:
+                j.start = t
+        for q in self.queues:
+            q[:] = [j for j in q if j.status != "PENDING"] + [j for j in q if j.status == "PENDING"]
+
+
 class RunningFirst(ct._Run):
     def _schedule(self, t):
         for q in self.queues:
@@ -116,6 +154,7 @@ VARIANTS = {
     "no re-partition": NoRepartition,
     "entry order + exact check": EntryOrderExactCheck,
     "running first in the walk": RunningFirst,
+    "preempt from the tail": TailPreempt,
 }
 
 
