@@ -255,3 +255,31 @@ def test_ecos_problem_data_equals_cvxpys(case, kind):
         assert ours is None
     else:
         np.testing.assert_array_equal(ours, x.value.clip(min=0.0).clip(max=1.0))
+
+
+@pytest.mark.parametrize("kind", ["max_min", "ftf"])
+def test_ecos_problem_data_equals_cvxpys_on_a_real_job_set(kind):
+    """The same on a problem of the size the runs solve: 80 jobs of light1000 on 36:36:36, those
+    Gavel has no K80 throughput for among them (Gavel's throughputs)."""
+    import cvxpy as cp
+
+    from fastblox import gavel_ecos
+
+    w = _trace("light1000")
+    all_thr = cg.job_throughputs(w, ["k80", "p100", "v100"])  # (Gavel's LPs: types in alphabetical order)
+    zero = np.flatnonzero((all_thr == 0).any(axis=1))[:10]
+    idx = np.sort(np.concatenate([zero, np.setdiff1d(np.arange(len(w)), zero)[:80 - len(zero)]]))
+    thr = all_thr[idx]
+    sf = w.num_gpus[idx].astype(np.float64)
+    cap = np.array([36.0, 36.0, 36.0])
+    since, rem = np.linspace(0, 5e4, 80), w.iterations[idx].astype(np.float64)
+    iso = rem / thr.max(axis=1) * 3.0
+    prob, x = _cvxpy_problem(kind, thr, sf, cap, since, rem, iso)
+    want, _, _ = prob.get_problem_data(cp.ECOS)
+    got = (gavel_ecos.max_min_data(cg._max_min_coef(thr, sf, cap), sf, cap) if kind == "max_min"
+           else gavel_ecos.ftf_data(thr, sf, cap, since, rem, iso))
+    assert (thr == 0).any() and got["G"].shape == want["G"].shape
+    for k in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(got["G"], k), getattr(want["G"], k))
+    np.testing.assert_array_equal(got["c"], want["c"])
+    np.testing.assert_array_equal(got["h"], want["h"])
