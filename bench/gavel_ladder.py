@@ -21,7 +21,7 @@ from fastblox import gavel_ladder as gl  # noqa: E402
 RUNS = ("over1000_v100x36_fifo_perf", "over1000_v100x36_max_min_fairness_perf",
         "over1000_v100x36_finish_time_fairness_perf", "over1000_v100x36_fifo",
         "n2000_v100x36_max_min_fairness", "n2000_v100x36_fifo", "n2000_het36_max_min_fairness",
-        "light1000_het36_max_min_fairness", "light1000_het36_finish_time_fairness_perf")
+        "light1000_het36_max_min_fairness", "light1000_het36_finish_time_fairness_perf", "light1000_het36_fifo")
 
 
 def table() -> str:
