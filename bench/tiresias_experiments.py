@@ -19,7 +19,23 @@ Variants (each a subclass of the replay that overrides one method):
   is pending after a pass behind the running ones in list order, so a job preempted from the head
   goes behind the jobs that were waiting;
 * ``no re-partition``: the queue lists kept as they were before the pass (no running-first move);
-* ``entry order + exact check``: the two together.
+* ``entry order + exact check``: the two together;
+* ``running first in the walk``: each queue's running jobs walked before its waiting ones in
+  every pass, as the native order keys them (Tiresias re-partitions after a pass, so a job demoted
+  while running is walked behind the waiting jobs of its new queue, and may be preempted by them);
+* ``every job by queue entry``: within a queue, running jobs first and waiting jobs after them,
+  *each group* in the order its jobs entered the queue, before every walk (as the native keys:
+  ``(2 x queue, entry)`` for running jobs, ``(2 x queue + 1, entry)`` for waiting ones). So when
+  higher queues need GPUs, the running jobs that entered the queue last are the ones preempted;
+  Tiresias keeps running jobs in list order, where a job that waited and then started is behind
+  one demoted later while running;
+* ``every job by queue entry + exact check``: that and the exact demotion check: the native rules;
+* 2D-Gittins (a second table): ``textbook index``, the native index of the same YARN distribution
+  in place of Tiresias' formula, and that with the exact demotion check;
+* ``preempt from the tail``: a waiting job that does not fit in the free GPUs preempts running
+  jobs ranked after it from the lowest-ranked up until it fits (and is skipped when even all of
+  them would not make room), as the native engine; Tiresias' counter walk instead keeps every
+  running job that still fits as it walks and preempts those that do not.
 """
 
 from __future__ import annotations
@@ -98,6 +114,59 @@ class EntryOrderExactCheck(ExactCheck, EntryOrder):
     pass
 
 
+class TailPreempt(ct._Run):
+    def _schedule(self, t):
+        order = [j for q in self.queues for j in q]
+        pos = {id(j): k for k, j in enumerate(order)}
+        running = [j for j in order if j.status == "RUNNING"]
+        free = self.total - sum(j.gpus for j in running)
+        keep = {id(j) for j in running}
+        start, stop = [], []
+        for k, p in enumerate(order):
+            if p.status != "PENDING":
+                continue
+            if p.gpus > free:
+                lower = [j for j in running if id(j) in keep and pos[id(j)] > k]
+                if free + sum(j.gpus for j in lower) < p.gpus:
+                    continue
+                for j in reversed(lower):
+                    if free >= p.gpus:
+                        break
+                    keep.discard(id(j))
+                    stop.append(j)
+                    free += j.gpus
+            start.append(p)
+            free -= p.gpus
+        for j in stop:
+            j.status = "PENDING"
+            j.preempt += 1
+        for j in start:
+            j.status = "RUNNING"
+            if j.start is None:
+                j.start = t
+        for q in self.queues:
+            q[:] = [j for j in q if j.status != "PENDING"] + [j for j in q if j.status == "PENDING"]
+
+
+class EntryAll(EntryOrder):
+    def _schedule(self, t):
+        for q in self.queues:
+            q[:] = (sorted((j for j in q if j.status == "RUNNING"), key=lambda j: self.entered[j.i])
+                    + sorted((j for j in q if j.status != "RUNNING"), key=lambda j: self.entered[j.i]))
+        super()._schedule(t)
+
+
+class EntryAllExactCheck(ExactCheck, EntryAll):
+    pass
+
+
+class RunningFirst(ct._Run):
+    def _schedule(self, t):
+        for q in self.queues:
+            q[:] = [j for j in q if j.status == "RUNNING"] + [j for j in q if j.status != "RUNNING"]
+        super()._schedule(t)
+
+
 VARIANTS = {
     "Tiresias (as run_sim.py)": ct._Run,
     "exact demotion check": ExactCheck,
@@ -105,6 +174,10 @@ VARIANTS = {
     "waiting jobs by queue entry": EntryOrder,
     "no re-partition": NoRepartition,
     "entry order + exact check": EntryOrderExactCheck,
+    "running first in the walk": RunningFirst,
+    "preempt from the tail": TailPreempt,
+    "every job by queue entry": EntryAll,
+    "every job by queue entry + exact check": EntryAllExactCheck,
 }
 
 
@@ -138,11 +211,121 @@ def table() -> str:
     return "\n".join(lines)
 
 
+class NativeGittinsIndex(ct._Run):
+    """2D-Gittins with the textbook index of the same (YARN) distribution, as native
+    ``tiresias-gittins`` computes it (``P(S - a <= delta | S > a) / E[min(S - a, delta) | S > a]``
+    of the exact GPU-seconds attained), instead of Tiresias' (``S`` for ``S - a``, Python-2
+    integer division and rounding, whole GPU-seconds)."""
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        from fastblox.policies import tiresias as nt
+
+        self.xs, self.gv = nt.gittins_table(nt.read_service("tiresias-yarn"), nt.DEFAULT_DELTA)
+
+    def _account(self, t):
+        super()._account(t)
+        for j in self.runnable:
+            k = int(np.searchsorted(self.xs, j.executed * j.gpus, side="right"))
+            j.rank = float(self.gv[k - 1] if k > 0 else self.gv[0])
+
+
+class NativeGittinsIndexExactCheck(ExactCheck, NativeGittinsIndex):
+    pass
+
+
+GITTINS_VARIANTS = {
+    "Tiresias (as run_sim.py)": ct._Run,
+    "textbook index": NativeGittinsIndex,
+    "textbook index + exact check": NativeGittinsIndexExactCheck,
+}
+
+
+def gittins_table_md() -> str:
+    """2D-Gittins, both sides on Tiresias' YARN distribution (native: ``distribution=tiresias-yarn``):
+    average JCT and the share of jobs finishing within 1 s of native, per variant."""
+    import fastblox
+
+    from fastblox.policies import tiresias as nt
+
+    table = ct.gittins_table(nt.read_service("tiresias-yarn"))
+    lines = ["| workload | cluster | " + " | ".join(GITTINS_VARIANTS) + " | native `tiresias-gittins` (YARN) |",
+             "|---|---|" + "---|" * (len(GITTINS_VARIANTS) + 1)]
+    for wl, (path, clusters) in TIRESIAS_WORKLOADS.items():
+        w = read_trace(path)
+        for cl in clusters:
+            n, g = TIRESIAS_CLUSTERS[cl]
+            nat = fastblox.simulate(w, cluster=f"1x{n * g}", policy="tiresias-gittins",
+                                    policy_opts={"distribution": "tiresias-yarn"})
+            ours = nat.jobs["finish_s"].to_numpy()
+            cells = []
+            for cls in GITTINS_VARIANTS.values():
+                jobs = [ct._Job(i, int(s), int(k), int(float(d)))
+                        for i, (s, k, d) in enumerate(zip(w.submit_s, w.num_gpus, w.duration_s))]
+                cls(jobs, n * g, list(ct.DEFAULT_LIMITS), 0, table).run()
+                fin = np.array([j.end for j in jobs], dtype=np.float64)
+                same = np.abs(fin - ours) <= 1.0
+                cells.append(f"{np.mean(fin - w.submit_s):,.0f} ({100 * same.mean():.0f} % of jobs as native)")
+            cells.append(f"{nat.summary['avg_jct_s']:,.0f}")
+            lines.append(f"| {wl} | {cl} | " + " | ".join(cells) + " |")
+    return ("2D-Gittins (`dlas-gpu-gittins`), both on Tiresias' YARN distribution: average JCT (s), and the "
+            "share of jobs whose finish time is within 1 s of native's.\n\n" + "\n".join(lines))
+
+
+def finish_times(cls, w, gpus: int) -> np.ndarray:
+    """Each job's finish time (s) in the replay variant ``cls``."""
+    jobs = [ct._Job(i, int(s), int(g), int(float(d))) for i, (s, g, d) in enumerate(zip(w.submit_s, w.num_gpus,
+                                                                                        w.duration_s))]
+    cls(jobs, gpus, list(ct.DEFAULT_LIMITS), 0, None).run()
+    return np.array([j.end for j in jobs], dtype=np.float64)
+
+
+def same_as_native(cls=EntryAllExactCheck) -> str:
+    """Per job: the share of jobs whose finish time in variant ``cls`` equals native ``tiresias``'s
+    (within 1 s), on every workload and cluster."""
+    import fastblox
+
+    cells = []
+    for wl, (path, clusters) in TIRESIAS_WORKLOADS.items():
+        w = read_trace(path)
+        for cl in clusters:
+            n, g = TIRESIAS_CLUSTERS[cl]
+            ours = fastblox.simulate(w, cluster=f"1x{n * g}", policy="tiresias").jobs["finish_s"].to_numpy()
+            same = np.abs(finish_times(cls, w, n * g) - ours) <= 1.0
+            cells.append(f"{wl} {cl} {100 * same.mean():.1f} %")
+    name = next(k for k, v in VARIANTS.items() if v is cls)
+    return f"Jobs whose finish time with \"{name}\" equals native `tiresias`'s (within 1 s): " + "; ".join(cells) + "."
+
+
+def by_size(wl: str = "over1500", cl: str = "n9g4") -> str:
+    """Where the gap is: average JCT by GPU count and by queue reached (GPU-seconds of work against
+    the limits), Tiresias' simulator (the exact replay) against native ``tiresias``."""
+    import fastblox
+
+    w = read_trace(TIRESIAS_WORKLOADS[wl][0])
+    n, g = TIRESIAS_CLUSTERS[cl]
+    jobs = [ct._Job(i, int(s), int(k), int(float(d))) for i, (s, k, d) in enumerate(zip(w.submit_s, w.num_gpus,
+                                                                                         w.duration_s))]
+    ct._Run(jobs, n * g, list(ct.DEFAULT_LIMITS), 0, None).run()
+    theirs = np.array([j.end - j.submit for j in jobs], dtype=np.float64)
+    ours = fastblox.simulate(w, cluster=f"1x{n * g}", policy="tiresias").jobs["finish_s"].to_numpy() - w.submit_s
+    work = w.num_gpus * w.duration_s
+    groups = [(f"{k} GPU", w.num_gpus == k) for k in np.unique(w.num_gpus)]
+    lims = [0, *ct.DEFAULT_LIMITS, np.inf]
+    groups += [(f"queue {q} (work {lims[q]:,.0f}–{lims[q + 1]:,.0f} GPU-s)", (work >= lims[q]) & (work < lims[q + 1]))
+               for q in range(len(lims) - 1)]
+    lines = [f"{wl} on {cl}: average JCT (s) by group, Tiresias' simulator / native `tiresias`.", "",
+             "| jobs | count | Tiresias | native |", "|---|---|---|---|"]
+    for name, m in groups:
+        lines.append(f"| {name} | {int(m.sum())} | {theirs[m].mean():,.0f} | {ours[m].mean():,.0f} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write the table into docs/fidelity.md")
     a = ap.parse_args(argv)
-    text = table()
+    text = table() + "\n\n" + same_as_native() + "\n\n" + by_size() + "\n\n" + gittins_table_md()
     print(text)
     if a.write:
         from _util import update_section

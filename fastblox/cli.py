@@ -183,7 +183,7 @@ def cmd_parts(a) -> int:
     from .compat_gavel import POLICIES as GAVEL_POLICIES
 
     print("--compat gavel policies (Gavel's names, on a Gavel trace; --policy-opt seed=0, reset_s=1920, "
-          "optimum=central|vertex): " + ", ".join(GAVEL_POLICIES))
+          "optimum=ecos|central|vertex; ecos, the default, needs fastblox[gavel]): " + ", ".join(GAVEL_POLICIES))
     from .compat_pollux import POLICIES as POLLUX_POLICIES
 
     print("--compat pollux policies (the Pollux simulator's, on a Pollux workload CSV): " + ", ".join(POLLUX_POLICIES))

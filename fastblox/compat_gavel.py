@@ -41,11 +41,13 @@ simulator differs in ways that change results; this module reproduces each one (
   time, fastest type with room, first in alphabetical type order among equal throughputs),
   ``max_min_fairness[_perf]`` and ``finish_time_fairness[_perf]`` (the LPs of Gavel's code; the
   agnostic ones take every throughput as 1, resp. as the v100 throughput; finish-time fairness
-  keeps each job's accrued isolated time across calls). Gavel solves them with cvxpy/ECOS; here
-  HiGHS gives their optimal level and the allocation is the analytic centre of the optimal face
-  (``optimum=central``, :func:`_central`) or HiGHS' vertex (``optimum=vertex``). Where the optimum
-  is not unique neither is ECOS's interior point, which depends on ECOS's own path: this, and only
-  this, keeps the LP policies from matching Gavel job by job (docs/fidelity.md, the experiment).
+  keeps each job's accrued isolated time across calls). Gavel solves them with cvxpy/ECOS; so
+  does ``optimum=ecos``, the default (:mod:`fastblox.gavel_ecos`: cvxpy's problem data, written
+  here, handed to the ``ecos`` package, the optional extra ``fastblox[gavel]``): every finish time
+  then equals Gavel's. Without ECOS, ``optimum=central`` takes HiGHS' optimal level and the
+  analytic centre of the optimal face (:func:`_central`), ``optimum=vertex`` HiGHS' vertex. Where
+  the optimum is not unique, ECOS's interior point depends on ECOS's own path, and these two
+  miss Gavel by a round for some jobs (docs/fidelity.md).
 """
 
 from __future__ import annotations
@@ -89,15 +91,22 @@ def cluster_from_gavel(spec: str) -> str:
     return ",".join(parts)
 
 
-OPTIMA = ("central", "vertex")
+#: how the max-min and finish-time-fairness LPs are solved: ``ecos`` (Gavel's own solver on the
+#: problem data cvxpy gives it, :mod:`fastblox.gavel_ecos`; the optional extra ``fastblox[gavel]``),
+#: ``central`` (HiGHS' level, then the analytic centre of the optimal face: no extra package) or
+#: ``vertex`` (HiGHS' vertex). The default is ``ecos``, and without the package an LP policy stops
+#: with an error naming the extra and ``optimum=central``: a compat run is meant to be Gavel's, and
+#: its result must not change with what happens to be installed (docs/fidelity.md).
+OPTIMA = ("ecos", "central", "vertex")
+DEFAULT_OPTIMUM = "ecos"
 
 
 def parse_options(opts: dict) -> dict:
     """``--policy-opt`` values of ``--compat gavel``: ``seed`` (Gavel's ``--seed``, default 0),
     ``reset_s`` (its ``minimum_time_between_allocation_resets``, default 1920) and ``optimum``
-    (which optimum of a max-min or finish-time-fairness problem with many: ``central``, the
-    default, or HiGHS' ``vertex``)."""
-    out = {"seed": DEFAULT_SEED, "reset_s": RESET_S, "optimum": "central"}
+    (how the LP policies are solved, :data:`OPTIMA`: ``ecos``, the default, ``central`` or
+    ``vertex``)."""
+    out = {"seed": DEFAULT_SEED, "reset_s": RESET_S, "optimum": DEFAULT_OPTIMUM}
     for k, v in opts.items():
         if k not in out:
             raise ConfigError(f"--compat gavel has no policy option {k!r} (its options: {', '.join(out)})")
@@ -487,7 +496,7 @@ class _Ftf:
         self.cum = {}
         self.prev_rem, self.prev_iso = {}, {}
 
-    def allocate(self, jobs, thr, sf, cap, since_start, remaining, central=True):
+    def allocate(self, jobs, thr, sf, cap, since_start, remaining, optimum="central"):
         m = len(jobs)
         x_iso = (cap[None, :] / m) / sf[:, None]
         x_iso = x_iso / np.maximum(x_iso.sum(axis=1), 1.0)[:, None]
@@ -497,7 +506,12 @@ class _Ftf:
             if j in self.prev_rem:
                 self.cum[j] += (self.prev_rem[j] - remaining[k]) / self.prev_iso[j]
         expected_iso = np.array([self.cum[j] for j in jobs]) + remaining / iso
-        x = ftf_lp(thr, sf, cap, since_start, remaining, expected_iso, central)
+        if optimum == "ecos":
+            from . import gavel_ecos
+
+            x = gavel_ecos.ftf(thr, sf, cap, since_start, remaining, expected_iso)
+        else:
+            x = ftf_lp(thr, sf, cap, since_start, remaining, expected_iso, optimum == "central")
         self.prev_rem = dict(zip(jobs, remaining.tolist()))
         self.prev_iso = dict(zip(jobs, iso.tolist()))
         return x_iso if x is None else x
@@ -507,9 +521,9 @@ class _Ftf:
 class _Run:
     """One run of :func:`simulate`: ``Scheduler.simulate``'s loop, a method per part."""
 
-    def __init__(self, arrival, steps, sf, thr, counts, policy, seed, round_s, reset_s, central=True):
+    def __init__(self, arrival, steps, sf, thr, counts, policy, seed, round_s, reset_s, optimum=DEFAULT_OPTIMUM):
         self.arrival, self.steps, self.sf, self.thr = arrival, steps, sf, thr
-        self.central = central
+        self.optimum = optimum
         self.kind, self.aware = POLICIES[policy]
         self.round_s, self.reset_s = float(round_s), float(reset_s)
         types = [t for t in WORKER_TYPES if counts.get(t, 0) > 0]
@@ -565,15 +579,22 @@ class _Run:
         if self.kind == "fifo":
             x = self.fifo.allocate(jobs, thr, self.sf[idx], cap, self.abc)
         elif self.kind == "max_min":
-            x = max_min_lp(thr if self.aware else np.ones_like(thr), sf, cap, self.central)
+            x = self._max_min(thr if self.aware else np.ones_like(thr), sf, cap)
         else:
             t_eff = thr if self.aware else np.repeat(self.thr[idx][:, [self.types.index("v100")]]
                                                      if "v100" in self.types else thr[:, :1], len(self.abc), axis=1)
             rem = (self.steps[idx] - self.done_steps[idx]).astype(np.float64)
-            x = self.ftf.allocate(jobs, t_eff, sf, cap, self.now - self.arrival[idx], rem, self.central)
+            x = self.ftf.allocate(jobs, t_eff, sf, cap, self.now - self.arrival[idx], rem, self.optimum)
         out = np.zeros((len(jobs), len(self.types)))
         out[:, self.abc_col] = x
         return {j: out[k] for k, j in enumerate(jobs)}
+
+    def _max_min(self, thr, sf, cap):
+        if self.optimum == "ecos":
+            from . import gavel_ecos
+
+            return gavel_ecos.max_min(_max_min_coef(thr, sf, cap), sf, cap)
+        return max_min_lp(thr, sf, cap, self.optimum == "central")
 
     def _reset_time(self):
         elapsed = self.now - self.last_reset
@@ -706,16 +727,21 @@ class _Run:
 
 
 def simulate(arrival, steps, sf, thr, counts: dict, policy: str, seed: int = DEFAULT_SEED,
-             round_s: float = ROUND_S, reset_s: float = RESET_S, central: bool = True) -> dict:
+             round_s: float = ROUND_S, reset_s: float = RESET_S, optimum: str = DEFAULT_OPTIMUM) -> dict:
     """Replay jobs (arrival order) as Gavel's ``Scheduler.simulate`` does. ``thr[j, k]``: job
     ``j``'s throughput (steps/s, whole job) on the ``k``-th of Gavel's types present in
     ``counts`` (in the order v100, p100, k80). Returns per-job ``start_s``, ``finish_s`` (-1:
     never; a dropped job has none), ``dropped``, ``rounds`` (micro-tasks that made progress),
     ``preemptions`` (returns after a round without the job), ``attained_s`` (seconds run), and
-    ``end_s``, ``allocations``, ``num_rounds`` (scheduling passes, idle ones included)."""
+    ``end_s``, ``allocations``, ``num_rounds`` (scheduling passes, idle ones included).
+    ``optimum``: how the LP policies are solved (:data:`OPTIMA`)."""
+    if POLICIES[policy][0] in ("max_min", "ftf") and optimum == "ecos":
+        from .gavel_ecos import require_ecos
+
+        require_ecos()
     r = _Run(np.asarray(arrival, dtype=np.float64), np.asarray(steps, dtype=np.int64),
              np.asarray(sf, dtype=np.int64), np.asarray(thr, dtype=np.float64), counts, policy, seed, round_s, reset_s,
-             central)
+             optimum)
     r.run()
     done = r.finish >= 0
     return {"start_s": r.first, "finish_s": r.finish, "dropped": r.dropped, "rounds": r.rounds_run,
@@ -738,7 +764,7 @@ def run(workload, r, cluster, tracked, sim_timer) -> "Result":
     steps = workload.iterations.astype(np.int64)
     with sim_timer() as t:
         out = simulate(workload.submit_s, steps, workload.num_gpus, thr, counts, r.policy, opts["seed"],
-                       r.round_s, opts["reset_s"], opts["optimum"] == "central")
+                       r.round_s, opts["reset_s"], opts["optimum"])
     finish, first, att = out["finish_s"], out["start_s"], out["attained_s"]
     att_gpu = att * workload.num_gpus
     n_pre = out["preemptions"]

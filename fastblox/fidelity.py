@@ -143,13 +143,24 @@ def _configs():
                     nodes, per_node = TIRESIAS_CLUSTERS[cl_name]
                     yield ("Tiresias", label + " (compat)", run, path, sched, copts,
                            {"compat": "tiresias", "cluster": f"{nodes}x{per_node}"}, f"--compat tiresias {sched}")
+    optimum = gavel_optimum()
     for run, row in have.items():
         if row["simulator"] == "gavel":  # <workload>_<cluster>_<Gavel's policy>
             wl, cl, gpol = run.split("_", 2)
             pol, note = GAVEL_POLICIES[gpol]
             yield "Gavel", f"{wl} {cl} {gpol}", run, GAVEL_WORKLOADS[wl], pol, None, gavel_config(cl), note
-            yield ("Gavel", f"{wl} {cl} {gpol} (compat)", run, GAVEL_WORKLOADS[wl], gpol, None,
-                   {"compat": "gavel", "cluster": GAVEL_SPECS[cl]}, f"--compat gavel {gpol}")
+            lp = "fifo" not in gpol
+            yield ("Gavel", f"{wl} {cl} {gpol} (compat)", run, GAVEL_WORKLOADS[wl], gpol,
+                   {"optimum": optimum} if lp else None, {"compat": "gavel", "cluster": GAVEL_SPECS[cl]},
+                   f"--compat gavel {gpol}" + (f", optimum={optimum}" if lp else ""))
+
+
+def gavel_optimum() -> str:
+    """How the ``--compat gavel`` LP rows are solved: ``ecos`` (Gavel's solver, exact) when the
+    optional extra ``fastblox[gavel]`` is installed, else ``central``; each row names it."""
+    from .gavel_ecos import have_ecos
+
+    return "ecos" if have_ecos() else "central"
 
 
 def run_all(only: str | None = None, progress=None) -> list[dict]:
