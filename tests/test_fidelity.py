@@ -334,3 +334,33 @@ def test_tiresias_gittins_overloaded_gap_is_the_index_formula():
     assert np.mean(theirs - w.submit_s) < 0.75 * nat.summary["avg_jct_s"]
     assert abs(np.mean(ours - w.submit_s) / nat.summary["avg_jct_s"] - 1) < 1e-3
     assert (np.abs(ours - native) <= 1).mean() >= 0.95 > (np.abs(theirs - native) <= 1).mean() + 0.1
+
+
+@pytest.mark.parametrize("wl,cl,knob", [("n2000", "n9g4", 8), ("light1500", "n12g4", 2)])
+def test_tiresias_knob_gap_is_the_promotion_instant(wl, cl, knob):
+    """The starvation knob: the two native rules and promotions at their own instant (as the native
+    wake-ups) give native ``tiresias`` ``promote=K``'s finish time for every job; without the
+    promotion events (a promotion waits for the next other event) many jobs differ
+    (docs/fidelity.md; bench/tiresias_experiments.py knob_table)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import tiresias_experiments as te
+
+    from fastblox import compat_tiresias as ct
+    from fastblox.fidelity import TIRESIAS_CLUSTERS
+
+    w = read_trace(TIRESIAS_WORKLOADS[wl][0])
+    n, g = TIRESIAS_CLUSTERS[cl]
+    native = fastblox.simulate(w, cluster=f"1x{n * g}", policy="tiresias",
+                               policy_opts={"promote": knob}).jobs["finish_s"].to_numpy()
+
+    def run(cls):
+        jobs = [ct._Job(i, int(s), int(k), int(float(d))) for i, (s, k, d) in enumerate(zip(w.submit_s, w.num_gpus,
+                                                                                            w.duration_s))]
+        cls(jobs, n * g, list(ct.DEFAULT_LIMITS), knob, None).run()
+        return np.array([j.end for j in jobs], dtype=np.float64)
+
+    np.testing.assert_array_equal(run(te.EntryAllExactCheckPromotion), native)
+    assert (np.abs(run(te.EntryAllExactCheck) - native) > 1).mean() > 0.1
