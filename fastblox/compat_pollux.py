@@ -468,7 +468,8 @@ class ElasticJob:
         # same order) give the same fit: computed once per run
         key = (k.tobytes(), v.tobytes())
         if key not in self.fits:
-            self.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0])
+            self.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0],
+                                                         kernel=True)
         self.pp = self.fits[key]
 
     def reallocate(self, placement: tuple, now: float) -> None:

@@ -69,3 +69,103 @@ def fit_objective(p, nodes, reps, atomic, accum_time, step_time, grad):
     grad[5] += 2e-2 * p[5] / p[4] ** 2
     grad[6] += 2e-3 * (g - 1.0)
     return f
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The numpy loss's bits. ``fit_objective`` above differs from ``fastblox.elastic._fit_objective`` in the last bits:
+# numpy's log and power on this machine (AVX-512: its own SIMD log, SVML's pow) are not libm's (numba's), and
+# numpy sums arrays pairwise. The two kernels below do the loss's arithmetic between numpy's transcendental
+# calls (which ``fastblox.elastic.FitLoss`` makes, on the same values as the numpy loss) in the numpy loss's
+# order, with numpy's pairwise sum, so the loss and its gradient are the numpy loss's, bit for bit.
+@jit(nrt=False)
+def pairwise_sum(a, lo, n):
+    """numpy's float64 sum of ``a[lo:lo + n]`` (``add.reduce``: ``pairwise_sum`` of
+    numpy/_core/src/umath/loops_utils.h.src: below 8 in order, up to 128 in 8 partial sums,
+    above that halves at a multiple of 8)."""
+    if n < 8:
+        res = -0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    if n <= 128:
+        r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+        r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+        i = 8
+        while i < n - (n % 8):
+            r0 += a[lo + i]
+            r1 += a[lo + i + 1]
+            r2 += a[lo + i + 2]
+            r3 += a[lo + i + 3]
+            r4 += a[lo + i + 4]
+            r5 += a[lo + i + 5]
+            r6 += a[lo + i + 6]
+            r7 += a[lo + i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += a[lo + i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return pairwise_sum(a, lo, n2) + pairwise_sum(a, lo + n2, n - n2)
+
+
+@jit(nrt=False)
+def fit_terms(p, nodes, reps, atomic, out):
+    """``out[:n]`` = compute times A = alpha_c + beta_c * atomic, ``out[n:]`` = network times N
+    (``_network_time``) of parameters ``p`` on the n observations."""
+    n = nodes.shape[0]
+    for i in range(n):
+        out[i] = p[0] + p[1] * atomic[i]
+        if nodes[i] > 1:
+            a, b = p[2], p[3]
+        elif reps[i] > 1:
+            a, b = p[4], p[5]
+        else:
+            a, b = TINY, TINY
+        out[n + i] = a + b * max(reps[i] - 2.0, TINY)
+
+
+@jit(nrt=False)
+def fit_sums(g, g2, AN, powAN, logAN, S, logS, log_acc, log_step, nodes, reps, atomic, work, sums):
+    """The loss's sums given numpy's powers (``powAN`` = ``AN ** g``) and logs: ``sums`` = [e1, e2,
+    sum dA, sum dA*atomic, sum dN*inter, sum dN*inter*m, sum dN*intra, sum dN*intra*m, sum dg-terms]
+    (``work``: 9 n floats of scratch). ``g2`` = ``g ** 2`` as numpy computes it."""
+    n = nodes.shape[0]
+    d1 = work[0:n]
+    d2 = work[n:2 * n]
+    for i in range(n):
+        d1[i] = logAN[i] - log_acc[i]
+        d2[i] = logS[i] / g - log_step[i]
+    t = work[2 * n:3 * n]
+    for i in range(n):
+        t[i] = d1[i] * d1[i]
+    e1 = math.sqrt(pairwise_sum(t, 0, n) / n)
+    for i in range(n):
+        t[i] = d2[i] * d2[i]
+    e2 = math.sqrt(pairwise_sum(t, 0, n) / n)
+    sums[0] = e1
+    sums[1] = e2
+    for k in range(7):
+        col = work[(2 + k) * n:(3 + k) * n]
+        for i in range(n):
+            w1 = d1[i] / (n * e1) if e1 > 0 else 0.0
+            w2 = d2[i] / (n * e2) if e2 > 0 else 0.0
+            A, N = AN[i], AN[n + i]
+            Ag, Ng = powAN[i], powAN[n + i]
+            inter = 1.0 if nodes[i] > 1 else 0.0
+            intra = 1.0 if nodes[i] <= 1 and reps[i] > 1 else 0.0
+            m = max(reps[i] - 2.0, TINY)
+            if k <= 1:
+                v = w1 / A + w2 * Ag / (A * S[i])
+                if k == 1:
+                    v = v * atomic[i]
+            elif k <= 5:
+                v = w2 * Ng / (N * S[i]) * (inter if k <= 3 else intra)
+                if k == 3 or k == 5:
+                    v = v * m
+            else:
+                v = w2 * (-logS[i] / g2 + (Ag * logAN[i] + Ng * logAN[n + i]) / (g * S[i]))
+            col[i] = v
+        sums[2 + k] = pairwise_sum(col, 0, n)
