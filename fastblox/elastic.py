@@ -406,7 +406,8 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
     fixes alpha_c to half the mean compute time; no multi-node (single-node multi-GPU) run fixes
     the inter-node (intra-node) terms to their floor; no run above 2 GPUs fixes both betas.
     ``tol``: the minimiser's tolerance (the Sia simulator's fit passes 1e-5; None: scipy's default).
-    ``kernel``: evaluate the loss with :class:`FitLoss` (compiled, the same bits: the same fit)."""
+    ``kernel``: evaluate the loss with :class:`FitLoss` (compiled, the same bits) and drive the
+    minimiser with :func:`lbfgsb` (scipy's own, without its wrappers): the same fit, faster."""
     from scipy.optimize import Bounds, minimize
 
     nodes, reps, atomic = (np.asarray(x, dtype=np.float64) for x in (nodes, reps, atomic))
@@ -438,9 +439,12 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
         f = FitLoss(p0, free, *args)  # noqa: F811
 
     with np.errstate(all="ignore"):
-        res = minimize(f, p0[free], jac=True, method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]), tol=tol)
+        if kernel:
+            x = lbfgsb(f, p0[free], lo[free], hi[free], tol)
+        else:
+            x = minimize(f, p0[free], jac=True, method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]), tol=tol).x
     p = p0.copy()
-    p[free] = res.x
+    p[free] = x
     if not np.any(nodes > 1):
         p[2] = max(p[2], p[4] * 1.1)
         p[3] = max(p[3], p[5] * 1.1)
@@ -480,3 +484,44 @@ class FitLoss:
             s[8] + 2e-3 * (g - 1),
         ])
         return f, grad[self.free]
+
+
+def lbfgsb(fun, x0, lo, hi, tol: float | None = None) -> np.ndarray:
+    """``scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=Bounds(lo, hi),
+    tol=tol).x`` with the same calls of scipy's L-BFGS-B routine (``_lbfgsb.setulb``) in the same
+    order, without the wrappers around it (they cost more than the 7-parameter fit's loss):
+    ``scipy.optimize._lbfgsb_py._minimize_lbfgsb``'s loop with its defaults (10 corrections, 20
+    line-search steps, at most 15,000 iterations and evaluations) and no callback. The same
+    result bit for bit (tests/test_compat_pollux.py compares the two)."""
+    from scipy.optimize import _lbfgsb
+
+    m, maxls, maxiter, maxfun = 10, 20, 15000, 15000
+    ftol, pgtol = (2.2204460492503131e-09, 1e-5) if tol is None else (tol, tol)
+    factr = ftol / np.finfo(float).eps
+    x = np.clip(np.asarray(x0, dtype=np.float64).ravel(), lo, hi)
+    n = len(x)
+    nbd = np.zeros(n, np.int32)
+    low, up = np.zeros(n), np.zeros(n)
+    fin_lo, fin_hi = np.isfinite(lo), np.isfinite(hi)
+    low[fin_lo], up[fin_hi] = lo[fin_lo], hi[fin_hi]
+    nbd[:] = np.where(fin_lo, np.where(fin_hi, 2, 1), np.where(fin_hi, 3, 0))
+    f, g = np.array(0.0), np.zeros(n)
+    wa = np.zeros(2 * m * n + 5 * n + 11 * m * m + 8 * m)
+    iwa, task, ln_task = np.zeros(3 * n, np.int32), np.zeros(2, np.int32), np.zeros(2, np.int32)
+    lsave, isave, dsave = np.zeros(4, np.int32), np.zeros(44, np.int32), np.zeros(29)
+    last_x, last, nfev, nit = None, None, 0, 0
+    while True:
+        _lbfgsb.setulb(m, x, low, up, nbd, f, g, factr, pgtol, wa, iwa, task, lsave, isave, dsave, maxls, ln_task)
+        if task[0] == 3:  # f and g at x (scipy evaluates each new x once)
+            if last_x is None or not np.array_equal(x, last_x):
+                last_x, last = x.copy(), fun(x.copy())
+                nfev += 1
+            f, g = last[0], np.atleast_1d(last[1]).astype(np.float64)
+        elif task[0] == 1:  # a new iteration
+            nit += 1
+            if nit >= maxiter:
+                task[0], task[1] = 5, 504
+            elif nfev > maxfun:
+                task[0], task[1] = 5, 502
+        else:
+            return x
