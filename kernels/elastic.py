@@ -169,3 +169,69 @@ def fit_sums(g, g2, AN, powAN, logAN, S, logS, log_acc, log_step, nodes, reps, a
                 v = w2 * (-logS[i] / g2 + (Ag * logAN[i] + Ng * logAN[n + i]) / (g * S[i]))
             col[i] = v
         sums[2 + k] = pairwise_sum(col, 0, n)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sia's allocation (fastblox.compat_sia.solve_allocation) on integer costs: an exact depth-first search that
+# also tells whether the optimum is unique.
+@jit(nrt=False)
+def choice_search(start, o_cfg, o_type, o_gpus, o_val, capacity, min_rest, node_limit, cur, best_choice, used):
+    """Minimise the sum of one option per job (job ``d``'s options: ``start[d]:start[d + 1]``, by
+    ascending ``o_val``; ``o_type`` -1: the option uses no GPUs) under each type's ``capacity``.
+    ``min_rest[d]``: the sum of the smallest option values of jobs ``d..``. Every assignment whose
+    value is at most the best found is visited (integer values: a different one is at least 1
+    worse), so the optimum found is exact and ``tie`` says whether another has its value.
+    Returns (best value, tie, nodes visited; -1: more than ``node_limit``, nothing decided);
+    ``best_choice[d]``: the option index of job ``d``. ``cur``, ``used``: scratch (jobs, types)."""
+    J = start.shape[0] - 1
+    big = 1 << 62
+    best = big
+    tie = False
+    nodes = 0
+    for t in range(used.shape[0]):
+        used[t] = 0
+    if J == 0:
+        return 0, False, 0
+    val = 0
+    d = 0
+    cur[0] = -1
+    while d >= 0:
+        k = cur[d]
+        if k >= 0:  # undo the option tried last at this depth
+            val -= o_val[k]
+            if o_type[k] >= 0:
+                used[o_type[k]] -= o_gpus[k]
+            k += 1
+        else:
+            k = start[d]
+        nxt = -1
+        while k < start[d + 1]:
+            if val + o_val[k] + min_rest[d + 1] > best:
+                break  # (ascending values: no later option can do better)
+            if o_type[k] < 0 or used[o_type[k]] + o_gpus[k] <= capacity[o_type[k]]:
+                nxt = k
+                break
+            k += 1
+        if nxt < 0:
+            cur[d] = -1
+            d -= 1
+            continue
+        nodes += 1
+        if nodes > node_limit:
+            return best, tie, -1
+        cur[d] = nxt
+        val += o_val[nxt]
+        if o_type[nxt] >= 0:
+            used[o_type[nxt]] += o_gpus[nxt]
+        if d == J - 1:
+            if val < best:
+                best = val
+                tie = False
+                for i in range(J):
+                    best_choice[i] = cur[i]
+            elif val == best:
+                tie = True
+        else:
+            d += 1
+            cur[d] = -1
+    return best, tie, nodes
