@@ -498,7 +498,7 @@ class ElasticJob:
         while secs > 0 and self.finish is None:
             batch = r * self.atomic * (self.accum + 1)
             step, sync = p.step_time(self.placement, self.atomic)
-            sqr, var = (float(x) for x in p.grad_stats(batch, self.epoch))
+            sqr, var = p.grad_stats_at(batch, int(self.epoch))
             g = elastic.gain(sqr, var, batch / p.init_batch_size)
             self._observe(n, r, step, sync, sqr, var)
             good = g / (step + (step - sync) * self.accum)

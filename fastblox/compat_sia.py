@@ -406,7 +406,7 @@ class SiaJob:
         while secs > 0 and self.finish is None:
             batch = r * self.atomic * (self.accum + 1)
             step, sync = pr.step_time(self.placement, self.atomic)
-            sqr, var = (float(x) for x in pr.grad_stats(batch, self.epoch))
+            sqr, var = pr.grad_stats_at(batch, int(self.epoch))
             g = elastic.gain(sqr, var, batch / pr.init_batch_size)
             self._observe(n, r, step, sync, sqr, var)
             good = g / (step + (step - sync) * self.accum) * self.calib

@@ -150,6 +150,12 @@ class Profile:
         den = np.where(same, 1.0, bhi - blo)
         return np.where(same, vlo, ((b - blo) * vhi + (bhi - b) * vlo) / den)
 
+    @functools.lru_cache(maxsize=None)  # noqa: B019 (profiles live as long as the process)
+    def grad_stats_at(self, batch_size: float, epoch: int) -> tuple:
+        """``grad_stats`` of one batch size and epoch, as floats (remembered)."""
+        sqr, var = self.grad_stats(batch_size, epoch)
+        return float(sqr), float(var)
+
     def grad_stats(self, batch_size, epoch) -> tuple:
         """(grad_sqr, grad_var) during ``epoch`` at global ``batch_size`` (arrays broadcast)."""
         return self._interp(self.grad_sqr, batch_size, epoch), self._interp(self.grad_var, batch_size, epoch)
@@ -315,18 +321,30 @@ def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomi
     arrays); a job on one GPU above the initial batch accumulates at least once."""
     nodes = np.asarray(nodes, dtype=np.float64)
     reps = np.asarray(reps, dtype=np.float64)
+    atomic, accum, batch, ok = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic, nodes.tobytes(),
+                                           reps.tobytes())
+    good = model_throughput(pp, nodes, reps, atomic, accum) * model_efficiency(grad, init_batch_size, batch)
+    good = np.where(ok, good, 0.0)
+    k = np.argmax(good, axis=0)
+    cols = np.arange(good.shape[1])
+    return good[k, cols], atomic[k, cols], accum[k, cols]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic, nodes: bytes, reps: bytes) -> tuple:
+    """(atomic batch, accumulation steps, global batch, allowed) of best_batch's candidates: they
+    depend on the job's limits and configurations only, not on its model (computed once; read-only)."""
+    reps = np.frombuffer(reps, dtype=np.float64)
     lo = np.maximum(init_batch_size, min_atomic * reps)
     bs = np.geomspace(lo, max_batch_size, GEOM_POINTS)  # (points, jobs)
     local = bs / reps
     accum = np.ceil(local / max_atomic - TINY) - 1
     accum = np.where((reps == 1) & (local > init_batch_size + TINY), np.maximum(accum, 1), accum).astype(np.int64)
     atomic = np.ceil(local / (accum + 1) - TINY).astype(np.int64)
-    good = model_throughput(pp, nodes, reps, atomic, accum) * model_efficiency(grad, init_batch_size,
-                                                                              reps * atomic * (accum + 1))
-    good = np.where((min_atomic <= atomic) & (atomic <= max_atomic), good, 0.0)
-    k = np.argmax(good, axis=0)
-    cols = np.arange(good.shape[1])
-    return good[k, cols], atomic[k, cols], accum[k, cols]
+    out = atomic, accum, reps * atomic * (accum + 1), (min_atomic <= atomic) & (atomic <= max_atomic)
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
 def _fit_objective(p, nodes, reps, atomic, accum_time, step_time):
