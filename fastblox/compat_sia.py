@@ -204,6 +204,8 @@ def certain_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: floa
 
     c64 = np.asarray(cost, dtype=np.float64)
     J, C = c64.shape
+    if J == 0:
+        return np.zeros(0, dtype=np.int64)
     k = np.rint(c64 * 100)
     lam = round(lambda_n * 100)
     fixed = np.asarray(fixed)
