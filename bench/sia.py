@@ -122,7 +122,8 @@ def run_ours(workload: Path, artifact: Path) -> tuple[dict, float, dict]:
                               Cluster.parse(cs.SIA_CLUSTER), str(artifact / "traces"))
         cpu = time.process_time() - t0
     out["split"] = (f"{workload.parent.name}/{workload.name}: {cpu:.1f} CPU-s = HiGHS {milp.cpu:.1f} "
-                    f"({milp.calls} MILPs) + the exact search and the rest of the allocations {solve.cpu - milp.cpu:.1f} "
+                    f"({milp.calls} MILPs) + the exact search and the rest of the allocations "
+                    f"{solve.cpu - milp.cpu:.1f} "
                     f"({solve.calls - milp.calls} more answered without HiGHS, {len(out['objectives']) - solve.calls} "
                     f"repeats of the last round's) + fits {fit.cpu:.1f} "
                     f"({fit.calls} computed) + the rest {cpu - solve.cpu - fit.cpu:.1f}")
@@ -164,7 +165,8 @@ def table(workloads: list, artifact: Path) -> str:
     return (f"Measured by `python bench/sia.py --write` ({time.strftime('%Y-%m-%d')}) on the simulator's default "
             f"cluster `{cs.SIA_CLUSTER}` with the artifact's per-type profiles (a local fetch). The simulator's "
             f"runs are recorded in `datasets/sia/results/` (its CPU seconds: user + system of the whole run, CBC's "
-            f"threads included); ours: `time.process_time` of the replay, reading the profiles included (the compiled kernels loaded before). Both are "
+            f"threads included); ours: `time.process_time` of the replay, reading the profiles included "
+            f"(the compiled kernels loaded before). Both are "
             f"deterministic in their code (neither draws random numbers on this path), so runs differ by workload, not seed. "
             + spread + "\n\n" + "\n".join(head + rows) + "\n\nOur CPU seconds by part: " + "; ".join(splits) + ".")
 

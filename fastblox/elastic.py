@@ -510,9 +510,15 @@ def lbfgsb(fun, x0, lo, hi, tol: float | None = None) -> np.ndarray:
     order, without the wrappers around it (they cost more than the 7-parameter fit's loss):
     ``scipy.optimize._lbfgsb_py._minimize_lbfgsb``'s loop with its defaults (10 corrections, 20
     line-search steps, at most 15,000 iterations and evaluations) and no callback. The same
-    result bit for bit (tests/test_compat_pollux.py compares the two)."""
+    result bit for bit (tests/test_compat_pollux.py compares the two). scipy before 1.15 (whose
+    routine was another): ``minimize`` itself."""
+    import scipy
     from scipy.optimize import _lbfgsb
 
+    if tuple(int(x) for x in scipy.__version__.split(".")[:2]) < (1, 15):  # (before 1.15: another routine)
+        from scipy.optimize import Bounds, minimize
+
+        return minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=Bounds(lo, hi), tol=tol).x
     m, maxls, maxiter, maxfun = 10, 20, 15000, 15000
     ftol, pgtol = (2.2204460492503131e-09, 1e-5) if tol is None else (tol, tol)
     factr = ftol / np.finfo(float).eps

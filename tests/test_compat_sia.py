@@ -203,7 +203,8 @@ def test_certain_allocation_is_highs_answer(prob, lambda_n, gap):
 def test_certain_allocation_leaves_ties_and_fractions_to_highs():
     t, g, cap = np.array([0, 0]), np.array([1, 1]), np.array([1])
     # two jobs, one GPU, the same cost: a tie (HiGHS breaks it)
-    assert cs.certain_allocation(np.array([[0.5, 2], [0.5, 2]], dtype=np.float32), t, g, cap, np.array([-1, -1])) is None
+    tie = np.array([[0.5, 2], [0.5, 2]], dtype=np.float32)
+    assert cs.certain_allocation(tie, t, g, cap, np.array([-1, -1])) is None
     # a unique optimum: the cheaper job gets the GPU
     got = cs.certain_allocation(np.array([[0.5, 2], [0.4, 2]], dtype=np.float32), t, g, cap, np.array([-1, -1]))
     assert got.tolist() == [-1, 0]
