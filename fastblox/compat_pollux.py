@@ -468,7 +468,8 @@ class ElasticJob:
         # same order) give the same fit: computed once per run
         key = (k.tobytes(), v.tobytes())
         if key not in self.fits:
-            self.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0])
+            self.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0],
+                                                         kernel=True)
         self.pp = self.fits[key]
 
     def reallocate(self, placement: tuple, now: float) -> None:
@@ -497,7 +498,7 @@ class ElasticJob:
         while secs > 0 and self.finish is None:
             batch = r * self.atomic * (self.accum + 1)
             step, sync = p.step_time(self.placement, self.atomic)
-            sqr, var = (float(x) for x in p.grad_stats(batch, self.epoch))
+            sqr, var = p.grad_stats_at(batch, int(self.epoch))
             g = elastic.gain(sqr, var, batch / p.init_batch_size)
             self._observe(n, r, step, sync, sqr, var)
             good = g / (step + (step - sync) * self.accum)

@@ -146,17 +146,23 @@ def cluster_types(cluster, pollux_profiles: bool = False) -> list:
 
 # ------------------------------------------------------------------------------------------ the MILP
 def solve_allocation(cost: np.ndarray, cfg_type: np.ndarray, cfg_gpus: np.ndarray, capacity: np.ndarray,
-                     fixed: np.ndarray, lambda_n: float = LAMBDA_N, gap: float = MIP_GAP) -> tuple:
+                     fixed: np.ndarray, lambda_n: float = LAMBDA_N, gap: float = MIP_GAP, exact: bool = True) -> tuple:
     """Sia's allocation: binary ``X[job, config]`` minimising ``sum X * cost + lambda_n * (jobs -
     sum X)``, at most one configuration a job, at most ``capacity[t]`` GPUs of type ``t``
     (``cfg_type``, ``cfg_gpus``: each configuration's type and GPUs), ``X[j, fixed[j]] = 1`` where
-    ``fixed[j] >= 0``. Returns (configuration per job, -1 for none; objective). HiGHS (scipy.optimize.milp)."""
+    ``fixed[j] >= 0``. Returns (configuration per job, -1 for none; objective). HiGHS (scipy.optimize.milp);
+    ``exact``: first :func:`certain_allocation`, which answers without the solver when HiGHS's
+    answer is certain (a unique optimum, the others further from it than HiGHS's gap)."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
     J, C = cost.shape
     if J == 0:
         return np.zeros(0, dtype=np.int64), 0.0
+    if exact:
+        choice = certain_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, gap)
+        if choice is not None:
+            return choice, objective(cost, choice, lambda_n)
     fixed = np.asarray(fixed)
     full = np.asarray(cost, dtype=np.float64) - lambda_n
     pinned = np.zeros((J, C), dtype=bool)
@@ -180,6 +186,65 @@ def solve_allocation(cost: np.ndarray, cfg_type: np.ndarray, cfg_gpus: np.ndarra
         on = np.round(res.x) > 0
         choice[job[on]] = cfg[on]
     return choice, objective(cost, choice, lambda_n)
+
+
+#: depth-first search nodes certain_allocation visits at most before it leaves the problem to HiGHS
+SEARCH_NODES = 20_000
+
+
+def certain_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float = LAMBDA_N, gap: float = MIP_GAP):
+    """The choice :func:`solve_allocation`'s MILP has when it is certain, else None. The costs are
+    whole hundredths (``power_costs`` rounds them to 2 decimals), so an exact search
+    (``kernels.elastic.choice_search``) over the same variables in integer hundredths finds the
+    optimum and whether another choice ties it; if none does, every other feasible choice is at
+    least 0.01 worse, which is more than HiGHS's relative gap lets its answer be from the optimum
+    (checked: ``4 * gap * max(1, |objective|) <= 0.01``), so HiGHS returns that choice too. None
+    when the costs are not whole hundredths, a tie, the gap too wide or the search too long."""
+    from .kernels.elastic import choice_search
+
+    c64 = np.asarray(cost, dtype=np.float64)
+    J, C = c64.shape
+    if J == 0:
+        return np.zeros(0, dtype=np.int64)
+    k = np.rint(c64 * 100)
+    lam = round(lambda_n * 100)
+    fixed = np.asarray(fixed)
+    pinned = fixed >= 0
+    full = c64 - lambda_n
+    val = k.astype(np.int64) - lam
+    free = (full < 0) & ~pinned[:, None]  # (a pinned job's cost is the same in every choice: any value does)
+    if abs(lambda_n * 100 - lam) > 1e-6 or (np.abs(c64 - k / 100)[free] > 1e-6).any() or (val[free] >= 0).any():
+        return None
+    starts, o_cfg, o_val = [0], [], []
+    for j in range(J):
+        if pinned[j]:
+            cfgs = np.array([fixed[j]])
+        else:  # (the MILP's variables: the configurations with a negative cost; none: 0)
+            cfgs = np.flatnonzero(full[j] < 0)
+            cfgs = np.concatenate([cfgs, [-1]])
+        v = np.where(cfgs >= 0, val[j, np.maximum(cfgs, 0)], 0)
+        o = np.argsort(v, kind="stable")
+        o_cfg.append(cfgs[o])
+        o_val.append(v[o])
+        starts.append(starts[-1] + len(o))
+    order = sorted(range(J), key=lambda j: (not pinned[j], int(o_val[j][0])))
+    cfg = np.concatenate([o_cfg[j] for j in order]).astype(np.int64)
+    vals = np.concatenate([o_val[j] for j in order]).astype(np.int64)
+    start = np.concatenate([[0], np.cumsum([len(o_cfg[j]) for j in order])]).astype(np.int64)
+    mins = np.array([o_val[j][0] for j in order] + [0], dtype=np.int64)
+    min_rest = np.cumsum(mins[::-1])[::-1].copy()
+    on = cfg >= 0
+    o_type = np.where(on, np.asarray(cfg_type)[np.maximum(cfg, 0)], -1).astype(np.int64)
+    o_gpus = np.where(on, np.asarray(cfg_gpus)[np.maximum(cfg, 0)], 0).astype(np.int64)
+    cap = np.asarray(capacity, dtype=np.int64)
+    pick = np.full(J, -1, dtype=np.int64)
+    best, tie, nodes = choice_search(start, cfg, o_type, o_gpus, vals, cap, min_rest, SEARCH_NODES,
+                                     np.empty(J, dtype=np.int64), pick, np.zeros(len(cap), dtype=np.int64))
+    if nodes < 0 or tie or best >= 1 << 62 or 4 * gap * max(1.0, abs(best) / 100) > 0.01:
+        return None
+    choice = np.full(J, -1, dtype=np.int64)
+    choice[order] = cfg[pick]
+    return choice
 
 
 def objective(cost: np.ndarray, choice: np.ndarray, lambda_n: float = LAMBDA_N) -> float:
@@ -343,7 +408,7 @@ class SiaJob:
         while secs > 0 and self.finish is None:
             batch = r * self.atomic * (self.accum + 1)
             step, sync = pr.step_time(self.placement, self.atomic)
-            sqr, var = (float(x) for x in pr.grad_stats(batch, self.epoch))
+            sqr, var = pr.grad_stats_at(batch, int(self.epoch))
             g = elastic.gain(sqr, var, batch / pr.init_batch_size)
             self._observe(n, r, step, sync, sqr, var)
             good = g / (step + (step - sync) * self.accum) * self.calib
@@ -377,6 +442,7 @@ class SiaPolicy:
         self.capacity = np.array([t.nodes * t.per_node for t in types])
         self.prev = {}  # job -> configuration chosen last time (None: none)
         self.objectives = []  # (time, objective)
+        self._last = None  # (problem, choice, objective) of the last MILP
         apps = sorted({j.app for j in jobs})
         names = [t.name for t in types]
         x = {(a, t): single_gpu_xput(jobs[[j.app for j in jobs].index(a)].profs[t]) for a in apps for t in names}
@@ -433,7 +499,12 @@ class SiaPolicy:
         """``{job: (type index, node indices within the type)}`` for the allocated jobs."""
         A, fixed = self.costs(active, now)
         if self.p < 0:
-            choice, obj = solve_allocation(A, self.cfg_type, self.cfg_gpus, self.capacity, fixed, self.lambda_n)
+            key = (A.shape, A.tobytes(), fixed.tobytes())  # (the same problem as last round: the same answer)
+            if self._last is not None and self._last[0] == key:
+                choice, obj = self._last[1].copy(), self._last[2]
+            else:
+                choice, obj = solve_allocation(A, self.cfg_type, self.cfg_gpus, self.capacity, fixed, self.lambda_n)
+                self._last = (key, choice.copy(), obj)
         else:
             raise ConfigError("--compat sia: the simulator's Sia minimises with p < 0 (its default -0.5)")
         self.objectives.append((now, obj))

@@ -150,6 +150,12 @@ class Profile:
         den = np.where(same, 1.0, bhi - blo)
         return np.where(same, vlo, ((b - blo) * vhi + (bhi - b) * vlo) / den)
 
+    @functools.lru_cache(maxsize=None)  # noqa: B019 (profiles live as long as the process)
+    def grad_stats_at(self, batch_size: float, epoch: int) -> tuple:
+        """``grad_stats`` of one batch size and epoch, as floats (remembered)."""
+        sqr, var = self.grad_stats(batch_size, epoch)
+        return float(sqr), float(var)
+
     def grad_stats(self, batch_size, epoch) -> tuple:
         """(grad_sqr, grad_var) during ``epoch`` at global ``batch_size`` (arrays broadcast)."""
         return self._interp(self.grad_sqr, batch_size, epoch), self._interp(self.grad_var, batch_size, epoch)
@@ -315,18 +321,30 @@ def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomi
     arrays); a job on one GPU above the initial batch accumulates at least once."""
     nodes = np.asarray(nodes, dtype=np.float64)
     reps = np.asarray(reps, dtype=np.float64)
+    atomic, accum, batch, ok = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic, nodes.tobytes(),
+                                           reps.tobytes())
+    good = model_throughput(pp, nodes, reps, atomic, accum) * model_efficiency(grad, init_batch_size, batch)
+    good = np.where(ok, good, 0.0)
+    k = np.argmax(good, axis=0)
+    cols = np.arange(good.shape[1])
+    return good[k, cols], atomic[k, cols], accum[k, cols]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic, nodes: bytes, reps: bytes) -> tuple:
+    """(atomic batch, accumulation steps, global batch, allowed) of best_batch's candidates: they
+    depend on the job's limits and configurations only, not on its model (computed once; read-only)."""
+    reps = np.frombuffer(reps, dtype=np.float64)
     lo = np.maximum(init_batch_size, min_atomic * reps)
     bs = np.geomspace(lo, max_batch_size, GEOM_POINTS)  # (points, jobs)
     local = bs / reps
     accum = np.ceil(local / max_atomic - TINY) - 1
     accum = np.where((reps == 1) & (local > init_batch_size + TINY), np.maximum(accum, 1), accum).astype(np.int64)
     atomic = np.ceil(local / (accum + 1) - TINY).astype(np.int64)
-    good = model_throughput(pp, nodes, reps, atomic, accum) * model_efficiency(grad, init_batch_size,
-                                                                              reps * atomic * (accum + 1))
-    good = np.where((min_atomic <= atomic) & (atomic <= max_atomic), good, 0.0)
-    k = np.argmax(good, axis=0)
-    cols = np.arange(good.shape[1])
-    return good[k, cols], atomic[k, cols], accum[k, cols]
+    out = atomic, accum, reps * atomic * (accum + 1), (min_atomic <= atomic) & (atomic <= max_atomic)
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
 def _fit_objective(p, nodes, reps, atomic, accum_time, step_time):
@@ -406,8 +424,8 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
     fixes alpha_c to half the mean compute time; no multi-node (single-node multi-GPU) run fixes
     the inter-node (intra-node) terms to their floor; no run above 2 GPUs fixes both betas.
     ``tol``: the minimiser's tolerance (the Sia simulator's fit passes 1e-5; None: scipy's default).
-    ``kernel``: evaluate the loss with the compiled ``kernels.elastic.fit_objective`` (the same
-    loss to rounding; the minimiser may then stop at slightly different parameters)."""
+    ``kernel``: evaluate the loss with :class:`FitLoss` (compiled, the same bits) and drive the
+    minimiser with :func:`lbfgsb` (scipy's own, without its wrappers): the same fit, faster."""
     from scipy.optimize import Bounds, minimize
 
     nodes, reps, atomic = (np.asarray(x, dtype=np.float64) for x in (nodes, reps, atomic))
@@ -436,21 +454,98 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
         return v, g[free]
 
     if kernel:
-        from .kernels.elastic import fit_objective
-
-        grad = np.empty(7)
-
-        def f(x):  # noqa: F811
-            p = p0.copy()
-            p[free] = x
-            v = fit_objective(p, *args, grad)
-            return v, grad[free]
+        f = FitLoss(p0, free, *args)  # noqa: F811
 
     with np.errstate(all="ignore"):
-        res = minimize(f, p0[free], jac=True, method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]), tol=tol)
+        if kernel:
+            x = lbfgsb(f, p0[free], lo[free], hi[free], tol)
+        else:
+            x = minimize(f, p0[free], jac=True, method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]), tol=tol).x
     p = p0.copy()
-    p[free] = res.x
+    p[free] = x
     if not np.any(nodes > 1):
         p[2] = max(p[2], p[4] * 1.1)
         p[3] = max(p[3], p[5] * 1.1)
     return p
+
+
+class FitLoss:
+    """``_fit_objective`` over the free parameters, bit for bit, about ten times faster: numpy
+    computes its powers and logs (on the same values, so with the same bits: numpy's SIMD log and
+    pow are not libm's), the compiled ``kernels.elastic.fit_terms`` and ``fit_sums`` the rest in
+    the same order with numpy's pairwise sums, and the scalar terms are the same expressions."""
+
+    def __init__(self, p0, free, nodes, reps, atomic, accum_time, step_time):
+        self.p0, self.free = p0, free
+        self.nodes, self.reps, self.atomic = nodes, reps, atomic
+        self.n = n = len(nodes)
+        self.log_acc, self.log_step = np.log(accum_time), np.log(step_time)
+        self.AN, self.work, self.sums = np.empty(2 * n), np.empty(9 * n), np.empty(9)
+
+    def __call__(self, x):
+        from .kernels.elastic import fit_sums, fit_terms
+
+        p = self.p0.copy()
+        p[self.free] = x
+        n, AN, s = self.n, self.AN, self.sums
+        fit_terms(p, self.nodes, self.reps, self.atomic, AN)
+        g = p[6]
+        P = AN ** g
+        S = P[:n] + P[n:]
+        fit_sums(g, g ** 2, AN, P, np.log(AN), S, np.log(S), self.log_acc, self.log_step, self.nodes, self.reps,
+                 self.atomic, self.work, s)
+        f = s[0] + s[1] + 1e-3 * (g - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
+        grad = np.array([
+            s[2], s[3],
+            s[4] - 2e-2 * p[3] ** 2 / p[2] ** 3, s[5] + 2e-2 * p[3] / p[2] ** 2,
+            s[6] - 2e-2 * p[5] ** 2 / p[4] ** 3, s[7] + 2e-2 * p[5] / p[4] ** 2,
+            s[8] + 2e-3 * (g - 1),
+        ])
+        return f, grad[self.free]
+
+
+def lbfgsb(fun, x0, lo, hi, tol: float | None = None) -> np.ndarray:
+    """``scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=Bounds(lo, hi),
+    tol=tol).x`` with the same calls of scipy's L-BFGS-B routine (``_lbfgsb.setulb``) in the same
+    order, without the wrappers around it (they cost more than the 7-parameter fit's loss):
+    ``scipy.optimize._lbfgsb_py._minimize_lbfgsb``'s loop with its defaults (10 corrections, 20
+    line-search steps, at most 15,000 iterations and evaluations) and no callback. The same
+    result bit for bit (tests/test_compat_pollux.py compares the two). scipy before 1.15 (whose
+    routine was another): ``minimize`` itself."""
+    import scipy
+    from scipy.optimize import _lbfgsb
+
+    if tuple(int(x) for x in scipy.__version__.split(".")[:2]) < (1, 15):  # (before 1.15: another routine)
+        from scipy.optimize import Bounds, minimize
+
+        return minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=Bounds(lo, hi), tol=tol).x
+    m, maxls, maxiter, maxfun = 10, 20, 15000, 15000
+    ftol, pgtol = (2.2204460492503131e-09, 1e-5) if tol is None else (tol, tol)
+    factr = ftol / np.finfo(float).eps
+    x = np.clip(np.asarray(x0, dtype=np.float64).ravel(), lo, hi)
+    n = len(x)
+    nbd = np.zeros(n, np.int32)
+    low, up = np.zeros(n), np.zeros(n)
+    fin_lo, fin_hi = np.isfinite(lo), np.isfinite(hi)
+    low[fin_lo], up[fin_hi] = lo[fin_lo], hi[fin_hi]
+    nbd[:] = np.where(fin_lo, np.where(fin_hi, 2, 1), np.where(fin_hi, 3, 0))
+    f, g = np.array(0.0), np.zeros(n)
+    wa = np.zeros(2 * m * n + 5 * n + 11 * m * m + 8 * m)
+    iwa, task, ln_task = np.zeros(3 * n, np.int32), np.zeros(2, np.int32), np.zeros(2, np.int32)
+    lsave, isave, dsave = np.zeros(4, np.int32), np.zeros(44, np.int32), np.zeros(29)
+    last_x, last, nfev, nit = None, None, 0, 0
+    while True:
+        _lbfgsb.setulb(m, x, low, up, nbd, f, g, factr, pgtol, wa, iwa, task, lsave, isave, dsave, maxls, ln_task)
+        if task[0] == 3:  # f and g at x (scipy evaluates each new x once)
+            if last_x is None or not np.array_equal(x, last_x):
+                last_x, last = x.copy(), fun(x.copy())
+                nfev += 1
+            f, g = last[0], np.atleast_1d(last[1]).astype(np.float64)
+        elif task[0] == 1:  # a new iteration
+            nit += 1
+            if nit >= maxiter:
+                task[0], task[1] = 5, 504
+            elif nfev > maxfun:
+                task[0], task[1] = 5, 502
+        else:
+            return x

@@ -1,6 +1,7 @@
-"""Kernel of the elastic job model's fit (``fastblox.elastic.fit_perf_params``): adaptdl's fitting
-loss and its exact gradient, compiled. The plain-numpy twin is ``fastblox.elastic._fit_objective``;
-the tests compare the two."""
+"""Kernels of the elastic job models: the fit's loss and exact gradient (``fastblox.elastic.FitLoss``,
+whose plain-numpy twin is ``fastblox.elastic._fit_objective``) and Sia's allocation search
+(``fastblox.compat_sia.certain_allocation``, whose twins are HiGHS and
+``fastblox.reference.sia.best_allocation``); the tests compare them."""
 
 from __future__ import annotations
 
@@ -13,59 +14,167 @@ from ._jit import jit
 TINY = 1e-8
 
 
-@jit
-def fit_objective(p, nodes, reps, atomic, accum_time, step_time, grad):
-    """Loss (RMS log errors of compute and step time, a pull of gamma towards 1 and of the betas
-    towards 0) of parameters ``p`` (7: alpha_c, beta_c, alpha_n, beta_n, alpha_r, beta_r, gamma)
-    on the observations; its gradient is written into ``grad`` (7)."""
+# ---------------------------------------------------------------------------------------------------------------
+# The numpy loss's bits. A kernel computing the whole loss differs from ``fastblox.elastic._fit_objective`` in
+# the last bits (its fit then stops elsewhere): numpy's log and power (on AVX-512: its own SIMD log, SVML's
+# pow) are not libm's (numba's), and numpy sums arrays pairwise. The two kernels below do the loss's arithmetic
+# between numpy's transcendental calls (which ``fastblox.elastic.FitLoss`` makes, on the same values as the
+# numpy loss) in the numpy loss's order, with numpy's pairwise sum: the loss and its gradient bit for bit.
+@jit(nrt=False)
+def pairwise_sum(a, lo, n):
+    """numpy's float64 sum of ``a[lo:lo + n]`` (``add.reduce``: ``pairwise_sum`` of
+    numpy/_core/src/umath/loops_utils.h.src: below 8 in order, up to 128 in 8 partial sums,
+    above that halves at a multiple of 8)."""
+    if n < 8:
+        res = -0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    if n <= 128:
+        r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+        r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+        i = 8
+        while i < n - (n % 8):
+            r0 += a[lo + i]
+            r1 += a[lo + i + 1]
+            r2 += a[lo + i + 2]
+            r3 += a[lo + i + 3]
+            r4 += a[lo + i + 4]
+            r5 += a[lo + i + 5]
+            r6 += a[lo + i + 6]
+            r7 += a[lo + i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += a[lo + i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return pairwise_sum(a, lo, n2) + pairwise_sum(a, lo + n2, n - n2)
+
+
+@jit(nrt=False)
+def fit_terms(p, nodes, reps, atomic, out):
+    """``out[:n]`` = compute times A = alpha_c + beta_c * atomic, ``out[n:]`` = network times N
+    (``_network_time``) of parameters ``p`` on the n observations."""
     n = nodes.shape[0]
-    g = p[6]
-    A = np.empty(n)
-    N = np.empty(n)
-    S = np.empty(n)
-    d1 = np.empty(n)
-    d2 = np.empty(n)
-    s1 = 0.0
-    s2 = 0.0
     for i in range(n):
-        A[i] = p[0] + p[1] * atomic[i]
+        out[i] = p[0] + p[1] * atomic[i]
         if nodes[i] > 1:
             a, b = p[2], p[3]
         elif reps[i] > 1:
             a, b = p[4], p[5]
         else:
             a, b = TINY, TINY
-        N[i] = a + b * max(reps[i] - 2.0, TINY)
-        S[i] = math.pow(A[i], g) + math.pow(N[i], g)
-        d1[i] = math.log(A[i]) - math.log(accum_time[i])
-        d2[i] = math.log(S[i]) / g - math.log(step_time[i])
-        s1 += d1[i] * d1[i]
-        s2 += d2[i] * d2[i]
-    e1 = math.sqrt(s1 / n)
-    e2 = math.sqrt(s2 / n)
-    f = e1 + e2 + 1e-3 * (g - 1.0) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
-    for k in range(7):
-        grad[k] = 0.0
+        out[n + i] = a + b * max(reps[i] - 2.0, TINY)
+
+
+@jit(nrt=False)
+def fit_sums(g, g2, AN, powAN, logAN, S, logS, log_acc, log_step, nodes, reps, atomic, work, sums):
+    """The loss's sums given numpy's powers (``powAN`` = ``AN ** g``) and logs: ``sums`` = [e1, e2,
+    sum dA, sum dA*atomic, sum dN*inter, sum dN*inter*m, sum dN*intra, sum dN*intra*m, sum dg-terms]
+    (``work``: 9 n floats of scratch). ``g2`` = ``g ** 2`` as numpy computes it."""
+    n = nodes.shape[0]
+    d1 = work[0:n]
+    d2 = work[n:2 * n]
     for i in range(n):
-        w1 = d1[i] / (n * e1) if e1 > 0 else 0.0
-        w2 = d2[i] / (n * e2) if e2 > 0 else 0.0
-        Ag = math.pow(A[i], g)
-        Ng = math.pow(N[i], g)
-        dA = w1 / A[i] + w2 * Ag / (A[i] * S[i])
-        dN = w2 * Ng / (N[i] * S[i])
-        grad[0] += dA
-        grad[1] += dA * atomic[i]
-        m = max(reps[i] - 2.0, TINY)
-        if nodes[i] > 1:
-            grad[2] += dN
-            grad[3] += dN * m
-        elif reps[i] > 1:
-            grad[4] += dN
-            grad[5] += dN * m
-        grad[6] += w2 * (-math.log(S[i]) / (g * g) + (Ag * math.log(A[i]) + Ng * math.log(N[i])) / (g * S[i]))
-    grad[2] -= 2e-2 * p[3] ** 2 / p[2] ** 3
-    grad[3] += 2e-2 * p[3] / p[2] ** 2
-    grad[4] -= 2e-2 * p[5] ** 2 / p[4] ** 3
-    grad[5] += 2e-2 * p[5] / p[4] ** 2
-    grad[6] += 2e-3 * (g - 1.0)
-    return f
+        d1[i] = logAN[i] - log_acc[i]
+        d2[i] = logS[i] / g - log_step[i]
+    t = work[2 * n:3 * n]
+    for i in range(n):
+        t[i] = d1[i] * d1[i]
+    e1 = math.sqrt(pairwise_sum(t, 0, n) / n)
+    for i in range(n):
+        t[i] = d2[i] * d2[i]
+    e2 = math.sqrt(pairwise_sum(t, 0, n) / n)
+    sums[0] = e1
+    sums[1] = e2
+    for k in range(7):
+        col = work[(2 + k) * n:(3 + k) * n]
+        for i in range(n):
+            w1 = d1[i] / (n * e1) if e1 > 0 else 0.0
+            w2 = d2[i] / (n * e2) if e2 > 0 else 0.0
+            A, N = AN[i], AN[n + i]
+            Ag, Ng = powAN[i], powAN[n + i]
+            inter = 1.0 if nodes[i] > 1 else 0.0
+            intra = 1.0 if nodes[i] <= 1 and reps[i] > 1 else 0.0
+            m = max(reps[i] - 2.0, TINY)
+            if k <= 1:
+                v = w1 / A + w2 * Ag / (A * S[i])
+                if k == 1:
+                    v = v * atomic[i]
+            elif k <= 5:
+                v = w2 * Ng / (N * S[i]) * (inter if k <= 3 else intra)
+                if k == 3 or k == 5:
+                    v = v * m
+            else:
+                v = w2 * (-logS[i] / g2 + (Ag * logAN[i] + Ng * logAN[n + i]) / (g * S[i]))
+            col[i] = v
+        sums[2 + k] = pairwise_sum(col, 0, n)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sia's allocation (fastblox.compat_sia.solve_allocation) on integer costs: an exact depth-first search that
+# also tells whether the optimum is unique.
+@jit(nrt=False)
+def choice_search(start, o_cfg, o_type, o_gpus, o_val, capacity, min_rest, node_limit, cur, best_choice, used):
+    """Minimise the sum of one option per job (job ``d``'s options: ``start[d]:start[d + 1]``, by
+    ascending ``o_val``; ``o_type`` -1: the option uses no GPUs) under each type's ``capacity``.
+    ``min_rest[d]``: the sum of the smallest option values of jobs ``d..``. Every assignment whose
+    value is at most the best found is visited (integer values: a different one is at least 1
+    worse), so the optimum found is exact and ``tie`` says whether another has its value.
+    Returns (best value, tie, nodes visited; -1: more than ``node_limit``, nothing decided);
+    ``best_choice[d]``: the option index of job ``d``. ``cur``, ``used``: scratch (jobs, types)."""
+    J = start.shape[0] - 1
+    big = 1 << 62
+    best = big
+    tie = False
+    nodes = 0
+    for t in range(used.shape[0]):
+        used[t] = 0
+    if J == 0:
+        return 0, False, 0
+    val = 0
+    d = 0
+    cur[0] = -1
+    while d >= 0:
+        k = cur[d]
+        if k >= 0:  # undo the option tried last at this depth
+            val -= o_val[k]
+            if o_type[k] >= 0:
+                used[o_type[k]] -= o_gpus[k]
+            k += 1
+        else:
+            k = start[d]
+        nxt = -1
+        while k < start[d + 1]:
+            if val + o_val[k] + min_rest[d + 1] > best:
+                break  # (ascending values: no later option can do better)
+            if o_type[k] < 0 or used[o_type[k]] + o_gpus[k] <= capacity[o_type[k]]:
+                nxt = k
+                break
+            k += 1
+        if nxt < 0:
+            cur[d] = -1
+            d -= 1
+            continue
+        nodes += 1
+        if nodes > node_limit:
+            return best, tie, -1
+        cur[d] = nxt
+        val += o_val[nxt]
+        if o_type[nxt] >= 0:
+            used[o_type[nxt]] += o_gpus[nxt]
+        if d == J - 1:
+            if val < best:
+                best = val
+                tie = False
+                for i in range(J):
+                    best_choice[i] = cur[i]
+            elif val == best:
+                tie = True
+        else:
+            d += 1
+            cur[d] = -1
+    return best, tie, nodes

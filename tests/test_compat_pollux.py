@@ -385,3 +385,37 @@ def test_best_batch_beats_every_fixed_candidate():
             g = (elastic.model_throughput(pp, nn, rr, b, 0)
                  * elastic.model_efficiency(grad, p.init_batch_size, rr * b))
             assert good[i] >= g * (1 - 1e-12) or rr * b < p.init_batch_size
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 140), st.integers(0, 2**32 - 1), st.sampled_from([1.0, 1.001, 3.7]))
+def test_compiled_loss_is_the_numpy_loss_bit_for_bit(n, seed, gamma):
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(1, 4, n).astype(float)
+    reps = nodes * rng.integers(1, 5, n)
+    atomic = rng.integers(1, 128, n).astype(float)
+    acc = rng.uniform(0.01, 1, n)
+    step = acc + rng.uniform(0, 0.5, n)
+    p = np.concatenate([rng.uniform(1e-3, 1, 6), [gamma]])
+    free = rng.random(7) < 0.7
+    free[6] = True
+    f, g = elastic.FitLoss(p, free, nodes, reps, atomic, acc, step)(p[free])
+    f2, g2 = elastic._fit_objective(p, nodes, reps, atomic, acc, step)
+    assert f == f2 and g.tobytes() == g2[free].tobytes()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.floats(0.3, 3.0), st.sampled_from([None, 1e-5]))
+def test_lbfgsb_is_scipys_minimize(k, scale, tol):
+    from scipy.optimize import Bounds, minimize
+
+    c = np.linspace(-1, 2, k) * scale
+    lo, hi = np.full(k, -0.5), np.concatenate([np.full(k - 1, np.inf), [1.5]])
+
+    def fun(x):  # a bounded, coupled quartic
+        r = x - c
+        return float(np.sum(r ** 4) + np.sum(r) ** 2), 4 * r ** 3 + 2 * np.sum(r)
+
+    x0 = np.zeros(k)
+    ref = minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=Bounds(lo, hi), tol=tol).x
+    assert elastic.lbfgsb(fun, x0, lo, hi, tol).tobytes() == ref.tobytes()
