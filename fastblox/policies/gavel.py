@@ -129,57 +129,225 @@ def _max_min_classes(thr, sf, mult, cap, aware):
     return np.clip(x[:nx].reshape(a, T), 0.0, 1.0)
 
 
+class _RateLP:
+    """The LPs of one finish-time-fairness allocation over ``x`` (index ``j * T + t``): the
+    constraint matrix is built once, each probe changes only the ``need`` right-hand side (the
+    feasibility LP) or the ``need`` column of the scale variable (the max-scale LP)."""
+
+    def __init__(self, thr, sf, cap, can):
+        a, T = thr.shape
+        self.thr, self.cap, self.a, self.T = thr, cap.astype(np.float64), a, T
+        nx = a * T
+        r1, c1, v1 = _caps_rows(a, T, sf)
+        j = np.repeat(np.arange(a), T)
+        self.rows = np.concatenate([r1, a + T + j])
+        self.cols = np.concatenate([c1, np.arange(nx)])
+        self.vals = np.concatenate([v1, -thr.reshape(-1)])
+        self.m = _scipy()[1]((self.vals, (self.rows, self.cols)), shape=(2 * a + T, nx)).tocsr()
+        self.bounds = np.zeros((nx, 2))
+        self.bounds[:, 1] = np.where(can, 1.0, 0.0).reshape(-1)
+
+    def feasible(self, need):
+        """An allocation giving every job throughput >= ``need`` (None if there is none)."""
+        b = np.concatenate([np.ones(self.a), self.cap, -need])
+        # among feasible points, prefer more throughput (a deterministic, efficient vertex)
+        c = -self.thr.reshape(-1) / np.maximum(need.max(), 1e-12) * EPS_EFFICIENCY
+        return _solve(c, self.m, b, self.bounds)
+
+    def max_scale(self, need):
+        """``(s, x)``: the largest ``s`` such that some allocation gives every job ``s * need``
+        (``s`` capped at ``MAX_SCALE``); None if HiGHS fails."""
+        a, T = self.a, self.T
+        nx = a * T
+        rows = np.concatenate([self.rows, a + T + np.arange(a)])
+        cols = np.concatenate([self.cols, np.full(a, nx)])
+        vals = np.concatenate([self.vals, need])
+        m = _scipy()[1]((vals, (rows, cols)), shape=(2 * a + T, nx + 1)).tocsr()
+        b = np.concatenate([np.ones(a), self.cap, np.zeros(a)])
+        bounds = np.concatenate([self.bounds, [[0.0, MAX_SCALE]]])
+        c = np.zeros(nx + 1)
+        c[nx] = -1.0
+        x = _solve(c, m, b, bounds)
+        if x is None:
+            return None
+        return float(x[nx]), np.clip(x[:nx].reshape(a, T), 0.0, 1.0)
+
+
 def _feasible_rate(thr, sf, cap, need, can):
     """An allocation giving every job throughput >= ``need`` (None if there is none)."""
-    a, T = thr.shape
-    nx = a * T
-    r1, c1, v1 = _caps_rows(a, T, sf)
-    j = np.repeat(np.arange(a), T)
-    rows = np.concatenate([r1, a + T + j])
-    cols = np.concatenate([c1, np.arange(nx)])
-    vals = np.concatenate([v1, -thr.reshape(-1)])
-    coo_matrix = _scipy()[1]
-    m = coo_matrix((vals, (rows, cols)), shape=(2 * a + T, nx)).tocsr()
-    b = np.concatenate([np.ones(a), cap.astype(np.float64), -need])
-    bounds = np.zeros((nx, 2))
-    bounds[:, 1] = np.where(can, 1.0, 0.0).reshape(-1)
-    # among feasible points, prefer more throughput (a deterministic, efficient vertex)
-    c = -thr.reshape(-1) / np.maximum(need.max(), 1e-12) * EPS_EFFICIENCY
-    return _solve(c, m, b, bounds)
+    return _RateLP(thr, sf, cap, can).feasible(need)
 
 
-def ftf_allocation(thr, sf, cap, elapsed, remaining, denom, tol=1e-3, max_iter=40):
-    """Min-max finish-time fairness by bisection on ``rho`` (each probe one feasibility LP)."""
+MAX_SCALE = 1e9
+CERT_MARGIN = 1e-6  # relative margin of certified rho bounds (HiGHS's feasibility tolerance is 1e-7)
+SCALE_DOUBT = 1e-6  # a max-scale LP whose optimum is within this of 1 does not decide: the feasibility LP does
+
+
+def _proportional(thr):
+    """``(s, a)`` with ``thr = a[:, None] * s[None, :]`` (every job's throughputs in the same
+    proportions across types, as for jobs without a measured profile), else None."""
+    amax = thr.max(axis=1)
+    pos = amax > 0
+    if not pos.any():
+        return None
+    j0 = int(np.argmax(pos))
+    s = thr[j0] / amax[j0]
+    if np.abs(thr[pos] / amax[pos, None] - s[None, :]).max() > 1e-12:
+        return None
+    return s, amax
+
+
+def uniform_rate_feasible(s, amax, sf, cap, need) -> bool:
+    """Exact feasibility of the FTF probe when ``thr = amax[:, None] * s``: is there ``x >= 0``
+    with ``sum_t x[j,t] <= 1``, ``sum_j sf[j] x[j,t] <= cap[t]``, ``sum_t thr[j,t] x[j,t] >= need[j]``?
+
+    Job ``j`` is ``sf[j]`` unit jobs each needing ``need[j] / amax[j]`` on ``cap[t]`` machines of
+    speed ``s[t]`` (averaging the copies' allocations gives the job's), and unit jobs with rate
+    requirements on uniform machines are feasible iff, needs sorted in decreasing order, the ``i``
+    largest never exceed the ``i`` fastest machine units' speed (Horvath, Lam and Sethi 1977;
+    Gonzalez and Sahni 1978). Between two jobs' boundaries both sides are linear resp. concave in
+    ``i``, so testing at the boundaries is exact. ``O(a log a)``; the LP is its reference."""
+    zero = amax <= 0
+    if (need[zero] > 0).any():
+        return False
+    N = np.where(zero, 0.0, need / np.where(zero, 1.0, amax))
+    keep = (s > 0) & (cap > 0)
+    sp, cp = s[keep], cap[keep].astype(np.float64)
+    o = np.argsort(-sp, kind="stable")
+    knot_x = np.concatenate([[0.0], np.cumsum(cp[o])])
+    knot_y = np.concatenate([[0.0], np.cumsum(cp[o] * sp[o])])
+    order = np.argsort(-N, kind="stable")
+    k = sf[order].astype(np.float64)
+    top = np.interp(np.cumsum(k), knot_x, knot_y)  # the best machine units' speed (flat beyond all)
+    return bool((np.cumsum(k * N[order]) <= top * (1.0 + 1e-12)).all())
+
+
+def _ftf_bounds(thr, sf, cap, elapsed, remaining, denom):
+    """``(lo, hi, xiso)``: rho of every job alone on its fastest type (a lower bound) and rho of
+    the isolated share of every type (feasible: an upper bound)."""
     a, T = thr.shape
-    if a == 0:
-        return np.zeros((0, T)), 0
     can = thr > 0
     best_tp = thr.max(axis=1)
     lo = float(np.max((elapsed + remaining / np.where(best_tp > 0, best_tp, np.inf)) / denom))
-    # an upper bound: the isolated share of every type is feasible
     xiso = np.where(can, (cap[None, :] / a) / sf[:, None], 0.0)
     xiso /= np.maximum(1.0, xiso.sum(axis=1, keepdims=True))
     iso = (thr * xiso).sum(axis=1)
     hi = float(np.max((elapsed + remaining / np.where(iso > 0, iso, np.inf)) / denom))
     if not np.isfinite(hi):
         hi = max(lo, 1.0) * 1e6
-    best = xiso
+    return lo, hi, xiso
+
+
+def ftf_allocation_lp(thr, sf, cap, elapsed, remaining, denom, tol=1e-3, max_iter=40):
+    """Min-max finish-time fairness by bisection on ``rho``, each probe one feasibility LP: the
+    reference of ``ftf_allocation`` (the algorithm fastblox used first). Returns ``(x, LPs)``."""
+    a, T = thr.shape
+    if a == 0:
+        return np.zeros((0, T)), 0
+    lo, hi, best = _ftf_bounds(thr, sf, cap, elapsed, remaining, denom)
+    lp = _RateLP(thr, sf, cap, thr > 0)
     probes = 0
     while hi - lo > tol * max(lo, 1e-9) and probes < max_iter:
         mid = 0.5 * (lo + hi)
         slack = mid * denom - elapsed
-        if (slack <= 0).any():
-            lo = mid
-            probes += 1
-            continue
-        x = _feasible_rate(thr, sf, cap, remaining / slack, can)
         probes += 1
+        x = None if (slack <= 0).any() else lp.feasible(remaining / slack)
         if x is None:
             lo = mid
         else:
             hi = mid
             best = x.reshape(a, T)
     return np.clip(best, 0.0, 1.0), probes
+
+
+class _Certified:
+    """What the probes so far prove about rho: infeasible below ``lo``, feasible from ``hi``.
+
+    A max-scale LP at ``rho`` (largest ``s`` with rates ``>= s * need(rho)``, optimum ``x*``)
+    proves both: ``x*`` reaches ``max_j rho_j(x*)``; and any ``rho'`` with
+    ``need_j(rho') / need_j(rho) > s`` for every job is infeasible, i.e. every
+    ``rho' < min_j (e_j + (rho d_j - e_j) / s) / d_j`` (``need_j(r) = R_j / (r d_j - e_j)``)."""
+
+    def __init__(self, thr, elapsed, remaining, denom):
+        self.thr, self.e, self.r, self.d = thr, elapsed, remaining, denom
+        self.lo, self.hi = -np.inf, np.inf
+
+    def learn(self, rho, s, x):
+        rate = (self.thr * x).sum(axis=1)
+        pos = self.r > 0
+        wait = np.where(rate > 0, self.r / np.where(rate > 0, rate, 1.0), np.where(pos, np.inf, 0.0))
+        reached = float(np.max((self.e + wait) / self.d))
+        self.hi = min(self.hi, reached * (1.0 + CERT_MARGIN))
+        if 0 < s < MAX_SCALE * (1.0 - 1e-6) and pos.any():  # a capped s proves no lower bound
+            e, d = self.e[pos], self.d[pos]
+            self.lo = max(self.lo, float(np.min((e + (rho * d - e) / s) / d)) * (1.0 - CERT_MARGIN))
+
+    def decides(self, rho):
+        """True / False when the bounds decide ``rho``'s feasibility, None when they do not."""
+        if rho >= self.hi:
+            return True
+        if rho < self.lo:
+            return False
+        return None
+
+
+def ftf_allocation(thr, sf, cap, elapsed, remaining, denom, tol=1e-3, max_iter=40):
+    """Min-max finish-time fairness: the bisection of ``ftf_allocation_lp`` (same probes, same
+    answers, the same final LP hence the same allocation) with cheaper answers per probe.
+
+    When every job's throughputs are proportional across types (jobs without a measured
+    profile; the agnostic variant) each probe is ``uniform_rate_feasible``'s exact test and one
+    LP at the end gives the allocation. Otherwise a probe that the bounds proved so far
+    (``_Certified``) do not decide solves a max-scale LP, which answers it and proves bounds that
+    answer most later probes. Answers differ from the feasibility LP's only for a probe within
+    HiGHS's tolerance of the optimum (a margin of 1e-6 keeps proofs away from it).
+    Returns ``(x, LPs solved)``."""
+    a, T = thr.shape
+    if a == 0:
+        return np.zeros((0, T)), 0
+    lo, hi, xiso = _ftf_bounds(thr, sf, cap, elapsed, remaining, denom)
+    prop = _proportional(thr)
+    lp = _RateLP(thr, sf, cap, thr > 0)
+    cert = _Certified(thr, elapsed, remaining, denom)
+    n_lp, probes, best_need = 0, 0, None
+    while hi - lo > tol * max(lo, 1e-9) and probes < max_iter:
+        mid = 0.5 * (lo + hi)
+        slack = mid * denom - elapsed
+        probes += 1
+        ok = False
+        if not (slack <= 0).any():
+            need = remaining / slack
+            if prop is not None:
+                ok = uniform_rate_feasible(prop[0], prop[1], sf, cap, need)
+            else:
+                ok, used = _probe(lp, cert, mid, need)
+                n_lp += used
+        if ok:
+            hi, best_need = mid, need
+        else:
+            lo = mid
+    if best_need is None:
+        return np.clip(xiso, 0.0, 1.0), n_lp
+    x = lp.feasible(best_need)
+    if x is None:  # a proof HiGHS's tolerances disagree with (never seen): the reference decides
+        x, used = ftf_allocation_lp(thr, sf, cap, elapsed, remaining, denom, tol, max_iter)
+        return x, n_lp + 1 + used
+    return np.clip(x.reshape(a, T), 0.0, 1.0), n_lp + 1
+
+
+def _probe(lp, cert, rho, need):
+    """``(feasible?, LPs solved)`` of one probe in the general case."""
+    known = cert.decides(rho)
+    if known is not None:
+        return known, 0
+    res = lp.max_scale(need)
+    if res is None:
+        return lp.feasible(need) is not None, 2
+    s, x = res
+    cert.learn(rho, s, x)
+    if abs(s - 1.0) <= SCALE_DOUBT:
+        return lp.feasible(need) is not None, 2
+    return s > 1.0, 1
 
 
 def fifo_allocation(thr, sf, cap):
