@@ -222,6 +222,88 @@ def uniform_rate_feasible(s, amax, sf, cap, need) -> bool:
     return bool((np.cumsum(k * N[order]) <= top * (1.0 + 1e-12)).all())
 
 
+def uniform_rate_allocation(s, amax, sf, cap, need):
+    """An allocation meeting ``need`` when ``uniform_rate_feasible`` holds, built without an LP
+    (compiled: ``kernels.planners.uniform_rate_allocation``, which describes it; plain twin
+    ``reference.planners.uniform_rate_allocation_reference``)."""
+    a, T = len(need), len(s)
+    zero = amax <= 0
+    N = np.where(zero, 0.0, need / np.where(zero, 1.0, amax))
+    usable = np.flatnonzero((s > 0) & (cap > 0))
+    types = usable[np.argsort(-s[usable], kind="stable")].astype(np.int64)
+    k = np.asarray(sf, dtype=np.float64)
+    fill = np.flatnonzero(~zero)
+    # the capacity left goes to the jobs with the most throughput per GPU first, among them to the
+    # smallest needs (a tie-break of the LP's optima: bench notes in docs/performance.md)
+    fill = fill[np.lexsort((N[fill], -(amax[fill] / k[fill])))].astype(np.int64)
+    x = np.zeros((a, T))
+    kplanners.uniform_rate_allocation(np.ascontiguousarray(s[types], dtype=np.float64),
+                                      cap[types].astype(np.float64), types,
+                                      np.argsort(-N, kind="stable").astype(np.int64), k * N, k, fill, x)
+    return x
+
+
+def _class_demands(N, k, lams):
+    """``D[l] = max_i (P_i - lams[l] * u_i)`` over the prefixes of a class's jobs by decreasing
+    ``N`` (``u_i = k i`` GPU units, ``P_i = k * sum of the i largest N``), and 0."""
+    P = np.concatenate([[0.0], np.cumsum(np.sort(N)[::-1]) * k])
+    u = k * np.arange(len(P), dtype=np.float64)
+    return (P[None, :] - lams[:, None] * u[None, :]).max(axis=1)
+
+
+def uniform_rate_allocation_max(s, amax, sf, cap, need):
+    """The allocation of ``uniform_rate_allocation`` with the largest total throughput (the
+    feasibility LP's secondary objective), or None if HiGHS fails.
+
+    Jobs alike in ``(amax, sf)`` form a class; how much of each type a class gets (``Y[c, t]``
+    GPU units) decides the total throughput, and ``Y[c]`` can meet its jobs' needs iff for every
+    prefix of them by decreasing need ``P_i <= F_Y(u_i)`` (the test of ``uniform_rate_feasible``
+    on the class's own capacity), where ``F_Y(u) = min over lam in {speeds, 0} of
+    lam u + sum_t (s_t - lam)^+ Y_t`` (LP duality): linear in ``Y``, so one small LP over classes
+    x types, then ``uniform_rate_allocation`` inside each class (whose jobs' throughputs per GPU
+    unit are equal, so the total does not depend on how a class shares its ``Y``)."""
+    a, T = len(need), len(s)
+    zero = amax <= 0
+    N = np.where(zero, 0.0, need / np.where(zero, 1.0, amax))
+    key = np.stack([amax, np.asarray(sf, dtype=np.float64)], axis=1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    ncls = len(uniq)
+    usable = (s > 0) & (cap > 0)
+    lams = np.concatenate([np.unique(s[usable]), [0.0]])
+    pos = np.maximum(s[None, :] - lams[:, None], 0.0) * usable[None, :]  # (lams, T)
+    rows, b, a_ub = [], [], []
+    nvar = ncls * T
+    for c in range(ncls):
+        members = inv == c
+        kc = uniq[c, 1]
+        d = _class_demands(N[members], kc, lams)
+        blk = np.zeros((len(lams) + 1, nvar))
+        blk[:len(lams), c * T:(c + 1) * T] = -pos  # -(sum_t (s_t - lam)^+ Y_t) <= -D
+        blk[len(lams), c * T:(c + 1) * T] = 1.0  # the class's GPU units <= k * members
+        a_ub.append(blk)
+        b.append(np.concatenate([-d, [kc * members.sum()]]))
+    capr = np.zeros((T, nvar))
+    for t in range(T):
+        capr[t, t::T] = 1.0
+    a_ub = np.concatenate(a_ub + [capr])
+    b = np.concatenate(b + [cap.astype(np.float64)])
+    w = np.where(uniq[:, 0] > 0, uniq[:, 0] / uniq[:, 1], 0.0)
+    cost = -(w[:, None] * s[None, :]).reshape(-1)
+    bounds = np.zeros((nvar, 2))
+    bounds[:, 1] = np.tile(np.where(usable & True, np.inf, 0.0), ncls)
+    bounds[np.repeat(w <= 0, T), 1] = 0.0
+    y = _solve(cost / max(np.abs(cost).max(), 1e-300), a_ub, b, bounds)
+    if y is None:
+        return None
+    y = np.maximum(y.reshape(ncls, T), 0.0)
+    x = np.zeros((a, T))
+    for c in range(ncls):
+        members = np.flatnonzero(inv == c)
+        x[members] = uniform_rate_allocation(s, amax[members], np.asarray(sf)[members], y[c], need[members])
+    return x
+
+
 def _ftf_bounds(thr, sf, cap, elapsed, remaining, denom):
     """``(lo, hi, xiso)``: rho of every job alone on its fastest type (a lower bound) and rho of
     the isolated share of every type (feasible: an upper bound)."""
@@ -296,10 +378,13 @@ def ftf_allocation(thr, sf, cap, elapsed, remaining, denom, tol=1e-3, max_iter=4
     answers, the same final LP hence the same allocation) with cheaper answers per probe.
 
     When every job's throughputs are proportional across types (jobs without a measured
-    profile; the agnostic variant) each probe is ``uniform_rate_feasible``'s exact test and one
-    LP at the end gives the allocation. Otherwise a probe that the bounds proved so far
-    (``_Certified``) do not decide solves a max-scale LP, which answers it and proves bounds that
-    answer most later probes. Answers differ from the feasibility LP's only for a probe within
+    profile; the agnostic variant) each probe is ``uniform_rate_feasible``'s exact test and
+    ``uniform_rate_allocation`` builds the allocation without any LP: the same rho bound
+    (every job's rho within that of the last feasible probe), another point than the LP's
+    vertex (needs met by the slowest adequate GPUs, the rest of the capacity by throughput).
+    Otherwise (the same allocation as the reference) a probe that the bounds proved so far
+    (``_Certified``) do not decide solves a max-scale LP, which answers it and proves bounds
+    that answer most later probes. Answers differ from the feasibility LP's only for a probe within
     HiGHS's tolerance of the optimum (a margin of 1e-6 keeps proofs away from it).
     Returns ``(x, LPs solved)``."""
     a, T = thr.shape
@@ -307,7 +392,7 @@ def ftf_allocation(thr, sf, cap, elapsed, remaining, denom, tol=1e-3, max_iter=4
         return np.zeros((0, T)), 0
     lo, hi, xiso = _ftf_bounds(thr, sf, cap, elapsed, remaining, denom)
     prop = _proportional(thr)
-    lp = _RateLP(thr, sf, cap, thr > 0)
+    lp = _RateLP(thr, sf, cap, thr > 0) if prop is None else None
     cert = _Certified(thr, elapsed, remaining, denom)
     n_lp, probes, best_need = 0, 0, None
     while hi - lo > tol * max(lo, 1e-9) and probes < max_iter:
@@ -328,6 +413,11 @@ def ftf_allocation(thr, sf, cap, elapsed, remaining, denom, tol=1e-3, max_iter=4
             lo = mid
     if best_need is None:
         return np.clip(xiso, 0.0, 1.0), n_lp
+    if prop is not None:
+        x = uniform_rate_allocation_max(prop[0], prop[1], sf, cap, best_need)
+        if x is None:  # (never seen) the allocation without the secondary objective
+            return np.clip(uniform_rate_allocation(prop[0], prop[1], sf, cap, best_need), 0.0, 1.0), n_lp + 1
+        return np.clip(x, 0.0, 1.0), n_lp + 1
     x = lp.feasible(best_need)
     if x is None:  # a proof HiGHS's tolerances disagree with (never seen): the reference decides
         x, used = ftf_allocation_lp(thr, sf, cap, elapsed, remaining, denom, tol, max_iter)
