@@ -466,7 +466,9 @@ class GavelPlanner:
         self.in_alloc = np.zeros(n, dtype=bool)
         self.seen = np.zeros(n, dtype=bool)
         self.ftf_c = np.zeros(n)
-        self.ftf_prev = {}
+        self.ftf_prev_rem = np.zeros(n)
+        self.ftf_prev_iso = np.zeros(n)  # 0: not in the previous allocation
+        self.ftf_prev_idx = np.zeros(0, dtype=np.int64)
         self.last_reset = None
         self.prev_idx = np.zeros(0, dtype=np.int64)
         self.prev_t = None
@@ -506,11 +508,13 @@ class GavelPlanner:
             xiso /= np.maximum(1.0, xiso.sum(axis=1, keepdims=True))
             iso = (t_eff * xiso).sum(axis=1)
             rem = v.work_left
-            for k, j in enumerate(idx):  # Gavel: cumulative isolated time since the job was first seen
-                prev = self.ftf_prev.get(int(j))
-                if prev is not None and prev[1] > 0:
-                    self.ftf_c[j] += (prev[0] - rem[k]) / prev[1]
-            self.ftf_prev = {int(j): (rem[k], iso[k]) for k, j in enumerate(idx)}
+            # Gavel: cumulative isolated time since the job was first seen (jobs of the previous
+            # allocation: the work done since, at that allocation's isolated throughput)
+            seen = self.ftf_prev_iso[idx] > 0
+            js = idx[seen]
+            self.ftf_c[js] += (self.ftf_prev_rem[js] - rem[seen]) / self.ftf_prev_iso[js]
+            self.ftf_prev_iso[self.ftf_prev_idx] = 0.0
+            self.ftf_prev_rem[idx], self.ftf_prev_iso[idx], self.ftf_prev_idx = rem, iso, idx.copy()
             denom = self.ftf_c[idx] + rem / np.where(iso > 0, iso, np.inf)
             denom = np.where(denom > 0, denom, 1.0)
             x, probes = ftf_allocation(t_eff, sf, cap, now - v.submit_s, rem, denom)
