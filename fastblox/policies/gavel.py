@@ -16,8 +16,10 @@ the next one. Objectives (``thr[j, t]``: the job's whole-gang throughput on type
 * ``gavel-ftf`` — finish-time fairness (Gavel's ``finish_time_fairness_perf``, Themis' metric):
   minimise ``max_j rho_j``, ``rho_j = (elapsed_j + R_j / sum_t thr[j,t] x[j,t]) / (c_j + R_j /
   iso_j)`` with ``R_j`` the remaining work, ``iso_j`` its throughput on a ``1/m`` share of every
-  type and ``c_j`` the isolated time it has accrued, solved by bisection on ``rho`` (one LP per
-  step). ``gavel-ftf-agnostic``: every type's throughput taken as the reference type's.
+  type and ``c_j`` the isolated time it has accrued, solved by bisection on ``rho`` (each probe
+  an exact test when throughputs are proportional across types, else answered by bounds that
+  earlier max-scale LPs proved or by one more: ``ftf_allocation``; the LP-per-probe reference is
+  ``ftf_allocation_lp``). ``gavel-ftf-agnostic``: every type's throughput taken as the reference type's.
 * ``gavel-fifo`` — Gavel's ``fifo_perf``: jobs in arrival order, each given the fastest type with
   room for it, until one does not fit.
 
@@ -270,9 +272,10 @@ def uniform_rate_allocation_max(s, amax, sf, cap, need):
     inv = inv.reshape(-1)
     ncls = len(uniq)
     usable = (s > 0) & (cap > 0)
-    lams = np.concatenate([np.unique(s[usable]), [0.0]])
+    # lam = the fastest speed gives the rows 0 >= D (every need within reach: the test's), left out
+    lams = np.concatenate([np.unique(s[usable])[:-1], [0.0]])
     pos = np.maximum(s[None, :] - lams[:, None], 0.0) * usable[None, :]  # (lams, T)
-    rows, b, a_ub = [], [], []
+    b, a_ub = [], []
     nvar = ncls * T
     for c in range(ncls):
         members = inv == c
@@ -291,7 +294,7 @@ def uniform_rate_allocation_max(s, amax, sf, cap, need):
     w = np.where(uniq[:, 0] > 0, uniq[:, 0] / uniq[:, 1], 0.0)
     cost = -(w[:, None] * s[None, :]).reshape(-1)
     bounds = np.zeros((nvar, 2))
-    bounds[:, 1] = np.tile(np.where(usable & True, np.inf, 0.0), ncls)
+    bounds[:, 1] = np.tile(np.where(usable, np.inf, 0.0), ncls)
     bounds[np.repeat(w <= 0, T), 1] = 0.0
     y = _solve(cost / max(np.abs(cost).max(), 1e-300), a_ub, b, bounds)
     if y is None:
@@ -375,18 +378,18 @@ class _Certified:
 
 def ftf_allocation(thr, sf, cap, elapsed, remaining, denom, tol=1e-3, max_iter=40):
     """Min-max finish-time fairness: the bisection of ``ftf_allocation_lp`` (same probes, same
-    answers, the same final LP hence the same allocation) with cheaper answers per probe.
+    answers) with cheaper answers per probe. Returns ``(x, LPs solved)``.
 
     When every job's throughputs are proportional across types (jobs without a measured
-    profile; the agnostic variant) each probe is ``uniform_rate_feasible``'s exact test and
-    ``uniform_rate_allocation`` builds the allocation without any LP: the same rho bound
-    (every job's rho within that of the last feasible probe), another point than the LP's
-    vertex (needs met by the slowest adequate GPUs, the rest of the capacity by throughput).
-    Otherwise (the same allocation as the reference) a probe that the bounds proved so far
-    (``_Certified``) do not decide solves a max-scale LP, which answers it and proves bounds
-    that answer most later probes. Answers differ from the feasibility LP's only for a probe within
-    HiGHS's tolerance of the optimum (a margin of 1e-6 keeps proofs away from it).
-    Returns ``(x, LPs solved)``."""
+    profile; the agnostic variant; one type) each probe is ``uniform_rate_feasible``'s exact
+    test and ``uniform_rate_allocation_max`` builds the allocation with one LP over classes of
+    alike jobs: every job's rho within the last feasible probe's and the same total throughput
+    as the reference's final LP, but another of its optima.
+    Otherwise a probe that the bounds proved so far (``_Certified``) do not decide solves a
+    max-scale LP, which answers it and proves bounds that answer most later probes; the final
+    LP is the reference's, hence the same allocation. Answers differ from the feasibility LP's
+    only for a probe within HiGHS's tolerance of the optimum (a margin of 1e-6 keeps proofs
+    away from it)."""
     a, T = thr.shape
     if a == 0:
         return np.zeros((0, T)), 0
