@@ -236,7 +236,7 @@ def uniform_rate_allocation(s, amax, sf, cap, need):
     k = np.asarray(sf, dtype=np.float64)
     fill = np.flatnonzero(~zero)
     # the capacity left goes to the jobs with the most throughput per GPU first, among them to the
-    # smallest needs (a tie-break of the LP's optima: bench notes in docs/performance.md)
+    # smallest needs (a tie-break of the LP's optima: docs/performance.md)
     fill = fill[np.lexsort((N[fill], -(amax[fill] / k[fill])))].astype(np.int64)
     x = np.zeros((a, T))
     kplanners.uniform_rate_allocation(np.ascontiguousarray(s[types], dtype=np.float64),
@@ -419,7 +419,7 @@ def ftf_allocation(thr, sf, cap, elapsed, remaining, denom, tol=1e-3, max_iter=4
     if prop is not None:
         x = uniform_rate_allocation_max(prop[0], prop[1], sf, cap, best_need)
         if x is None:  # (never seen) the allocation without the secondary objective
-            return np.clip(uniform_rate_allocation(prop[0], prop[1], sf, cap, best_need), 0.0, 1.0), n_lp + 1
+            x = uniform_rate_allocation(prop[0], prop[1], sf, cap, best_need)
         return np.clip(x, 0.0, 1.0), n_lp + 1
     x = lp.feasible(best_need)
     if x is None:  # a proof HiGHS's tolerances disagree with (never seen): the reference decides
