@@ -150,3 +150,105 @@ def fifo_allocation(thr, sf, cap, x):
             break
         x[j, best] = 1.0
         avail[best] -= sf[j]
+
+
+@helper
+def _speed_below(c, s, u):
+    """Speed-weighted capacity of the fastest ``u`` GPU units of the profile (types sorted by
+    speed, ``c`` units of speed ``s`` each): ``F(u)``, flat beyond the last unit."""
+    acc = 0.0
+    tot = 0.0
+    for t in range(c.shape[0]):
+        take = min(c[t], max(u - acc, 0.0))
+        tot += take * s[t]
+        acc += c[t]
+    return tot
+
+
+@helper
+def _take_window(c, p, length, y):
+    """``y[t]`` = the GPU units of type ``t`` in the profile window ``[p, p + length)``."""
+    acc = 0.0
+    for t in range(c.shape[0]):
+        y[t] = max(0.0, min(acc + c[t], p + length) - max(acc, p))
+        acc += c[t]
+
+
+@helper
+def _window_for(c, s, k, w, y):
+    """The slowest window of at most ``k`` units of the profile giving ``w`` speed-units, into
+    ``y``: the slowest units alone when they suffice, else the window of exactly ``k`` units whose
+    speed is ``w`` (``F(p + k) - F(p)`` decreases in ``p``: linear between the knots)."""
+    T = c.shape[0]
+    M = 0.0
+    for t in range(T):
+        M += c[t]
+    tmax = min(k, M)
+    if _speed_below(c, s, M) - _speed_below(c, s, M - tmax) >= w or M <= k:
+        left = w
+        for i in range(T):
+            t = T - 1 - i
+            y[t] = 0.0
+            if left > 0.0:
+                y[t] = min(c[t], left / s[t])
+                left -= y[t] * s[t]
+        return
+    knots = np.empty(2 * T + 2)
+    n = 0
+    acc = 0.0
+    knots[n] = 0.0
+    knots[n + 1] = M - k
+    n += 2
+    for t in range(T):
+        acc += c[t]
+        for q in (acc, acc - k):
+            if 0.0 < q < M - k:
+                knots[n] = q
+                n += 1
+    q = np.sort(knots[:n])
+    prev_p = q[0]
+    prev_g = _speed_below(c, s, prev_p + k) - _speed_below(c, s, prev_p)
+    p = prev_p  # the fastest window when even it falls short (an infeasible need: never asked)
+    if prev_g > w:
+        for i in range(1, n):
+            g = _speed_below(c, s, q[i] + k) - _speed_below(c, s, q[i])
+            if g <= w:
+                p = prev_p + (prev_g - w) / (prev_g - g) * (q[i] - prev_p)
+                break
+            prev_p, prev_g = q[i], g
+    _take_window(c, p, k, y)
+
+
+@jit
+def uniform_rate_allocation(s, c, types, order, w, k, fill_order, x):
+    """An allocation meeting every job's need when throughputs are ``amax[j] * speed[t]``
+    (``gavel.uniform_rate_feasible`` holds): jobs by decreasing need (``order``) each take the
+    slowest window of the remaining speed profile that meets ``w[j] = k[j] * need / amax`` with
+    at most ``k[j]`` GPU units (this keeps the rest feasible: every unit before the window is at
+    least as fast as the window's average); then the capacity left goes to the jobs in
+    ``fill_order`` (decreasing throughput per GPU), fastest type first, up to ``k[j]`` units each.
+    ``s``/``c``: speeds (decreasing) and GPUs of the usable types, ``types`` their columns in
+    ``x`` (jobs x all types, zeros in; ``x[j, t]`` = GPU units / ``k[j]``); ``c`` is consumed."""
+    T = c.shape[0]
+    y = np.empty(T)
+    for r in range(order.shape[0]):
+        j = order[r]
+        if w[j] <= 0.0:
+            continue
+        _window_for(c, s, k[j], w[j], y)
+        for t in range(T):
+            c[t] = max(0.0, c[t] - y[t])
+            x[j, types[t]] = y[t] / k[j]
+    t = 0
+    for r in range(fill_order.shape[0]):
+        j = fill_order[r]
+        spare = k[j]
+        for tt in range(T):
+            spare -= x[j, types[tt]] * k[j]
+        while spare > 0.0 and t < T:
+            amt = min(spare, c[t])
+            x[j, types[t]] += amt / k[j]
+            c[t] -= amt
+            spare -= amt
+            if c[t] <= 0.0:
+                t += 1

@@ -79,3 +79,68 @@ def fifo_allocation_reference(thr, sf, cap):
         x[j, t] = 1.0
         avail[t] -= sf[j]
     return x
+
+
+def uniform_rate_allocation_reference(s, amax, sf, cap, need):
+    """``kernels.planners.uniform_rate_allocation`` with its preparation (``gavel._uniform_alloc``),
+    plain: returns ``x`` as a list of rows. The window search bisects on the window's start
+    instead of walking the knots (same window up to rounding)."""
+    a, T = len(need), len(s)
+    types = sorted((t for t in range(T) if s[t] > 0 and cap[t] > 0), key=lambda t: (-s[t], t))
+    c = [float(cap[t]) for t in types]
+    sp = [float(s[t]) for t in types]
+    x = [[0.0] * T for _ in range(a)]
+
+    def F(u):
+        tot, acc = 0.0, 0.0
+        for ct, st_ in zip(c, sp):
+            tot += min(ct, max(u - acc, 0.0)) * st_
+            acc += ct
+        return tot
+
+    def window(p, length):
+        out, acc = [], 0.0
+        for ct in c:
+            out.append(max(0.0, min(acc + ct, p + length) - max(acc, p)))
+            acc += ct
+        return out
+
+    N = [need[j] / amax[j] if amax[j] > 0 else 0.0 for j in range(a)]
+    for j in sorted(range(a), key=lambda j: (-N[j], j)):
+        k, w = float(sf[j]), sf[j] * N[j]
+        if w <= 0:
+            continue
+        M = sum(c)
+        tmax = min(k, M)
+        if F(M) - F(M - tmax) >= w or M <= k:
+            y, left = [0.0] * len(c), w
+            for t in reversed(range(len(c))):
+                if left > 0:
+                    y[t] = min(c[t], left / sp[t])
+                    left -= y[t] * sp[t]
+        else:
+            lo, hi = 0.0, M - k  # F(p + k) - F(p) decreases in p
+            if F(k) <= w:
+                hi = 0.0
+            for _ in range(200):
+                mid = 0.5 * (lo + hi)
+                if F(mid + k) - F(mid) >= w:
+                    lo = mid
+                else:
+                    hi = mid
+            y = window(lo, k)
+        for t, yt in enumerate(y):
+            c[t] = max(0.0, c[t] - yt)
+            x[j][types[t]] = yt / k
+    fill = sorted((j for j in range(a) if amax[j] > 0), key=lambda j: (-amax[j] / sf[j], N[j], j))
+    t = 0
+    for j in fill:
+        spare = sf[j] - sum(x[j][types[u]] * sf[j] for u in range(len(c)))
+        while spare > 0 and t < len(c):
+            amt = min(spare, c[t])
+            x[j][types[t]] += amt / sf[j]
+            c[t] -= amt
+            spare -= amt
+            if c[t] <= 0:
+                t += 1
+    return x
