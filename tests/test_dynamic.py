@@ -200,6 +200,7 @@ def test_candidates_that_cannot_take_over_a_paused_run_are_refused():
         assert (st.ci == before).all() and st.policy.name == "las"
 
 
+@pytest.mark.slow  # (compiles user-policy kernels of its own: ~10-18 s on an empty cache)
 def test_other_orderings_and_user_policies_can_be_candidates():
     """SJF, LAS-GPU, Themis and a Python policy: one candidate is still the plain run."""
     def fewest_gpus(jobs, now):

@@ -418,6 +418,7 @@ def test_builtin_policies_match_reference(policy, case, cfg):
         assert _jobs_bytes(again) == _jobs_bytes(res), "same input, different output"
 
 
+@pytest.mark.slow  # (compiles user-policy kernels of its own: ~10-18 s on an empty cache)
 @given(case=real_case(), cfg=_cfg(list(KEY_FNS)))
 def test_user_key_functions_match_reference(case, cfg):
     """The full-sort path: every active job re-keyed by a Python function at every step."""

@@ -63,6 +63,7 @@ def same_jobs(a, b):
     assert a.summary["num_steps"] == b.summary["num_steps"]
 
 
+@pytest.mark.slow  # (compiles user-policy kernels of its own: ~10 s on an empty cache)
 def test_las_per_job_runs_in_the_kernel_and_equals_builtin_and_python_form():
     w = workload()
     pol = compiled(las_job)
@@ -83,6 +84,7 @@ def test_las_per_job_runs_in_the_kernel_and_equals_builtin_and_python_form():
     assert len(calls) > 100  # the Python form really is called per step; the compiled one is not
 
 
+@pytest.mark.slow  # (compiles user-policy kernels of its own: ~10 s on an empty cache)
 def test_a_bad_compiled_policy_stops_the_run_naming_it_and_the_job():
     w = workload(60, seed=1)
     pol = compiled(faulty)
@@ -351,6 +353,7 @@ def test_a_paused_run_switched_to_a_compiled_policy_goes_on_as_the_builtin():
     assert st.counter("steps") == ref.counter("steps")
 
 
+@pytest.mark.slow  # (compiles user-policy kernels of its own: ~10-18 s on an empty cache)
 @given(case=small_case(), placement=st.sampled_from(["first-fit", "consolidated", "blox", "topology"]),
        theta=st.sampled_from([0.0, 1.5]), tm=st.sampled_from(["events", "rounds"]),
        restart=st.sampled_from([0.0, 30.0]), preempt=st.booleans())
@@ -389,6 +392,7 @@ def tiresias_jobs_equal(w, promote, **kw):
     return a, b
 
 
+@pytest.mark.slow  # (compiles user-policy kernels of its own: ~10-18 s on an empty cache)
 def test_tiresias_as_a_stateful_user_policy_reproduces_the_builtin_job_by_job():
     w = workload(300, seed=3)
     a, b = tiresias_jobs_equal(w, 2.0, cluster="4x8", restart_s=20.0)
@@ -433,6 +437,7 @@ def test_a_stateful_policy_cannot_be_switched_to_on_a_paused_run():
         st.set_policy(tiresias())
 
 
+@pytest.mark.slow  # (compiles user-policy kernels of its own: ~10-18 s on an empty cache)
 @given(case=small_case(), placement=st.sampled_from(["first-fit", "consolidated"]), tm=st.sampled_from(["events", "rounds"]),
        restart=st.sampled_from([0.0, 30.0]), theta=st.sampled_from([0.0, 1.5]))
 def test_stateful_tiresias_matches_the_reference_twin_on_random_cases(case, placement, tm, restart, theta):
