@@ -608,10 +608,7 @@ def _resolve_tiresias(s: RunSpec, c) -> dict:
                           + (f"; not {pol!r}" if isinstance(pol, str) else "; not a user policy"))
     if pol in NATIVE_EQUIVALENTS and s.policy_opts:
         raise OptionError("policy_opts", f"Tiresias' {pol!r} has no options")
-    for f in dataclasses.fields(RunSpec):
-        if f.metadata["api"] and "tiresias" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
-            raise OptionError(f.name, f"--compat tiresias replays Tiresias' simulator as it is (one pool of GPUs, "
-                              f"whole seconds, no costs); drop {flag(f.name)}")
+    _peer_options_only(s, "tiresias", "Tiresias' simulator as it is (one pool of GPUs, whole seconds, no costs)")
     if len(c.gpu_types) > 1:
         raise OptionError("cluster", "--compat tiresias: Tiresias' clusters have one GPU type")
     if pol in SCHEDULES:
@@ -622,17 +619,28 @@ def _resolve_tiresias(s: RunSpec, c) -> dict:
     return {}
 
 
+def _peer_checks(s: RunSpec, mode: str, whose: str, policies, replays: str) -> None:
+    """``--compat MODE``: the policy is one of the peer's ``policies`` (``whose`` names them) and
+    no option it does not accept is set (it ``replays`` its simulator as it is)."""
+    if not isinstance(s.policy, str) or s.policy not in policies:
+        raise OptionError("policy", f"--compat {mode} runs {whose}: " + ", ".join(policies)
+                          + (f"; not {s.policy!r}" if isinstance(s.policy, str) else "; not a user policy"))
+    _peer_options_only(s, mode, replays)
+
+
+def _peer_options_only(s: RunSpec, mode: str, replays: str) -> None:
+    """Refuse, naming its flag, any option set that ``--compat MODE`` does not accept."""
+    for f in dataclasses.fields(RunSpec):
+        if f.metadata["api"] and mode not in f.metadata["engines"] and getattr(s, f.name) != f.default:
+            raise OptionError(f.name, f"--compat {mode} replays {replays}; drop {flag(f.name)}")
+
+
 def _resolve_pollux(s: RunSpec, c, source: bool) -> dict:
     from .cluster import Cluster
     from .compat_pollux import POLICIES, check_cluster
 
-    if not isinstance(s.policy, str) or s.policy not in POLICIES:
-        raise OptionError("policy", "--compat pollux runs the Pollux simulator's policies: " + ", ".join(POLICIES)
-                          + (f"; not {s.policy!r}" if isinstance(s.policy, str) else "; not a user policy"))
-    for f in dataclasses.fields(RunSpec):
-        if f.metadata["api"] and "pollux" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
-            raise OptionError(f.name, f"--compat pollux replays the Pollux simulator as it is (its cluster, "
-                              f"intervals and restart cost); drop {flag(f.name)}")
+    _peer_checks(s, "pollux", "the Pollux simulator's policies", POLICIES,
+                 "the Pollux simulator as it is (its cluster, intervals and restart cost)")
     if source and s.trace is None:
         raise OptionError("trace", "--compat pollux replays a Pollux workload CSV (name,time,application,"
                           "num_replicas,batch_size): give --trace PATH")
@@ -648,13 +656,8 @@ def _resolve_synergy(s: RunSpec, source: bool) -> dict:
     from .cluster import Cluster
     from .compat_synergy import POLICIES, check_cluster, parse_options
 
-    if not isinstance(s.policy, str) or s.policy not in POLICIES:
-        raise OptionError("policy", "--compat synergy runs Synergy's schedulers: " + ", ".join(POLICIES)
-                          + (f"; not {s.policy!r}" if isinstance(s.policy, str) else "; not a user policy"))
-    for f in dataclasses.fields(RunSpec):
-        if f.metadata["api"] and "synergy" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
-            raise OptionError(f.name, f"--compat synergy replays Synergy's simulator as it is (its rounds, leases "
-                              f"and GPU pick); drop {flag(f.name)}")
+    _peer_checks(s, "synergy", "Synergy's schedulers", POLICIES,
+                 "Synergy's simulator as it is (its rounds, leases and GPU pick)")
     if source and s.trace is None:
         raise OptionError("trace", "--compat synergy replays a Synergy trace (job_id,model,arrival_s,iterations,gpus "
                           "per line, as its runner.py --record_trace writes): give --trace PATH")
@@ -670,13 +673,8 @@ def _resolve_sia(s: RunSpec, source: bool) -> dict:
     from .cluster import Cluster
     from .compat_sia import POLICIES, SIA_CLUSTER, cluster_types
 
-    if not isinstance(s.policy, str) or s.policy not in POLICIES:
-        raise OptionError("policy", "--compat sia runs the Sia simulator's policy: " + ", ".join(POLICIES)
-                          + (f"; not {s.policy!r}" if isinstance(s.policy, str) else "; not a user policy"))
-    for f in dataclasses.fields(RunSpec):
-        if f.metadata["api"] and "sia" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
-            raise OptionError(f.name, f"--compat sia replays the Sia simulator as it is (its cluster, intervals and "
-                              f"restart costs); drop {flag(f.name)}")
+    _peer_checks(s, "sia", "the Sia simulator's policy", POLICIES,
+                 "the Sia simulator as it is (its cluster, intervals and restart costs)")
     if source and s.trace is None:
         raise OptionError("trace", "--compat sia replays a Sia workload CSV (name,time,application,num_replicas,"
                           "batch_size): give --trace PATH")
@@ -699,13 +697,8 @@ def _resolve_gavel(s: RunSpec, c) -> dict:
     from .compat_gavel import POLICIES, parse_options, type_counts
 
     pol = s.policy
-    if not isinstance(pol, str) or pol not in POLICIES:
-        raise OptionError("policy", "--compat gavel runs Gavel's own policies: " + ", ".join(POLICIES)
-                          + (f"; not {pol!r}" if isinstance(pol, str) else "; not a user policy"))
-    for f in dataclasses.fields(RunSpec):
-        if f.metadata["api"] and "gavel" not in f.metadata["engines"] and getattr(s, f.name) != f.default:
-            raise OptionError(f.name, f"--compat gavel replays Gavel's simulator as it is (GPU counts per type, "
-                              f"its rounds, no costs); drop {flag(f.name)}")
+    _peer_checks(s, "gavel", "Gavel's own policies", POLICIES,
+                 "Gavel's simulator as it is (GPU counts per type, its rounds, no costs)")
     try:
         counts = type_counts(c)
     except ConfigError as e:
