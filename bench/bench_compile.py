@@ -9,6 +9,7 @@ compile block.
     python bench/bench_compile.py                 # everything, 3 repeats (~1 h on 2 busy cores)
     python bench/bench_compile.py --repeat 1 --no-baseline
     python bench/bench_compile.py --only default,las-rounds
+    FASTBLOX_KERNELS=generic python bench/bench_compile.py --repeat 1 --no-baseline --notice-only
 """
 
 from __future__ import annotations
@@ -113,12 +114,17 @@ def kernel_kind(args: list[str]) -> str:
     return spec_kind(cli_spec(build_parser().parse_args(["run"] + args)).resolved())
 
 
-def write_notice_table(d: dict) -> None:
+def write_notice_table(d: dict, every: bool) -> None:
     """The compile notice's CPU seconds per kernel (``fastblox.engine.COMPILE_CPU_S``), from this
-    run's medians; kinds not measured keep their value."""
+    run's medians. Kinds not measured keep their value, unless ``every`` config was measured: the
+    kinds of this run's kernel choice (``FASTBLOX_KERNELS``: specialized kinds name a policy and
+    placement, ``native:queue/fifo/first-fit``; generic ones a path, ``native:queue``) are then
+    all rewritten, and kinds the code no longer makes drop out."""
     from fastblox.engine import COMPILE_CPU_S
+    from fastblox.kernels.variants import kernels_choice
 
-    cpu = dict(COMPILE_CPU_S)
+    specialized = kernels_choice() == "specialized"
+    cpu = {k: v for k, v in COMPILE_CPU_S.items() if not (every and (k == "compat" or ("/" in k) == specialized))}
     for name, _, args in CONFIGS:
         if name in d["after"]:
             cpu[kernel_kind(args)] = round(d["after"][name]["cold_cpu_s"])
@@ -141,6 +147,8 @@ def main() -> None:
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--only", default=None, help="comma-separated config names (default: all)")
     ap.add_argument("--no-readme", action="store_true")
+    ap.add_argument("--notice-only", action="store_true",
+                    help="write only the compile notice's table (e.g. with FASTBLOX_KERNELS=generic)")
     a = ap.parse_args()
     only = set(a.only.split(",")) if a.only else {n for n, _, _ in CONFIGS}
     import time
@@ -159,13 +167,15 @@ def main() -> None:
             print(f"{name:16s} empty cache {r['cold_cpu_s']:6.1f} CPU-s {r['cold_wall_s']:6.1f} s wall, warm "
                   f"{r['warm_cpu_s']:.1f} CPU-s" + (f" | before {b['cold_cpu_s']:6.1f} CPU-s {b['cold_wall_s']:6.1f} s"
                                                      if b else ""), flush=True)
-    save("compile", d)
+    save("compile-notice" if a.notice_only else "compile", d)
     t = table(d)
     print(t)
-    if not a.no_readme:
+    if a.notice_only:
+        write_notice_table(d, every=only == {n for n, _, _ in CONFIGS})
+    elif not a.no_readme:
         update_readme("compile", t)
         update_section(ROOT / "README.md", "compile-line", readme_line(d))
-        write_notice_table(d)
+        write_notice_table(d, every=only == {n for n, _, _ in CONFIGS})
 
 
 if __name__ == "__main__":

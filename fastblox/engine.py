@@ -232,8 +232,15 @@ def state_kind(st: "NativeState") -> str:
     ``+user:DIGEST`` for a user policy compiled into the kernel: a kernel of its own)."""
     user = getattr(st.pp, "fn", None)
     py = "+pyrow" if hasattr(st.pp, "marks") else "+py" if hasattr(st.pp, "columns") else ""
-    return (native_kind(st.ci) + py + ("+events" if st.events.t.shape[0] else "")
+    kind = native_kind(st.ci)
+    return (kind + py + _events_flag(kind, st.events.t.shape[0] > 0)
             + (f"+user:{user.digest}" if user is not None else ""))
+
+
+def _events_flag(kind: str, has_events: bool) -> str:
+    """``+events`` for a specialized kernel of a run with node events (a generic kernel, a kind
+    without ``/``, always has their handling: ``kernels/variants.py``)."""
+    return "+events" if has_events and "/" in kind else ""
 
 
 def kind_of(scheduler, preempt: bool | None = None, placement: str | None = None) -> str:
@@ -274,7 +281,7 @@ def spec_kind(r: RunSpec) -> str | None:
         kind = kind_of(r.policy, r.preempt, r.placement)
     except FastbloxError:
         return None
-    return kind + ("+events" if r.failures is not None or r.cluster_events is not None else "")
+    return kind + _events_flag(kind.partition("+")[0], r.failures is not None or r.cluster_events is not None)
 
 
 def warm_for(specs) -> float:
@@ -649,8 +656,9 @@ class NativeState:
 
     def kernel_args(self) -> tuple:
         """The arguments of ``kernels.engine.advance``. A run without node events passes None for
-        them: the kernel is then compiled without their handling."""
-        ev = self.events if self.events.t.shape[0] else None
+        them to a specialized kernel, which is then compiled without their handling; a generic
+        kernel always gets them (``kernels/variants.py``)."""
+        ev = self.events if self.events.t.shape[0] or kvariants.is_generic(kengine.path_of(self.ci)) else None
         return (self.jobs, self.run, self.nodes, self.q, self.s, self.rates, ev, self.pp, self.series, self.si, self.sf,
                 self.ci, self.cf)
 

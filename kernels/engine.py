@@ -1393,22 +1393,20 @@ def _chosen(path, i):
     return _PATHS[variants.info(path)[0]][i]
 
 
-@overload(policy_of, jit_options=_OV)
-def _ov_policy_of(path, ci):
-    code = variants.info(path)[1]
-    if code == ANY:
-        return lambda path, ci: ci[C_POLICY]
-    cls = variants.policy_class(code)
-    return lambda path, ci: cls(np.int8(0))
+def _marker_of(index: int, slot: int, marker_class):
+    """The overload of :func:`policy_of` (``index`` 1) or :func:`placement_of` (2): the variant's
+    fixed code as a marker of ``marker_class``, or, left open, the code in ``ci[slot]``."""
+    def impl(path, ci):
+        code = variants.info(path)[index]
+        if code == ANY:
+            return lambda path, ci: ci[slot]
+        cls = marker_class(code)
+        return lambda path, ci: cls(np.int8(0))
+    return impl
 
 
-@overload(placement_of, jit_options=_OV)
-def _ov_placement_of(path, ci):
-    code = variants.info(path)[2]
-    if code == ANY:
-        return lambda path, ci: ci[C_PLACEMENT]
-    cls = variants.placement_class(code)
-    return lambda path, ci: cls(np.int8(0))
+overload(policy_of, jit_options=_OV)(_marker_of(1, C_POLICY, variants.policy_class))
+overload(placement_of, jit_options=_OV)(_marker_of(2, C_PLACEMENT, variants.placement_class))
 
 
 @overload(queued, jit_options=_OV)

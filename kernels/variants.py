@@ -12,8 +12,10 @@ four placements. On an empty cache that is about a third of the default run's co
 
 ``FASTBLOX_KERNELS=generic`` makes every run use the generic kernel of its path (one kernel for all
 policies and placements of a path: fewer compiles for a process that runs many combinations, as
-the test suite does); the default, ``specialized``, compiles a kernel per policy and placement on
-first use. Results are the same either way, to the byte.
+the test suite does). A generic kernel is also compiled with node events' handling, which a run
+without node events passes empty (a specialized kernel gets None instead and compiles none of it),
+so that runs with and without failures share it. The default, ``specialized``, compiles a kernel
+per policy and placement on first use. Results are the same either way, to the byte.
 
 Markers are instances of small NamedTuple classes, one per variant, made on first use and
 reachable as attributes of this module (numba's on-disk cache pickles the classes by name).
@@ -79,6 +81,12 @@ def marker(path: str, policy: int = ANY, placement: int = ANY):
                                                             placement=key[2])
         m = _MARKERS[key] = cls(np.int8(0))
     return m
+
+
+def is_generic(m) -> bool:
+    """Whether variant marker ``m`` leaves both its policy and its placement open (its path's
+    generic kernel)."""
+    return type(m).policy == ANY and type(m).placement == ANY
 
 
 def marker_named(name: str):

@@ -3,7 +3,7 @@ on small hand-made cases, and their building blocks (LPs, Gittins table) on thei
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import fastblox
@@ -74,6 +74,7 @@ def test_tiresias_gittins_prefers_jobs_likely_to_finish_soon():
 
 
 @given(st.lists(st.floats(1.0, 1e6), min_size=1, max_size=200), st.floats(1.0, 1e5))
+@example([1_000_000.0, 999_999.9999999999], 1.0)  # (e ~1e-10, the difference of two sums ~1e6)
 @settings(max_examples=50, deadline=None)
 def test_gittins_table_matches_its_definition(sizes, delta):
     s = np.asarray(sizes)
@@ -84,9 +85,14 @@ def test_gittins_table_matches_its_definition(sizes, delta):
         if len(alive) == 0:
             assert gi == 0.0
             continue
-        p = np.mean(alive - a <= delta)
-        e = np.mean(np.minimum(alive - a, delta))
-        assert gi == pytest.approx(p / e, rel=1e-6)  # prefix sums: a few ulps of the total, not of e
+        done = np.sum(alive - a <= delta)
+        e = np.sum(np.minimum(alive - a, delta))  # g = P(done within delta) / E[min(S - a, delta)] = done / e
+        if done == 0:
+            assert gi == 0.0
+            continue
+        # from prefix sums, e is exact to a few ulps of the total service, not of e itself (e may be
+        # a difference of two sums of ~1e6 that is ~1e-10)
+        assert abs(done / gi - e) <= 1e-6 * e + 8 * np.finfo(float).eps * s.sum()
 
 
 # ---------------------------------------------------------------- Themis
