@@ -96,6 +96,7 @@ def test_lp_policies_central_within_a_round_of_gavel(run, share, gap):
     assert len(od ^ td) <= 0.01 * len(w)
 
 
+@pytest.mark.slow  # (two whole LP replays with the non-default optimum=central: ~8 s)
 def test_central_optimum_is_closer_to_gavel_than_a_vertex():
     """Where the max-min LP has many optima, HiGHS' vertex (``optimum=vertex``) is much further
     from Gavel (whose ECOS returns an interior point) than the central optimum."""

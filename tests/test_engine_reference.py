@@ -1,5 +1,7 @@
 """The native kernel against its plain-Python twin, and the invariants of every run."""
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -126,8 +128,10 @@ def test_njit_user_policy():
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("tm", ["events", "rounds"])
+@pytest.mark.parametrize("tm", ["events", pytest.param("rounds", marks=pytest.mark.slow)])
 def test_larger_workload_matches_reference(policy, tm):
+    """400 jobs against the reference (its rounds are slow in plain Python: slow set; rounds on
+    small cases are in the quick set's hypothesis tests)."""
     w = fastblox.gavel_like_workload(400, mean_interarrival_s=300, seed=11)
     res = fastblox.simulate(w, cluster="4x4", policy=policy, time_model=tm, restart_s=20.0)
     ref = simulate_native_reference(w.submit_s, w.num_gpus, w.duration_s, [4] * 4, policy=policy, time_model=tm,
@@ -334,6 +338,17 @@ def test_records_filled_and_read_back_match_plain_numpy(n, data):
         assert a.dtype == want.dtype and a.flags.c_contiguous and np.array_equal(a, want), (g, f)
 
 
+@functools.cache
+def _resort():
+    """``walk.resort`` callable from Python (a helper: callable from kernels only), compiled once
+    per process, not once per example."""
+    import numba
+
+    from fastblox.kernels import walk
+
+    return numba.njit(lambda *a: walk.resort(*a))
+
+
 @given(st.integers(1, 120), st.integers(1, 6), st.data())
 def test_resort_gives_the_sorted_order_step_after_step_even_from_a_stale_last_order(n, steps, data):
     """``walk.resort`` (the order of a policy whose keys come each step: kept jobs merged with the
@@ -341,22 +356,19 @@ def test_resort_gives_the_sorted_order_step_after_step_even_from_a_stale_last_or
     go, some keys change (ties included) and some do not; now and then the last order's saved
     keys are scribbled over (a ``q.ro`` written by another path), which must not change the
     result."""
-    import numba
-
-    from fastblox.kernels import walk
-
-    resort = numba.njit(lambda *a: walk.resort(*a))  # (a helper: callable from kernels only)
+    resort = _resort()
     prio = np.zeros(n, dtype=np.int64)
     key_of = np.array(data.draw(st.lists(st.sampled_from([0.0, 1.0, 2.5, 7.0]), min_size=n, max_size=n)))
     prev, pos, fresh = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     order = np.zeros(n, dtype=np.int64)
     last_key, last_prio = np.zeros(n), np.zeros(n, dtype=np.int64)
     n_prev = 0
+    rekeyed = st.lists(st.tuples(st.integers(0, n - 1), st.sampled_from([0.0, 1.0, 2.5, 7.0, -3.0]), st.integers(0, 2)),
+                       max_size=n)  # (job, new key, new priority): one draw per step
     for _ in range(steps):
         active = np.flatnonzero(np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))).astype(np.int64)
-        for j in data.draw(st.lists(st.integers(0, n - 1), max_size=n)):  # re-keyed jobs
-            key_of[j] = data.draw(st.sampled_from([0.0, 1.0, 2.5, 7.0, -3.0]))
-            prio[j] = data.draw(st.integers(0, 2))
+        for j, key, pr in data.draw(rekeyed):
+            key_of[j], prio[j] = key, pr
         if data.draw(st.booleans()) and n_prev:  # a stale record of the last order
             last_key[: n_prev] = data.draw(st.sampled_from([0.0, 1.0, 7.0]))
         keys = key_of[active].copy()
