@@ -422,6 +422,8 @@ class ElasticJob:
     """One job under Pollux: it adapts its batch size to the goodput model it fits from the
     configurations it has run (``Job.step`` / ``update_params`` / ``update_local_bsz``)."""
 
+    gang = 0  # (not a rigid job: fastblox.mixed.RigidJob has its fixed GPUs here)
+
     def __init__(self, app: str, submit: float, batch_size: int | None = None, fits: dict | None = None):
         self.app, self.prof, self.submit, self.target_bs = app, elastic.profile(app), submit, batch_size
         self.fits = {} if fits is None else fits  # (shared by the jobs of a run: see _observe)
@@ -435,6 +437,9 @@ class ElasticJob:
     @property
     def max_profiled_replicas(self) -> int:
         return max((k[1] for k in self.seen), default=0)
+
+    def speedups(self, fair: float) -> "Speedups":
+        return Speedups(self, fair)
 
     def max_replicas(self, gpus: int) -> int:
         p = self.prof
@@ -584,6 +589,9 @@ class PolluxPolicy:
         r = np.arange(max_r + 1)
         s = sp(-(-r // self.per_node), r) / self.per_node * factor
         v = 1.0 / (s + 1e-3)
+        gang = getattr(sp, "gang", 0)
+        if gang:  # (a rigid job: its gang or nothing)
+            v = np.where((r == 0) | (r == gang), v, np.inf)
         return np.where((r > self.per_node) & (r % self.per_node != 0), np.inf, v) if whole else v
 
     def objective(self, state: np.ndarray, base: np.ndarray, tabs: list, factors: np.ndarray) -> float:
@@ -643,6 +651,8 @@ class PolluxPolicy:
         for j in sorted((j for j, (r, keep) in enumerate(sizes) if not keep and r > 0), key=lambda j: -sizes[j][0]):
             r = sizes[j][0]
             row = self._place_one(r, free, dist_on)
+            if self._gang[j] and row.sum() != self._gang[j]:
+                row[:] = 0  # (a rigid job short of its gang does not run: planned again without it)
             state[j] = row
             free -= row
             if np.count_nonzero(row) > 1:
@@ -733,7 +743,7 @@ class PolluxPolicy:
                     row[n] += 1
                     vj = val(j, row)
                     for i in np.flatnonzero(state[:, n] > 0):
-                        if i == j:
+                        if i == j or self._gang[i]:  # (a rigid job keeps its gang)
                             continue
                         other = state[i].copy()
                         other[n] -= 1
@@ -756,11 +766,12 @@ class PolluxPolicy:
             for node in prev.get(j, []):
                 base[i, node] += 1
         maxr = np.array([jobs[j].max_replicas(G) for j in order])
-        tabs = [Speedups(jobs[j], fair) for j in order]
+        tabs = [jobs[j].speedups(fair) for j in order]
         age = np.array([now - jobs[j].submit for j in order])
         rst = np.array([jobs[j].restarts or 0 for j in order])
         factors = np.maximum(age - rst * elastic.RESTART_S, 0.0) / (age + elastic.RESTART_S)
         self._maxr = maxr
+        self._gang = np.array([jobs[j].gang for j in order], dtype=np.int64)  # (0: elastic)
         f_base = self.objective(base, base, tabs, factors)
         best, f_best = (base, f_base) if (base.sum(axis=1) <= maxr).all() else (None, -np.inf)
         for whole in (True, False):
