@@ -48,7 +48,8 @@ WORKLOAD_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 # ------------------------------------------------------------------------------------------ workload
 def read_workload(path, name: str | None = None):
     """A Pollux workload CSV (``name,time,application,num_replicas,batch_size``) as a
-    :class:`~fastblox.Workload` with ``model`` (the application) and ``batch_size`` columns;
+    :class:`~fastblox.Workload` with ``model`` (the application), ``batch_size`` and ``elastic``
+    (all true: :mod:`fastblox.mixed`) columns;
     ``duration_s`` is each job's time alone on its ``num_replicas`` GPUs at its batch size.
     A bad row raises TraceError naming the file, row (the header is row 1) and column."""
     from .workload import Workload
@@ -86,7 +87,8 @@ def read_workload(path, name: str | None = None):
     if not names:
         raise TraceError("no jobs", path=path)
     dur = [elastic.isolated_run_s(a, b, r) for a, b, r in zip(apps, bsz, reps)]
-    return Workload.from_arrays(submit, reps, duration_s=dur, name=name or path.stem, model=np.array(apps, dtype=object),
+    return Workload.from_arrays(submit, reps, duration_s=dur, name=name or path.stem, elastic=np.ones(len(apps), bool),
+                                model=np.array(apps, dtype=object),
                                 batch_size=np.array(bsz, dtype=np.int64), source_id=np.array(names, dtype=object))
 
 

@@ -530,6 +530,9 @@ def _resolve(s: RunSpec, defaults, source: bool) -> RunSpec:
     else:
         upd.update(_resolve_native(s, c, defaults))
     upd.setdefault("cluster", s.cluster or DEFAULT_CLUSTER)
+    if endless and s.compat is None and s.policy in ELASTIC_POLICIES:
+        raise OptionError("policy", f"--policy {s.policy} replays a finite workload: --trace (elastic and rigid jobs: "
+                          "docs/elastic.md), or --num-jobs N with --workload blox")
     if endless and s.failures is not None:
         raise OptionError("failures", "needs a finite workload: --trace, or --num-jobs N with --workload blox")
     if s.failures is not None and s.cluster_events is not None:

@@ -1,0 +1,160 @@
+"""Elastic and rigid jobs in one run (fastblox.mixed: ``--policy pollux`` without --compat)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fastblox
+from fastblox import compat_pollux as cp
+from fastblox import mixed
+from fastblox.errors import ConfigError, TraceError, WorkloadError
+from fastblox.spec import OptionError, RunSpec
+
+from fastblox.traces import read_trace
+
+DATA = Path(__file__).resolve().parents[1] / "datasets"
+W6 = DATA / "pollux" / "workload-6.csv"
+HEAD = "name,time,application,num_replicas,batch_size,duration\n"
+#: (application, GPUs, batch size) of short elastic jobs (ncf: 10 epochs; yolov3 and bert as in workload-6)
+ELASTIC = [("ncf", 1, 32768), ("bert", 6, 384), ("yolov3", 4, 64)]
+
+
+def write(tmp_path, rows: str, name="mix.csv"):
+    p = tmp_path / name
+    p.write_text(HEAD + rows)
+    return p
+
+
+def test_only_elastic_rows_run_exactly_as_compat_pollux():
+    w = mixed.read_mixed(W6).head(10)
+    assert mixed.elastic_rows(w).all()
+    a = fastblox.simulate(w, policy="pollux", cluster="16x4")
+    b = fastblox.simulate(w, compat="pollux", policy="pollux")
+    assert a.jobs["finish_s"].to_numpy().tolist() == b.jobs["finish_s"].to_numpy().tolist()
+    assert a.summary["restarts"] == b.summary["restarts"] > 0
+    assert a.summary["avg_jct_s"] == b.summary["avg_jct_s"]
+
+
+def test_the_reader_tells_the_kinds_apart(tmp_path):
+    p = write(tmp_path, "a,0,ncf,1,32768,\nb,5,,3,,1000\n")
+    w = read_trace(p)  # (format detected: elastic-mix)
+    assert mixed.elastic_rows(w).tolist() == [True, False]
+    assert w.num_gpus.tolist() == [1, 3]
+    assert w.duration_s[1] == 1000.0
+    assert w.duration_s[0] == pytest.approx(fastblox.elastic.isolated_run_s("ncf", 32768, 1))
+    assert mixed.read_any(W6).extra["elastic"].all()  # a Pollux workload: all elastic
+    assert not mixed.elastic_rows(mixed.read_any(DATA / "philly_sample.csv.gz")).any()  # any trace: all rigid
+
+
+@pytest.mark.parametrize("rows, row, col, what", [
+    ("a,0,resnet,1,32,\n", 2, "application", "unknown application 'resnet'"),
+    ("a,0,ncf,1,32768,\nb,0,,2,,\n", 3, "duration", "needs its run time"),
+    ("a,0,ncf,1,32768,600\n", 2, "duration", "leave duration empty"),
+    ("a,0,,2,64,600\n", 2, "batch_size", "has no batch size"),
+    ("a,0,,2,,0\n", 2, "duration", "seconds > 0"),
+    ("a,0,cifar10,2,1,\n", 2, "batch_size", "outside its validated"),
+    ("a,x,,2,,60\n", 2, "time", "not a number of seconds"),
+])
+def test_bad_rows_name_file_row_column(tmp_path, rows, row, col, what):
+    p = write(tmp_path, rows)
+    with pytest.raises(TraceError, match=what) as e:
+        mixed.read_mixed(p)
+    assert f"row {row}" in str(e.value) and repr(col) in str(e.value) and "mix.csv" in str(e.value)
+
+
+def test_bad_runs_are_refused_clearly(tmp_path):
+    w = mixed.read_mixed(write(tmp_path, "a,0,ncf,1,32768,\nb,5,,3,,1000\n"))
+    with pytest.raises(ConfigError, match="--cluster: elastic jobs need nodes of at most 4 GPUs"):
+        fastblox.simulate(w, policy="pollux", cluster="4x8")
+    rigid = w.take(np.array([1]))
+    res = fastblox.simulate(rigid, policy="pollux", cluster="2x8")  # (rigid jobs only: any node size)
+    assert res.summary["num_finished"] == 1
+    with pytest.raises(WorkloadError, match="rigid job 1 asks for 3 GPUs; the cluster has 2"):
+        fastblox.simulate(w, policy="pollux", cluster="1x2")
+    with pytest.raises(OptionError, match="--cluster"):
+        fastblox.simulate(w, policy="pollux", cluster="v100:1x4,k80:1x4")
+    with pytest.raises(OptionError, match="--placement: --policy pollux replays"):
+        fastblox.simulate(w, policy="pollux", placement="consolidated")
+    with pytest.raises(OptionError, match="finite workload"):
+        RunSpec(policy="pollux").resolved()
+    bad = fastblox.Workload.from_arrays([0.0], [1], duration_s=[5.0], elastic=np.array([True]),
+                                        model=np.array(["resnet"], dtype=object), batch_size=np.array([32]))
+    with pytest.raises(WorkloadError, match="unknown application 'resnet'"):
+        fastblox.simulate(bad, policy="pollux")
+
+
+def _spy(monkeypatch):
+    """Every allocation PolluxPolicy returns, as (time, {job: [node per GPU]})."""
+    seen = []
+    orig = cp.PolluxPolicy.optimize
+
+    def spy(self, active, prev, now):
+        out = orig(self, active, prev, now)
+        seen.append((now, {j: list(v) for j, v in out.items()}))
+        return out
+
+    monkeypatch.setattr(cp.PolluxPolicy, "optimize", spy)
+    return seen
+
+
+job = st.one_of(
+    st.tuples(st.sampled_from(range(len(ELASTIC))), st.integers(0, 1800)).map(lambda t: ("e", *ELASTIC[t[0]], t[1])),
+    st.tuples(st.integers(1, 8), st.integers(60, 5000), st.integers(0, 1800)).map(lambda t: ("r", "", *t)),
+)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(jobs=st.lists(job, min_size=1, max_size=6), nodes=st.integers(2, 4), seed=st.integers(0, 3))
+def test_invariants_on_random_mixes(monkeypatch, jobs, nodes, seed):
+    """No node over capacity, rigid jobs at their gang or stopped, every job finishes once, a
+    rigid job runs at least its duration after its first start, the same run twice is identical."""
+    per_node = 4
+    apps = [j[1] if j[0] == "e" else "" for j in jobs]
+    is_el = np.array([j[0] == "e" for j in jobs])
+    gangs = np.array([j[2] for j in jobs])
+    dur = np.array([1.0 if j[0] == "e" else float(j[3]) for j in jobs])
+    submit = np.array([float(j[-1]) for j in jobs])
+    seen = _spy(monkeypatch)
+    out = mixed.simulate_mixed(apps, gangs, dur, is_el, submit, 60.0, nodes, per_node)
+    assert (out["finish_s"] > submit).all()
+    for _, alloc in seen:
+        used = np.bincount([n for a in alloc.values() for n in a], minlength=nodes)
+        assert (used <= per_node).all()
+        for j, a in alloc.items():
+            if not is_el[j]:
+                assert len(a) in (0, gangs[j])
+    rigid = ~is_el
+    assert (out["finish_s"][rigid] - out["start_s"][rigid] >= dur[rigid] + 30.0 - 1e-9).all()
+    assert (out["attained_gpu_s"][rigid] >= gangs[rigid] * (dur[rigid] + 30.0) - 1e-6).all()
+    again = mixed.simulate_mixed(apps, gangs, dur, is_el, submit, 60.0, nodes, per_node)
+    assert np.array_equal(out["finish_s"], again["finish_s"])
+
+
+def test_rigid_job_alone_takes_restart_plus_duration():
+    out = mixed.simulate_mixed([""], np.array([3]), np.array([1000.0]), np.array([False]), np.array([10.0]), 60.0, 2, 4)
+    # allocated at the first interval boundary after its arrival (60 s), then 30 s of restart
+    assert out["start_s"][0] == 60.0 and out["finish_s"][0] == 60.0 + 30.0 + 1000.0
+    assert out["attained_gpu_s"][0] == 3 * 1030.0
+
+
+def test_mixed_cli_run_and_native_baseline(tmp_path):
+    from fastblox.cli import main
+
+    rows = "".join(f"e{i},{60 * i},{a},{g},{b},\n" for i, (a, g, b) in enumerate(ELASTIC))
+    rows += "r0,30,,4,,1800\nr1,90,,8,,900\n"
+    p = write(tmp_path, rows)
+    assert main(["run", "--trace", str(p), "--policy", "pollux", "--cluster", "4x4", "--out", str(tmp_path / "o")]) == 0
+    import json
+
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())["summary"]
+    assert s["num_finished"] == 5 and s["elastic_jobs"] == 3
+    assert s["avg_jct_rigid_s"] > 0 and s["avg_jct_elastic_s"] > 0
+    # the baseline: a native policy runs the same file, elastic rows at their requested GPUs
+    assert main(["run", "--trace", str(p), "--policy", "fifo", "--cluster", "4x4", "--out", str(tmp_path / "f")]) == 0
+    f = json.loads((tmp_path / "f" / "summary.json").read_text())["summary"]
+    assert f["num_finished"] == 5
