@@ -158,3 +158,27 @@ def test_mixed_cli_run_and_native_baseline(tmp_path):
     assert main(["run", "--trace", str(p), "--policy", "fifo", "--cluster", "4x4", "--out", str(tmp_path / "f")]) == 0
     f = json.loads((tmp_path / "f" / "summary.json").read_text())["summary"]
     assert f["num_finished"] == 5
+
+
+def test_a_rigid_gang_the_packing_can_only_split_does_not_run():
+    """Two 4-GPU nodes each half held by a kept two-node gang: the DP counts 4 free GPUs for a new
+    4-GPU rigid job, but the packing (no second multi-node job on a node) could give it only 2."""
+    jobs = [mixed.RigidJob(4, 1000.0, 0.0) for _ in range(3)]
+    for j in (0, 2):
+        jobs[j].restarts = 0
+    pol = cp.PolluxPolicy(jobs, 3, 4)
+    out = pol.optimize([0, 1, 2], {0: [0, 0, 1, 1], 2: [2, 2, 2, 2]}, 600.0)
+    assert sorted(len(v) for v in out.values()) == [0, 4, 4]
+    assert out[0] == [0, 0, 1, 1] and out[2] == [2, 2, 2, 2]
+    # the packing itself leaves it out rather than give it part of its gang
+    base = np.array([[2, 2, 0], [0, 0, 0], [0, 0, 4]])
+    pol._gang = np.array([4, 4, 4])
+    packed = pol._pack([(4, True), (4, False), (4, True)], base)
+    assert packed[1].tolist() == [0, 0, 0] and (packed.sum(axis=0) <= 4).all()
+
+
+def test_the_plan_offers_a_rigid_job_its_gang_or_nothing():
+    pol = cp.PolluxPolicy([], 2, 4)
+    v = pol._values(mixed.RigidSpeedups(3, 2.0), 6, 1.0, False)
+    assert np.isfinite(v).tolist() == [True, False, False, True, False, False, False]
+    assert v[3] < v[0]  # (running beats waiting)
