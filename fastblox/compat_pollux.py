@@ -447,7 +447,9 @@ class ElasticJob:
         p = self.prof
         if self.app == "ncf":
             return 1
-        return min(max(2 * self.max_profiled_replicas, 1), gpus, p.max_batch_size // p.min_local_bsz)
+        # (at most the profiles' largest measured GPU count, 64: beyond it their step times are not defined)
+        return min(max(2 * self.max_profiled_replicas, 1), gpus, p.max_batch_size // p.min_local_bsz,
+                   p.max_measured_replicas)
 
     def _choose_batch(self) -> None:
         p, n, r = self.prof, len(self.placement), sum(self.placement)
@@ -808,17 +810,32 @@ def simulate_pollux(apps, submit_s, interval_s: float = INTERVAL_S, nodes: int =
 
 
 def _run_pollux(jobs, pol, submit, interval_s, max_intervals) -> dict:
+    """The simulator's loop: every interval each job advances, then the policy allocates the jobs
+    submitted and unfinished (in workload order). Only those jobs are visited (a job not yet
+    submitted or finished holds no GPUs, so advancing it does nothing): a round costs what its
+    active jobs cost, not the workload's length."""
     now, alloc = 0.0, {}
+    arrivals = np.argsort(submit, kind="stable")
+    nxt, left = 0, len(jobs)
+    active = []
     for _ in range(max_intervals):
-        if all(j.finish is not None for j in jobs):
+        if not left:
             break
-        for job in jobs:
-            job.advance(now, interval_s)
+        for j in active:
+            jobs[j].advance(now, interval_s)
         now += interval_s
-        active = [i for i, job in enumerate(jobs) if submit[i] <= now and job.finish is None]
+        done = [j for j in active if jobs[j].finish is not None]
+        left -= len(done)
+        new_jobs = []
+        while nxt < len(arrivals) and submit[arrivals[nxt]] <= now:
+            new_jobs.append(int(arrivals[nxt]))
+            nxt += 1
+        if done or new_jobs:
+            active = sorted([j for j in active if jobs[j].finish is None] + new_jobs)
+        for j in done:
+            alloc.pop(j, None)
         if not active:
             continue
-        alloc = {j: v for j, v in alloc.items() if jobs[j].finish is None}
         new = pol.optimize(active, alloc, now)
         for j in active:
             if new.get(j) != alloc.get(j):

@@ -317,3 +317,28 @@ def run(workload, r, cluster, tracked, sim_timer):
         summ[f"avg_jct_{kind}_s"] = float((finish[m] - workload.submit_s[m]).mean()) if m.any() else float("nan")
     mark(summ, None)
     return Result(jobs, summ, r.as_dict())
+
+
+# ------------------------------------------------------------------------------------------ scaled workloads
+def scaled(workload, num_jobs: int, total_gpus: int, load: float = 0.8, seed: int = 0, name: str | None = None):
+    """``num_jobs`` rows drawn with replacement from ``workload`` (a Pollux or mixed workload),
+    arriving as a Poisson process whose offered load on ``total_gpus`` GPUs is ``load`` (the
+    drawn jobs' GPU-seconds alone at their requested size per GPU-second of arrivals);
+    deterministic given ``seed``. Rows keep their kind, application, GPUs and batch size."""
+    if num_jobs < 1 or total_gpus < 1 or not load > 0:
+        raise ConfigError(f"scaled: num_jobs ({num_jobs}) and total_gpus ({total_gpus}) must be >= 1 and load "
+                          f"({load}) > 0")
+    rng = np.random.default_rng(seed)
+    pick = np.sort(rng.integers(0, len(workload), num_jobs))
+    w = workload.take(pick)
+    gpu_s = float((w.duration_s * w.num_gpus).sum())
+    span = gpu_s / (load * total_gpus)
+    gaps = rng.exponential(1.0, num_jobs)
+    submit = np.round(np.cumsum(gaps) / gaps.sum() * span, 3)
+    order = rng.permutation(num_jobs)  # (the drawn jobs in random arrival order)
+    w = w.take(order)
+    ex = w.extra
+    apps = [str(a) if e else "" for a, e in zip(ex["model"], elastic_rows(w))]
+    names = [f"{s}-{i}" for i, s in enumerate(np.asarray(ex.get("source_id", w.job_id)).tolist())]
+    return _workload(submit, w.num_gpus, w.duration_s, apps, np.asarray(ex["batch_size"], dtype=np.int64), names,
+                     name or f"{workload.name}-x{num_jobs}")
