@@ -608,21 +608,47 @@ class PolluxPolicy:
         return float((np.sum((s + 1e-3) ** POLLUX_P) / len(s)) ** (1.0 / POLLUX_P))
 
     # ---- the search
+    def _options(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray, whole: bool) -> list:
+        """Each job's options: (values of 0..maxr GPUs, (GPUs, value) of keeping its allocation or None)."""
+        out = []
+        for j in range(len(tabs)):
+            vals = self._values(tabs[j], int(maxr[j]), factors[j], whole)
+            rb, keep = int(base[j].sum()), None
+            if 0 < rb <= self._maxr[j]:  # (keeping more GPUs than it may have is not an option)
+                nb = int(np.count_nonzero(base[j]))
+                keep = (rb, 1.0 / (tabs[j]([nb], [rb])[0] / self.per_node + 1e-3))
+            out.append((vals, keep))
+        return out
+
     def _sizes(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray, whole: bool) -> list:
-        """Each job's (GPUs, keep its current allocation) minimising the sum of 1/(speedup + 1e-3)."""
+        """Each job's (GPUs, keep its current allocation) minimising the sum of 1/(speedup + 1e-3):
+        ``kernels.elastic.pollux_sizes`` (its twin: :meth:`_sizes_numpy`)."""
+        from .kernels.elastic import pollux_sizes
+
+        opts = self._options(base, tabs, factors, maxr, whole)
+        G, J = self.nodes * self.per_node, len(opts)
+        offs = np.zeros(J + 1, dtype=np.int64)
+        offs[1:] = np.cumsum([len(v) for v, _ in opts])
+        vals = np.concatenate([v for v, _ in opts]) if J else np.zeros(0)
+        keep_r = np.array([-1 if k is None else k[0] for _, k in opts], dtype=np.int64)
+        keep_v = np.array([0.0 if k is None else k[1] for _, k in opts], dtype=np.float64)
+        out_r, out_keep = np.zeros(J, dtype=np.int64), np.zeros(J, dtype=np.bool_)
+        pollux_sizes(vals.astype(np.float64), offs, keep_r, keep_v, G, np.zeros((J, G + 1), dtype=np.int64),
+                     np.zeros(G + 1), np.zeros(G + 1), out_r, out_keep)
+        return [(int(r), bool(k)) for r, k in zip(out_r, out_keep)]
+
+    def _sizes_numpy(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray, whole: bool) -> list:
+        """:meth:`_sizes` in numpy (the plain twin the tests compare the kernel with)."""
         G = self.nodes * self.per_node
         dp = np.zeros(G + 1)
         choice = []
         cap = np.arange(G + 1)
-        for j in range(len(tabs)):
-            vals = self._values(tabs[j], int(maxr[j]), factors[j], whole)
+        for vals, kp in self._options(base, tabs, factors, maxr, whole):
             rs = np.arange(len(vals))
             opts_r, opts_v, keep = list(rs), list(vals), [False] * len(rs)
-            rb = int(base[j].sum())
-            if 0 < rb <= self._maxr[j]:  # (keeping more GPUs than it may have is not an option)
-                nb = int(np.count_nonzero(base[j]))
-                opts_r.append(rb)
-                opts_v.append(1.0 / (tabs[j]([nb], [rb])[0] / self.per_node + 1e-3))
+            if kp is not None:
+                opts_r.append(kp[0])
+                opts_v.append(kp[1])
                 keep.append(True)
             opts_r, opts_v = np.array(opts_r), np.array(opts_v)
             src = cap[None, :] - opts_r[:, None]
@@ -631,8 +657,8 @@ class PolluxPolicy:
             dp = cand[k, cap]
             choice.append((k, opts_r, keep))
         c = int(np.argmin(dp))
-        out = [None] * len(tabs)
-        for j in range(len(tabs) - 1, -1, -1):
+        out = [None] * len(choice)
+        for j in range(len(choice) - 1, -1, -1):
             k, opts_r, keep = choice[j]
             kk = k[c]
             out[j] = (int(opts_r[kk]), keep[kk])

@@ -182,3 +182,31 @@ def test_the_plan_offers_a_rigid_job_its_gang_or_nothing():
     v = pol._values(mixed.RigidSpeedups(3, 2.0), 6, 1.0, False)
     assert np.isfinite(v).tolist() == [True, False, False, True, False, False, False]
     assert v[3] < v[0]  # (running beats waiting)
+
+
+value = st.sampled_from([0.25, 0.5, 1.0, 2.0, 999.0, float("inf")])  # (few values: many ties)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), nodes=st.integers(1, 4), per_node=st.integers(1, 4))
+def test_the_compiled_plan_is_the_numpy_plan(data, nodes, per_node):
+    """kernels.elastic.pollux_sizes against PolluxPolicy._sizes_numpy on random options, ties and
+    impossible sizes (inf) included: the same GPUs and keep flags for every job."""
+    G = nodes * per_node
+    jobs = data.draw(st.integers(0, 6))
+    opts = []
+    for _ in range(jobs):
+        vals = np.array(data.draw(st.lists(value, min_size=1, max_size=G + 2)))
+        keep = data.draw(st.one_of(st.none(), st.tuples(st.integers(1, G), value)))
+        if keep is not None and keep[0] < len(vals) and data.draw(st.booleans()):
+            keep = (keep[0], float(vals[keep[0]]))  # (a tie between keeping and a new allocation of as many GPUs)
+        opts.append((vals, keep))
+    pol = cp.PolluxPolicy([], nodes, per_node)
+    pol._options = lambda *a: opts
+    assert pol._sizes(None, None, None, None, False) == pol._sizes_numpy(None, None, None, None, False)
+
+
+def test_the_compiled_plan_breaks_ties_as_numpy():
+    pol = cp.PolluxPolicy([], 1, 2)
+    pol._options = lambda *a: [(np.array([np.inf, 1.0]), (1, 1.0))]  # (a new GPU or keeping one: the same value)
+    assert pol._sizes(None, None, None, None, False) == pol._sizes_numpy(None, None, None, None, False) == [(1, False)]
