@@ -39,6 +39,22 @@ def workload(jobs: int, nodes: int, load: float, seed: int, rigid: float):
     return w
 
 
+def report_progress(every: int) -> None:
+    """Print, every ``every`` Pollux rounds, the simulated time, active jobs and CPU so far (stderr)."""
+    from fastblox import compat_pollux as cp
+
+    orig, t0, n = cp.PolluxPolicy.optimize, time.process_time(), [0]
+
+    def optimize(self, active, prev, now):
+        n[0] += 1
+        if n[0] % every == 0:
+            print(f"round {n[0]:,}: {now / 3600:,.1f} h simulated, {len(active)} active, "
+                  f"{time.process_time() - t0:,.0f} CPU s", file=sys.stderr, flush=True)
+        return orig(self, active, prev, now)
+
+    cp.PolluxPolicy.optimize = optimize
+
+
 def run(jobs: int, nodes: int, load: float, seed: int, rigid: float) -> dict:
     w = workload(jobs, nodes, load, seed, rigid)
     apps, gangs, dur, e = mixed.job_arrays(w, nodes * 4)
@@ -73,8 +89,11 @@ def main(argv=None) -> int:
     ap.add_argument("--load", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rigid", type=float, default=0.0, help="share of rigid jobs (0: all elastic)")
+    ap.add_argument("--progress", type=int, default=0, metavar="ROUNDS", help="print progress every ROUNDS rounds")
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args(argv)
+    if a.progress:
+        report_progress(a.progress)
     store = json.loads(STORE.read_text()) if STORE.exists() else {}
     for n in a.jobs:
         r = run(n, a.nodes, a.load, a.seed, a.rigid)
