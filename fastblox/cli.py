@@ -191,6 +191,10 @@ def cmd_parts(a) -> int:
     from .compat_pollux import POLICIES as POLLUX_POLICIES
 
     print("--compat pollux policies (the Pollux simulator's, on a Pollux workload CSV): " + ", ".join(POLLUX_POLICIES))
+    from .spec import ELASTIC_POLICIES
+
+    print("elastic and rigid jobs in one run, without --compat (on any cluster of alike nodes; an elastic-mix CSV or "
+          "any trace; docs/elastic.md): " + ", ".join(ELASTIC_POLICIES))
     from .compat_synergy import POLICIES as SYNERGY_POLICIES
 
     print("--compat synergy schedulers (Synergy's names, on a Synergy trace; +fair: GPU-proportional, none: "

@@ -48,7 +48,9 @@ def test_the_reader_tells_the_kinds_apart(tmp_path):
     assert w.duration_s[1] == 1000.0
     assert w.duration_s[0] == pytest.approx(fastblox.elastic.isolated_run_s("ncf", 32768, 1))
     assert mixed.read_any(W6).extra["elastic"].all()  # a Pollux workload: all elastic
-    assert not mixed.elastic_rows(mixed.read_any(DATA / "philly_sample.csv.gz")).any()  # any trace: all rigid
+    t = tmp_path / "trace.csv"
+    t.write_text("job_id,submit_time_s,duration_s,num_gpus\n0,0,100,2\n1,10,50,1\n")
+    assert not mixed.elastic_rows(mixed.read_any(t)).any()  # any other trace: all rigid
 
 
 @pytest.mark.parametrize("rows, row, col, what", [
@@ -210,3 +212,26 @@ def test_the_compiled_plan_breaks_ties_as_numpy():
     pol = cp.PolluxPolicy([], 1, 2)
     pol._options = lambda *a: [(np.array([np.inf, 1.0]), (1, 1.0))]  # (a new GPU or keeping one: the same value)
     assert pol._sizes(None, None, None, None, False) == pol._sizes_numpy(None, None, None, None, False) == [(1, False)]
+
+
+def test_mix_joins_a_pollux_workload_and_a_trace():
+    e = mixed.read_mixed(W6).head(3)
+    r = fastblox.Workload.from_arrays([5.0, 400.0], [2, 8], duration_s=[100.0, 7200.0])  # (any trace)
+    w = mixed.mix(e, r)
+    assert len(w) == 5 and mixed.elastic_rows(w).sum() == 3
+    rigid = ~mixed.elastic_rows(w)
+    assert sorted(w.duration_s[rigid].tolist()) == sorted(r.duration_s.tolist())
+    assert sorted(w.num_gpus[rigid].tolist()) == sorted(r.num_gpus.tolist())
+    assert (np.diff(w.submit_s) >= 0).all()
+    assert set(w.extra["model"][~rigid].tolist()) <= set(fastblox.elastic.APPLICATIONS)
+
+
+def test_scaled_is_deterministic_at_the_offered_load():
+    base = mixed.read_mixed(W6)
+    a, b = (mixed.scaled(base, 500, 256, load=0.9, seed=3) for _ in range(2))
+    assert a.submit_s.tolist() == b.submit_s.tolist() and a.extra["model"].tolist() == b.extra["model"].tolist()
+    assert len(a) == 500 and mixed.elastic_rows(a).all()
+    span = a.submit_s.max() - a.submit_s.min()
+    assert (a.duration_s * a.num_gpus).sum() / (256 * span) == pytest.approx(0.9, rel=0.02)
+    c = mixed.scaled(base, 500, 256, load=0.9, seed=4)
+    assert c.submit_s.tolist() != a.submit_s.tolist()
