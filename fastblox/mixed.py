@@ -142,7 +142,7 @@ def read_any(path):
     p = Path(path)
     if not p.name.lower().endswith((".parquet", ".pq")):
         head = _core.first_line(_core.read_bytes(p))
-        if "application" in [h.strip().lower() for h in head.split(",")] and "timestamp" not in head:
+        if "application" in [h.strip().lower() for h in head.split(",")]:
             return read_mixed(p)
     return read_trace(p)
 
