@@ -124,12 +124,12 @@ _NO_PLACEMENT = {"gavel": "one pool of GPUs per type", "pollux": "the Pollux sim
 
 def format_summary(res, label: str) -> str:
     s, c = res.summary, res.config
-    mode = f"{c['compat']}-compat" if c["compat"] else c["time_model"]
+    mode = f"{c['compat']}-compat" if c["compat"] else (c["time_model"] or "intervals")
     if c["round_s"] is not None and mode != "events":
         mode += f" (R = {c['round_s']:g} s)"
     lines = [
         f"fastblox: {label} on {c['cluster']} ({s['total_gpus']} GPUs)",
-        f"  scheduler  {c['policy']} | placement {c['placement'] or _NO_PLACEMENT.get(c['compat'], 'one pool of GPUs')} "
+        f"  scheduler  {c['policy']} | placement {c['placement'] or _NO_PLACEMENT.get(c['compat'] or c['policy'], 'one pool of GPUs')} "
         f"| admission {c['admission']}"
         f" | {mode}",
         f"  load       offered {_num(s.get('offered_load'))} (GPU-seconds asked / GPU-seconds between the first and "
@@ -152,6 +152,10 @@ def format_summary(res, label: str) -> str:
     if s.get("throughput_table"):
         lines.append(f"  speed      table {s['throughput_table']} (reference {s['reference_gpu']}), "
                      f"{s['jobs_with_known_model']} of {s['num_jobs']} jobs of a known model")
+    if "elastic_jobs" in s:
+        lines.append(f"  elastic    {s['elastic_jobs']} elastic jobs, mean JCT {s['avg_jct_elastic_s']:,.1f} s | "
+                     f"{s['num_jobs'] - s['elastic_jobs']} rigid, mean JCT {s['avg_jct_rigid_s']:,.1f} s | "
+                     f"{s['restarts']} restarts")
     if "num_rounds" in s:
         lines.append(f"  rounds     {s['num_rounds']}")
     if s.get("num_dropped"):
@@ -187,6 +191,10 @@ def cmd_parts(a) -> int:
     from .compat_pollux import POLICIES as POLLUX_POLICIES
 
     print("--compat pollux policies (the Pollux simulator's, on a Pollux workload CSV): " + ", ".join(POLLUX_POLICIES))
+    from .spec import ELASTIC_POLICIES
+
+    print("elastic and rigid jobs in one run, without --compat (on any cluster of alike nodes; an elastic-mix CSV or "
+          "any trace; docs/elastic.md): " + ", ".join(ELASTIC_POLICIES))
     from .compat_synergy import POLICIES as SYNERGY_POLICIES
 
     print("--compat synergy schedulers (Synergy's names, on a Synergy trace; +fair: GPU-proportional, none: "

@@ -48,7 +48,8 @@ WORKLOAD_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 # ------------------------------------------------------------------------------------------ workload
 def read_workload(path, name: str | None = None):
     """A Pollux workload CSV (``name,time,application,num_replicas,batch_size``) as a
-    :class:`~fastblox.Workload` with ``model`` (the application) and ``batch_size`` columns;
+    :class:`~fastblox.Workload` with ``model`` (the application), ``batch_size`` and ``elastic``
+    (all true: :mod:`fastblox.mixed`) columns;
     ``duration_s`` is each job's time alone on its ``num_replicas`` GPUs at its batch size.
     A bad row raises TraceError naming the file, row (the header is row 1) and column."""
     from .workload import Workload
@@ -86,7 +87,8 @@ def read_workload(path, name: str | None = None):
     if not names:
         raise TraceError("no jobs", path=path)
     dur = [elastic.isolated_run_s(a, b, r) for a, b, r in zip(apps, bsz, reps)]
-    return Workload.from_arrays(submit, reps, duration_s=dur, name=name or path.stem, model=np.array(apps, dtype=object),
+    return Workload.from_arrays(submit, reps, duration_s=dur, name=name or path.stem, elastic=np.ones(len(apps), bool),
+                                model=np.array(apps, dtype=object),
                                 batch_size=np.array(bsz, dtype=np.int64), source_id=np.array(names, dtype=object))
 
 
@@ -422,6 +424,8 @@ class ElasticJob:
     """One job under Pollux: it adapts its batch size to the goodput model it fits from the
     configurations it has run (``Job.step`` / ``update_params`` / ``update_local_bsz``)."""
 
+    gang = 0  # (not a rigid job: fastblox.mixed.RigidJob has its fixed GPUs here)
+
     def __init__(self, app: str, submit: float, batch_size: int | None = None, fits: dict | None = None):
         self.app, self.prof, self.submit, self.target_bs = app, elastic.profile(app), submit, batch_size
         self.fits = {} if fits is None else fits  # (shared by the jobs of a run: see _observe)
@@ -436,11 +440,16 @@ class ElasticJob:
     def max_profiled_replicas(self) -> int:
         return max((k[1] for k in self.seen), default=0)
 
+    def speedups(self, fair: float) -> "Speedups":
+        return Speedups(self, fair)
+
     def max_replicas(self, gpus: int) -> int:
         p = self.prof
         if self.app == "ncf":
             return 1
-        return min(max(2 * self.max_profiled_replicas, 1), gpus, p.max_batch_size // p.min_local_bsz)
+        # (at most the profiles' largest measured GPU count, 64: beyond it their step times are not defined)
+        return min(max(2 * self.max_profiled_replicas, 1), gpus, p.max_batch_size // p.min_local_bsz,
+                   p.max_measured_replicas)
 
     def _choose_batch(self) -> None:
         p, n, r = self.prof, len(self.placement), sum(self.placement)
@@ -584,6 +593,9 @@ class PolluxPolicy:
         r = np.arange(max_r + 1)
         s = sp(-(-r // self.per_node), r) / self.per_node * factor
         v = 1.0 / (s + 1e-3)
+        gang = getattr(sp, "gang", 0)
+        if gang:  # (a rigid job: its gang or nothing)
+            v = np.where((r == 0) | (r == gang), v, np.inf)
         return np.where((r > self.per_node) & (r % self.per_node != 0), np.inf, v) if whole else v
 
     def objective(self, state: np.ndarray, base: np.ndarray, tabs: list, factors: np.ndarray) -> float:
@@ -596,21 +608,47 @@ class PolluxPolicy:
         return float((np.sum((s + 1e-3) ** POLLUX_P) / len(s)) ** (1.0 / POLLUX_P))
 
     # ---- the search
+    def _options(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray, whole: bool) -> list:
+        """Each job's options: (values of 0..maxr GPUs, (GPUs, value) of keeping its allocation or None)."""
+        out = []
+        for j in range(len(tabs)):
+            vals = self._values(tabs[j], int(maxr[j]), factors[j], whole)
+            rb, keep = int(base[j].sum()), None
+            if 0 < rb <= self._maxr[j]:  # (keeping more GPUs than it may have is not an option)
+                nb = int(np.count_nonzero(base[j]))
+                keep = (rb, 1.0 / (tabs[j]([nb], [rb])[0] / self.per_node + 1e-3))
+            out.append((vals, keep))
+        return out
+
     def _sizes(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray, whole: bool) -> list:
-        """Each job's (GPUs, keep its current allocation) minimising the sum of 1/(speedup + 1e-3)."""
+        """Each job's (GPUs, keep its current allocation) minimising the sum of 1/(speedup + 1e-3):
+        ``kernels.elastic.pollux_sizes`` (its twin: :meth:`_sizes_numpy`)."""
+        from .kernels.elastic import pollux_sizes
+
+        opts = self._options(base, tabs, factors, maxr, whole)
+        G, J = self.nodes * self.per_node, len(opts)
+        offs = np.zeros(J + 1, dtype=np.int64)
+        offs[1:] = np.cumsum([len(v) for v, _ in opts])
+        vals = np.concatenate([v for v, _ in opts]) if J else np.zeros(0)
+        keep_r = np.array([-1 if k is None else k[0] for _, k in opts], dtype=np.int64)
+        keep_v = np.array([0.0 if k is None else k[1] for _, k in opts], dtype=np.float64)
+        out_r, out_keep = np.zeros(J, dtype=np.int64), np.zeros(J, dtype=np.bool_)
+        pollux_sizes(vals.astype(np.float64), offs, keep_r, keep_v, G, np.zeros((J, G + 1), dtype=np.int64),
+                     np.zeros(G + 1), np.zeros(G + 1), out_r, out_keep)
+        return [(int(r), bool(k)) for r, k in zip(out_r, out_keep)]
+
+    def _sizes_numpy(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray, whole: bool) -> list:
+        """:meth:`_sizes` in numpy (the plain twin the tests compare the kernel with)."""
         G = self.nodes * self.per_node
         dp = np.zeros(G + 1)
         choice = []
         cap = np.arange(G + 1)
-        for j in range(len(tabs)):
-            vals = self._values(tabs[j], int(maxr[j]), factors[j], whole)
+        for vals, kp in self._options(base, tabs, factors, maxr, whole):
             rs = np.arange(len(vals))
             opts_r, opts_v, keep = list(rs), list(vals), [False] * len(rs)
-            rb = int(base[j].sum())
-            if 0 < rb <= self._maxr[j]:  # (keeping more GPUs than it may have is not an option)
-                nb = int(np.count_nonzero(base[j]))
-                opts_r.append(rb)
-                opts_v.append(1.0 / (tabs[j]([nb], [rb])[0] / self.per_node + 1e-3))
+            if kp is not None:
+                opts_r.append(kp[0])
+                opts_v.append(kp[1])
                 keep.append(True)
             opts_r, opts_v = np.array(opts_r), np.array(opts_v)
             src = cap[None, :] - opts_r[:, None]
@@ -619,8 +657,8 @@ class PolluxPolicy:
             dp = cand[k, cap]
             choice.append((k, opts_r, keep))
         c = int(np.argmin(dp))
-        out = [None] * len(tabs)
-        for j in range(len(tabs) - 1, -1, -1):
+        out = [None] * len(choice)
+        for j in range(len(choice) - 1, -1, -1):
             k, opts_r, keep = choice[j]
             kk = k[c]
             out[j] = (int(opts_r[kk]), keep[kk])
@@ -643,6 +681,8 @@ class PolluxPolicy:
         for j in sorted((j for j, (r, keep) in enumerate(sizes) if not keep and r > 0), key=lambda j: -sizes[j][0]):
             r = sizes[j][0]
             row = self._place_one(r, free, dist_on)
+            if self._gang[j] and row.sum() != self._gang[j]:
+                row[:] = 0  # (a rigid job short of its gang does not run: planned again without it)
             state[j] = row
             free -= row
             if np.count_nonzero(row) > 1:
@@ -733,7 +773,7 @@ class PolluxPolicy:
                     row[n] += 1
                     vj = val(j, row)
                     for i in np.flatnonzero(state[:, n] > 0):
-                        if i == j:
+                        if i == j or self._gang[i]:  # (a rigid job keeps its gang)
                             continue
                         other = state[i].copy()
                         other[n] -= 1
@@ -756,11 +796,12 @@ class PolluxPolicy:
             for node in prev.get(j, []):
                 base[i, node] += 1
         maxr = np.array([jobs[j].max_replicas(G) for j in order])
-        tabs = [Speedups(jobs[j], fair) for j in order]
+        tabs = [jobs[j].speedups(fair) for j in order]
         age = np.array([now - jobs[j].submit for j in order])
         rst = np.array([jobs[j].restarts or 0 for j in order])
         factors = np.maximum(age - rst * elastic.RESTART_S, 0.0) / (age + elastic.RESTART_S)
         self._maxr = maxr
+        self._gang = np.array([jobs[j].gang for j in order], dtype=np.int64)  # (0: elastic)
         f_base = self.objective(base, base, tabs, factors)
         best, f_best = (base, f_base) if (base.sum(axis=1) <= maxr).all() else (None, -np.inf)
         for whole in (True, False):
@@ -795,17 +836,32 @@ def simulate_pollux(apps, submit_s, interval_s: float = INTERVAL_S, nodes: int =
 
 
 def _run_pollux(jobs, pol, submit, interval_s, max_intervals) -> dict:
+    """The simulator's loop: every interval each job advances, then the policy allocates the jobs
+    submitted and unfinished (in workload order). Only those jobs are visited (a job not yet
+    submitted or finished holds no GPUs, so advancing it does nothing): a round costs what its
+    active jobs cost, not the workload's length."""
     now, alloc = 0.0, {}
+    arrivals = np.argsort(submit, kind="stable")
+    nxt, left = 0, len(jobs)
+    active = []
     for _ in range(max_intervals):
-        if all(j.finish is not None for j in jobs):
+        if not left:
             break
-        for job in jobs:
-            job.advance(now, interval_s)
+        for j in active:
+            jobs[j].advance(now, interval_s)
         now += interval_s
-        active = [i for i, job in enumerate(jobs) if submit[i] <= now and job.finish is None]
+        done = [j for j in active if jobs[j].finish is not None]
+        left -= len(done)
+        new_jobs = []
+        while nxt < len(arrivals) and submit[arrivals[nxt]] <= now:
+            new_jobs.append(int(arrivals[nxt]))
+            nxt += 1
+        if done or new_jobs:
+            active = sorted([j for j in active if jobs[j].finish is None] + new_jobs)
+        for j in done:
+            alloc.pop(j, None)
         if not active:
             continue
-        alloc = {j: v for j, v in alloc.items() if jobs[j].finish is None}
         new = pol.optimize(active, alloc, now)
         for j in active:
             if new.get(j) != alloc.get(j):

@@ -104,6 +104,11 @@ class Profile:
         return np.concatenate([[0.0], self.progress.min(axis=0)])
 
     @functools.cached_property
+    def max_measured_replicas(self) -> int:
+        """The most GPUs of a measured placement or scalability run (64 for every application)."""
+        return int(self.points[:, 1].max())
+
+    @functools.cached_property
     def _nd(self):
         from scipy.interpolate import LinearNDInterpolator
 

@@ -11,6 +11,7 @@ Two engines sit behind one call:
   ``compat="pollux"``: ``fastblox.compat_pollux`` — the Pollux simulator's elastic jobs and baselines.
   ``compat="synergy"``: ``fastblox.compat_synergy`` — Synergy's simulator (CPU/memory-aware), one kernel.
   ``compat="sia"``: ``fastblox.compat_sia`` — the Sia simulator's heterogeneous elastic jobs and MILP.
+* ``policy="pollux"`` without compat: ``fastblox.mixed`` — elastic and rigid jobs in one run.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from .kernels.state import (Jobs, PolicyParams, Queues, Run, Scratch, copy_nodes
 from .results import Result, build_result
 from .slices import (NO_LIMITS, RunLimits, Slicer, mark, sigint_deferred, stop_message, stop_time,
                      stream_bound)
-from .spec import BLOX_DEFAULT_TRACK, DEFAULT_PLACEMENT, RunSpec, api_fields, canonical_keys
+from .spec import BLOX_DEFAULT_TRACK, DEFAULT_PLACEMENT, ELASTIC_POLICIES, RunSpec, api_fields, canonical_keys
 from .speed import SpeedModel, build_speed_model, check_runnable, check_sizes
 from .workload import Workload
 
@@ -275,8 +276,8 @@ def spec_kind(r: RunSpec) -> str | None:
         return "compat"
     if r.compat in ("tiresias", "gavel", "pollux", "synergy", "sia"):
         return None  # (plain Python, or a kernel of its own: synergy)
-    if r.policy == "dynamic":
-        return None
+    if r.policy == "dynamic" or r.policy in ELASTIC_POLICIES:
+        return None  # (several candidates; the elastic engine: plain Python)
     try:
         kind = kind_of(r.policy, r.preempt, r.placement)
     except FastbloxError:
@@ -909,6 +910,8 @@ def simulate(workload: Workload, spec: "RunSpec | None" = None, **options) -> Re
         return _simulate_compat(workload, s)
     if s.compat is not None:
         return _simulate_peer(workload, s)
+    if s.policy in ELASTIC_POLICIES:
+        return _simulate_elastic(workload, s)
     run = prepare_native(workload, s)
     compile_s = _warm(state_kind(run.state))
     t0 = time.perf_counter()
@@ -973,6 +976,15 @@ def _simulate_peer(workload: Workload, s: RunSpec) -> Result:
         check_sizes(workload, c)
         _note_load(workload, c)
     return peer.run(workload, r, c, tracked, _Timer)
+
+
+def _simulate_elastic(workload: Workload, s: RunSpec) -> Result:
+    """``--policy pollux`` without --compat: elastic and rigid jobs in one run (``fastblox.mixed``)."""
+    from . import mixed
+
+    r = s.resolved(source=False)
+    c, _, tracked = _check_args(workload, r)
+    return mixed.run(workload, r, c, tracked, _Timer)
 
 
 class _Timer:

@@ -7,7 +7,7 @@ run wherever it is given (the same jobs dropped, the same generator arguments, t
 from __future__ import annotations
 
 from .errors import ConfigError
-from .spec import RunSpec
+from .spec import ELASTIC_POLICIES, RunSpec
 
 
 def workload_key(r: RunSpec) -> dict:
@@ -16,6 +16,8 @@ def workload_key(r: RunSpec) -> dict:
     kind = r.workload
     if kind == "trace" and r.compat in ("pollux", "sia"):  # (a Pollux workload: its jobs' applications and batch sizes)
         key = {"kind": "pollux-trace", "path": r.trace}
+    elif kind == "trace" and r.compat is None and r.policy in ELASTIC_POLICIES and r.format is None:
+        key = {"kind": "elastic-trace", "path": r.trace}  # (elastic and rigid rows: fastblox.mixed.read_any)
     elif kind == "trace" and r.compat == "synergy":  # (a Synergy trace: its jobs' models and iterations)
         key = {"kind": "synergy-trace", "path": r.trace}
     elif kind == "trace":
@@ -58,6 +60,10 @@ def _source_workload(key: dict):
         from .compat_pollux import read_workload
 
         return read_workload(key["path"])
+    if kind == "elastic-trace":
+        from .mixed import read_any
+
+        return read_any(key["path"])
     if kind == "synergy-trace":
         from .compat_synergy import read_trace
 

@@ -61,8 +61,10 @@ WITH_TIRESIAS = frozenset({"native", "blox", "tiresias"})
 #: the options ``--compat gavel`` accepts too (besides where the jobs come from)
 WITH_PEERS = frozenset({"native", "blox", "tiresias", "gavel"})
 #: the options ``--compat pollux``, ``--compat synergy`` and ``--compat sia`` accept too (besides where the jobs
-#: come from, and --round-s)
-ALL_ENGINES = WITH_PEERS | {"pollux", "synergy", "sia"}
+#: come from, and --round-s); ``elastic``: ``--policy pollux`` without --compat (fastblox.mixed: elastic and rigid jobs)
+ALL_ENGINES = WITH_PEERS | {"pollux", "synergy", "sia", "elastic"}
+#: the policies of the elastic engine (``fastblox.mixed``), run when no --compat is given
+ELASTIC_POLICIES = ("pollux",)
 #: the cluster when --cluster is not given (``--compat pollux``, ``synergy`` and ``sia``: their simulators')
 DEFAULT_CLUSTER = "32x4"
 #: the Pollux simulator's cluster (``--min-nodes 16 --num-gpus 4``): ``--compat pollux``'s when --cluster is not given
@@ -356,8 +358,8 @@ class RunSpec:
     time_model: str | None = option(None, time_model, "events (every arrival, completion and event) or rounds of "
                                     "--round-s (default: the policy's, else events; rounds with --blox-compat)")
     round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360; "
-                                   "--compat pollux and sia: their scheduling interval, 60)", column="float",
-                                   engines=BOTH | {"gavel", "pollux", "synergy", "sia"})
+                                   "--compat pollux and sia, and --policy pollux: their scheduling interval, 60)", column="float",
+                                   engines=BOTH | {"gavel", "pollux", "synergy", "sia", "elastic"})
     restart_s: float = option(0.0, nonneg, "seconds lost at every (re)launch", engines=NATIVE, column="float")
     preempt: bool | None = option(None, boolean, "let waiting jobs suspend lower-priority running ones (default: the "
                                   "policy's; FIFO and SJF never do)", column="bool",
@@ -523,9 +525,14 @@ def _resolve(s: RunSpec, defaults, source: bool) -> RunSpec:
         upd.update(_resolve_synergy(s, source))
     elif s.compat == "sia":
         upd.update(_resolve_sia(s, source))
+    elif s.compat is None and s.policy in ELASTIC_POLICIES:
+        upd.update(_resolve_elastic(s, c))
     else:
         upd.update(_resolve_native(s, c, defaults))
     upd.setdefault("cluster", s.cluster or DEFAULT_CLUSTER)
+    if endless and s.compat is None and s.policy in ELASTIC_POLICIES:
+        raise OptionError("policy", f"--policy {s.policy} replays a finite workload: --trace (elastic and rigid jobs: "
+                          "docs/elastic.md), or --num-jobs N with --workload blox")
     if endless and s.failures is not None:
         raise OptionError("failures", "needs a finite workload: --trace, or --num-jobs N with --workload blox")
     if s.failures is not None and s.cluster_events is not None:
@@ -628,11 +635,11 @@ def _peer_checks(s: RunSpec, mode: str, whose: str, policies, replays: str) -> N
     _peer_options_only(s, mode, replays)
 
 
-def _peer_options_only(s: RunSpec, mode: str, replays: str) -> None:
-    """Refuse, naming its flag, any option set that ``--compat MODE`` does not accept."""
+def _peer_options_only(s: RunSpec, mode: str, replays: str, who: str | None = None) -> None:
+    """Refuse, naming its flag, any option set that ``--compat MODE`` (``who``, default that) does not accept."""
     for f in dataclasses.fields(RunSpec):
         if f.metadata["api"] and mode not in f.metadata["engines"] and getattr(s, f.name) != f.default:
-            raise OptionError(f.name, f"--compat {mode} replays {replays}; drop {flag(f.name)}")
+            raise OptionError(f.name, f"{who or '--compat ' + mode} replays {replays}; drop {flag(f.name)}")
 
 
 def _resolve_pollux(s: RunSpec, c, source: bool) -> dict:
@@ -686,6 +693,20 @@ def _resolve_sia(s: RunSpec, source: bool) -> dict:
     return dict(cluster=cl, round_s=s.round_s or 60.0)
 
 
+def _resolve_elastic(s: RunSpec, c) -> dict:
+    """``--policy pollux`` without --compat: elastic and rigid jobs on any cluster of alike nodes
+    (fastblox.mixed; the nodes' size is checked against the workload's elastic rows when it runs)."""
+    from .mixed import check_cluster
+
+    _peer_options_only(s, "elastic", "the Pollux simulator's intervals, packing and restart cost (30 s) on elastic "
+                       "and rigid jobs", who=f"--policy {s.policy}")
+    try:
+        check_cluster(c, False)
+    except ConfigError as e:
+        raise OptionError("cluster", str(e).removeprefix("--cluster: ")) from None
+    return dict(round_s=s.round_s or 60.0)
+
+
 def _gavel_only() -> set:
     """Gavel's policy names that only ``--compat gavel`` runs (its ``fifo`` is also fastblox's)."""
     from .compat_gavel import POLICIES
@@ -714,9 +735,6 @@ def _resolve_gavel(s: RunSpec, c) -> dict:
 
 
 def _resolve_native(s: RunSpec, c, defaults) -> dict:
-    if s.policy == "pollux":
-        raise OptionError("policy", "'pollux' is the Pollux simulator's elastic policy: run it with --compat pollux "
-                          "on a Pollux workload CSV")
     if s.policy == "sia":
         raise OptionError("policy", "'sia' is the Sia simulator's policy: run it with --compat sia on a Sia workload CSV")
     if isinstance(s.policy, str) and s.policy in _gavel_only():

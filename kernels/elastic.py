@@ -178,3 +178,51 @@ def choice_search(start, o_cfg, o_type, o_gpus, o_val, capacity, min_rest, node_
             d += 1
             cur[d] = -1
     return best, tie, nodes
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pollux's plan (``fastblox.compat_pollux.PolluxPolicy._sizes``; its numpy twin is ``_sizes_numpy``): each job's
+# GPUs minimising the sum of its values, by a dynamic programme over the GPUs used, with numpy's argmin ties
+# (the first option) and the same additions, so the same plan bit for bit.
+@jit(nrt=False)
+def pollux_sizes(vals, offs, keep_r, keep_v, total, choice, dp, nxt, out_r, out_keep):
+    """Job j's options: GPUs r = 0..offs[j+1]-offs[j]-1 of value ``vals[offs[j] + r]``, and, when
+    ``keep_r[j] >= 0``, keeping its allocation (``keep_r[j]`` GPUs, value ``keep_v[j]``). Writes
+    each job's GPUs and whether it keeps its allocation (``out_r``, ``out_keep``) of the least sum
+    over at most ``total`` GPUs. ``choice`` (jobs x total+1, int64), ``dp`` and ``nxt``
+    (total+1): scratch."""
+    nj = len(keep_r)
+    for c in range(total + 1):
+        dp[c] = 0.0
+    for j in range(nj):
+        lo = offs[j]
+        n = offs[j + 1] - lo
+        m = n + (1 if keep_r[j] >= 0 else 0)
+        for c in range(total + 1):
+            best = math.inf
+            bk = 0
+            for k in range(m):
+                r = k if k < n else keep_r[j]
+                v = vals[lo + k] if k < n else keep_v[j]
+                cand = dp[c - r] + v if c - r >= 0 else math.inf
+                if cand < best:
+                    best = cand
+                    bk = k
+            nxt[c] = best
+            choice[j, c] = bk
+        for c in range(total + 1):
+            dp[c] = nxt[c]
+    c = 0
+    for i in range(1, total + 1):
+        if dp[i] < dp[c]:
+            c = i
+    for j in range(nj - 1, -1, -1):
+        k = choice[j, c]
+        n = offs[j + 1] - offs[j]
+        if k < n:
+            out_r[j] = k
+            out_keep[j] = False
+        else:
+            out_r[j] = keep_r[j]
+            out_keep[j] = True
+        c -= out_r[j]

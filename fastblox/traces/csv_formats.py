@@ -129,8 +129,12 @@ def read_tiresias(path, *, on_bad_rows="error", max_gpus=None, name=None):
 
 # ------------------------------------------------------------------------------------------ pollux / sia
 def _detect_pollux(path: Path, head: str) -> bool:
-    return (_has(head, "name", "time", "application", "num_replicas")
+    return ((_has(head, "name", "time", "application", "num_replicas") and not _detect_elastic_mix(path, head))
             or _has(head, "timestamp", "duration", "num_gpus", "cluster"))
+
+
+def _detect_elastic_mix(path: Path, head: str) -> bool:
+    return _has(head, "time", "application", "num_replicas", "duration")
 
 
 def _load_table(value, what: str) -> dict:
@@ -214,6 +218,27 @@ def read_pollux(path, *, on_bad_rows="error", max_gpus=None, name=None, app_dura
     if "batch_size" in df.columns:
         raw.extra["batch_size"] = _core.num(df["batch_size"])
     return _core.finish(raw, path=path, on_bad_rows=on_bad_rows, max_gpus=max_gpus, name=name, fmt="pollux")
+
+
+@register_format(
+    "elastic-mix",
+    description="elastic and rigid jobs (name,time,application,num_replicas,batch_size,duration): a row with a "
+                "Pollux application is elastic, a row without runs duration seconds on num_replicas GPUs; a Pollux "
+                "workload CSV is all elastic (fastblox.mixed; docs/elastic.md)",
+    detect=_detect_elastic_mix,
+)
+def read_elastic_mix(path, *, on_bad_rows="error", max_gpus=None, name=None):
+    """:func:`fastblox.mixed.read_mixed`: an elastic row's ``duration_s`` is its run time alone
+    on its ``num_replicas`` GPUs at its batch size (what the native policies run it for). Every
+    row is checked: a bad one stops the reading whatever ``on_bad_rows`` says."""
+    from ..mixed import read_mixed
+
+    w = read_mixed(path, name=name)
+    if max_gpus is not None and (w.num_gpus > max_gpus).any():
+        j = int(np.flatnonzero(w.num_gpus > max_gpus)[0])
+        raise TraceError(f"job {int(w.job_id[j])} asks for {int(w.num_gpus[j])} GPUs, more than the {max_gpus} the "
+                         "cluster has", path=path, column="num_replicas")
+    return w
 
 
 # ------------------------------------------------------------------------------------------ rfold

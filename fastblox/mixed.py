@@ -1,0 +1,344 @@
+"""Elastic and rigid jobs in one run, outside the peer compat modes: ``--policy pollux`` without
+``--compat``.
+
+A workload's rows are of two kinds, told apart by its boolean ``elastic`` column (a workload
+without it is all rigid, as every trace fastblox reads):
+
+* **elastic** rows are Pollux jobs (:mod:`fastblox.elastic`): an application trained for its
+  epochs, with the GPUs and batch size it asks for (``num_gpus``, ``batch_size``); under Pollux
+  it adapts its GPUs and batch size to the goodput model it fits and pays
+  :data:`~fastblox.elastic.RESTART_S` at every (re-)allocation, exactly as under
+  ``--compat pollux``;
+* **rigid** rows run ``duration_s`` seconds on exactly ``num_gpus`` GPUs (a gang): under Pollux
+  a rigid job gets its gang or nothing. Its speedup, for Pollux's objective, is ``gang / fair
+  share`` (the linear prior Pollux gives an elastic job before it has a model); it pays the same
+  restart delay at every (re-)launch and keeps its progress when suspended.
+
+The run is the Pollux simulator's (:func:`fastblox.compat_pollux._run_pollux`: intervals of
+``--round-s``, 60 by default, and :class:`~fastblox.compat_pollux.PolluxPolicy`'s search) on any
+``--cluster`` of alike nodes; a workload of elastic rows only runs exactly as ``--compat
+pollux`` does. The native policies (``fifo``, ``las``, ...) run the same workload with elastic
+rows held at their requested GPUs for ``duration_s``, their run time alone at that size (the
+baseline).
+
+A mixed workload is a CSV ``name,time,application,num_replicas,batch_size,duration``
+(:func:`read_mixed`, trace format ``elastic-mix``): a row with an application is elastic (its
+``duration`` empty), a row without is rigid (``duration`` seconds, ``batch_size`` empty). A
+Pollux workload CSV (no ``duration`` column) is all elastic; :func:`mix` joins a Pollux
+workload and any trace.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from . import compat_pollux as cp
+from . import elastic
+from .errors import ConfigError, TraceError, WorkloadError
+
+FORMAT = "elastic-mix"
+COLUMNS = ("name", "time", "application", "num_replicas", "batch_size", "duration")
+MAX_GPUS_PER_NODE = 4  # the Pollux profiles measure placements of up to 4 GPUs a node
+
+
+# ------------------------------------------------------------------------------------------ workloads
+@functools.lru_cache(maxsize=None)
+def isolated_s(app: str, batch_size: int, num_replicas: int) -> float:
+    """:func:`fastblox.elastic.isolated_run_s`, remembered (scaled workloads repeat their jobs)."""
+    return elastic.isolated_run_s(app, batch_size, num_replicas)
+
+
+def read_mixed(path, name: str | None = None):
+    """A mixed workload CSV (module docstring) as a :class:`~fastblox.Workload` with columns
+    ``elastic`` (bool), ``model`` (the application; "" for rigid rows), ``batch_size`` (0 for
+    rigid rows) and ``source_id`` (the name). A bad row raises TraceError naming the file, row
+    (the header is row 1) and column."""
+    path = Path(path)
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+    except OSError as e:
+        raise TraceError(f"cannot read ({e.strerror})", path=path) from None
+    if not rows:
+        raise TraceError("empty file", path=path)
+    head = [h.strip() for h in rows[0]]
+    for c in COLUMNS[:4]:
+        if c not in head:
+            raise TraceError(f"missing column (a mixed workload has {', '.join(COLUMNS)})", path=path, column=c)
+    col = {c: head.index(c) for c in COLUMNS if c in head}
+    jobs = [_row(row, col, path, i, len(head)) for i, row in enumerate(rows[1:], start=2) if any(x.strip() for x in row)]
+    if not jobs:
+        raise TraceError("no jobs", path=path)
+    names, submit, apps, reps, bsz, dur = zip(*jobs)
+    return _workload(submit, reps, dur, apps, bsz, names, name or path.stem)
+
+
+def _workload(submit, reps, dur, apps, bsz, names, name):
+    from .workload import Workload
+
+    apps = np.array(apps, dtype=object)
+    return Workload.from_arrays(submit, reps, duration_s=dur, name=name, elastic=apps != "", model=apps,
+                                batch_size=np.array(bsz, dtype=np.int64), source_id=np.array(names, dtype=object))
+
+
+def _row(row, col, path, i, width) -> tuple:
+    """(name, submit s, application or "", GPUs, batch size or 0, duration s) of CSV row ``i``."""
+    if len(row) != width:
+        raise TraceError(f"{len(row)} fields, the header has {width}", path=path, row=i)
+    cell = lambda c: row[col[c]].strip() if c in col else ""  # noqa: E731
+    app = cell("application")
+    submit = _number(cell("time"), path, i, "time", whole=False)
+    reps = _number(cell("num_replicas"), path, i, "num_replicas")
+    if not app:  # rigid
+        if not cell("duration"):
+            raise TraceError("a rigid row (no application) needs its run time in seconds", path=path, row=i,
+                             column="duration")
+        if cell("batch_size"):
+            raise TraceError("a rigid row (no application) has no batch size; leave it empty", path=path, row=i,
+                             column="batch_size")
+        dur = _number(cell("duration"), path, i, "duration", whole=False)
+        if dur <= 0:
+            raise TraceError(f"{cell('duration')!r} is not a number of seconds > 0", path=path, row=i,
+                             column="duration")
+        return cell("name"), submit, "", reps, 0, dur
+    if app not in elastic.APPLICATIONS:
+        raise TraceError(f"unknown application {app!r} (the Pollux profiles': {', '.join(sorted(elastic.APPLICATIONS))}"
+                         "; leave it empty for a rigid job)", path=path, row=i, column="application")
+    if cell("duration"):
+        raise TraceError(f"an elastic row ({app}) trains to its target: leave duration empty", path=path, row=i,
+                         column="duration")
+    bsz = _number(cell("batch_size"), path, i, "batch_size")
+    pr = elastic.profile(app)
+    if not pr.init_batch_size <= bsz <= pr.max_batch_size:
+        raise TraceError(f"{app} batch size {bsz} is outside its validated {pr.init_batch_size}..{pr.max_batch_size}",
+                         path=path, row=i, column="batch_size")
+    try:
+        dur = isolated_s(app, bsz, reps)
+    except ValueError as e:
+        raise TraceError(f"{app} on {reps} GPUs: {e}", path=path, row=i, column="num_replicas") from None
+    return cell("name"), submit, app, reps, bsz, dur
+
+
+def _number(v: str, path, i, c, whole=True) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        x = float("nan")
+    if not np.isfinite(x) or x < 0 or (whole and (x != int(x) or x < 1)):
+        what = "a whole number >= 1" if whole else "a number of seconds >= 0"
+        raise TraceError(f"{v!r} is not {what}", path=path, row=i, column=c)
+    return int(x) if whole else x
+
+
+def read_any(path):
+    """A CSV with an ``application`` column: :func:`read_mixed`; any other trace: read as every
+    trace is (:func:`fastblox.traces.read_trace`), all rigid."""
+    from .traces import _core, read_trace
+
+    p = Path(path)
+    if not p.name.lower().endswith((".parquet", ".pq")):
+        head = _core.first_line(_core.read_bytes(p))
+        if "application" in [h.strip().lower() for h in head.split(",")]:
+            return read_mixed(p)
+    return read_trace(p)
+
+
+def mix(elastic_workload, rigid_workload, name: str = "mixed"):
+    """One workload of the elastic rows of ``elastic_workload`` (a Pollux workload:
+    :func:`fastblox.compat_pollux.read_workload` or :func:`read_mixed`) and every row of
+    ``rigid_workload`` (any trace) as rigid jobs; rows in submit order (elastic first among equals)."""
+    ex = elastic_workload.extra
+    if "model" not in ex or "batch_size" not in ex:
+        raise WorkloadError(f"workload {elastic_workload.name!r} is not a Pollux workload (no model/batch_size)")
+    e = elastic_rows(elastic_workload) if "elastic" in ex else np.ones(len(elastic_workload), dtype=bool)
+    ew, rw = elastic_workload.take(np.flatnonzero(e)), rigid_workload
+    m = len(rw)
+    names = [str(x) for x in ew.extra.get("source_id", ew.job_id)] + [f"rigid-{j}" for j in rw.job_id.tolist()]
+    return _workload(np.concatenate([ew.submit_s, rw.submit_s]), np.concatenate([ew.num_gpus, rw.num_gpus]),
+                     np.concatenate([ew.duration_s, rw.duration_s]),
+                     [str(a) for a in ew.extra["model"]] + [""] * m,
+                     np.concatenate([np.asarray(ew.extra["batch_size"], dtype=np.int64), np.zeros(m, np.int64)]),
+                     names, name)
+
+
+def elastic_rows(workload) -> np.ndarray:
+    """Which rows are elastic (the ``elastic`` column; none without it)."""
+    e = workload.extra.get("elastic")
+    return np.zeros(len(workload), dtype=bool) if e is None else np.asarray(e, dtype=bool)
+
+
+# ------------------------------------------------------------------------------------------ rigid jobs
+class RigidJob:
+    """A rigid job under Pollux: ``work_s`` seconds on exactly ``gang`` GPUs (the interface of
+    :class:`fastblox.compat_pollux.ElasticJob` that the replay and the policy use)."""
+
+    def __init__(self, gang: int, work_s: float, submit: float):
+        self.gang, self.work_s, self.submit = int(gang), float(work_s), float(submit)
+        self.done_s, self.rescale = 0.0, 0.0
+        self.placement = ()
+        self.finish = self.restarts = self.first = None
+        self.attained_gpu, self.preempted = 0.0, 0
+
+    def speedups(self, fair: float) -> "RigidSpeedups":
+        return RigidSpeedups(self.gang, fair)
+
+    def max_replicas(self, gpus: int) -> int:
+        return self.gang
+
+    def reallocate(self, placement: tuple, now: float) -> None:
+        if not placement:
+            if self.placement:
+                self.preempted += 1
+            self.placement = ()
+            return
+        if sum(placement) != self.gang:
+            raise RuntimeError(f"a rigid job of {self.gang} GPUs was given {sum(placement)}")
+        self.placement = tuple(placement)
+        self.rescale = elastic.RESTART_S
+        if self.restarts is None:
+            self.restarts, self.first = 0, now
+        else:
+            self.restarts += 1
+
+    def advance(self, t0: float, secs: float) -> None:
+        if not self.placement or self.finish is not None:
+            return
+        d = min(self.rescale, secs)
+        self.rescale -= d
+        left = self.work_s - self.done_s
+        run = min(secs - d, left)
+        self.attained_gpu += (d + run) * self.gang
+        if run >= left:
+            self.finish = t0 + d + left
+            self.done_s = self.work_s
+        else:
+            self.done_s += run
+
+
+class RigidSpeedups:
+    """A rigid job's speedup over its fair share: ``gang / fair`` on its gang, 0 on any other size."""
+
+    def __init__(self, gang: int, fair: float):
+        self.gang, self.fair = gang, fair
+
+    def __call__(self, nodes, reps) -> np.ndarray:
+        reps = np.asarray(reps, dtype=np.int64)
+        return np.where(reps == self.gang, self.gang / self.fair, 0.0)
+
+
+# ------------------------------------------------------------------------------------------ the run
+def make_jobs(apps, gangs, duration_s, is_elastic, submit_s) -> list:
+    """The replay's jobs: elastic rows as ``--compat pollux`` makes them, rigid rows as :class:`RigidJob`."""
+    fits = {}
+    out = []
+    for a, g, d, e, t in zip(apps, gangs, duration_s, is_elastic, submit_s):
+        if e:
+            out.append(cp.ElasticJob(a, float(t), cp.POLLUX_NCF_BATCH if a == "ncf" else None, fits))
+        else:
+            out.append(RigidJob(int(g), float(d), float(t)))
+    return out
+
+
+def simulate_mixed(apps, gangs, duration_s, is_elastic, submit_s, interval_s: float = cp.INTERVAL_S,
+                   nodes: int = cp.NODES, per_node: int = cp.GPUS_PER_NODE, max_intervals: int = 1_000_000) -> dict:
+    """Replay elastic and rigid jobs (workload order) under Pollux. Returns what
+    :func:`fastblox.compat_pollux.simulate_pollux` does."""
+    jobs = make_jobs(apps, gangs, duration_s, is_elastic, submit_s)
+    pol = cp.PolluxPolicy(jobs, nodes, per_node)
+    with elastic.one_blas_thread():
+        return cp._run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals)
+
+
+def check_cluster(cluster, any_elastic: bool) -> tuple:
+    """(nodes, GPUs per node) of a cluster the elastic engine runs: alike nodes of one GPU type,
+    no racks; with elastic jobs, at most :data:`MAX_GPUS_PER_NODE` GPUs a node. Raises ConfigError."""
+    g = np.asarray(cluster.node_gpus)
+    if len(cluster.gpu_types) > 1 or cluster.node_rack is not None or (g != g[0]).any():
+        raise ConfigError(f"--cluster: --policy pollux runs on alike nodes of one GPU type without racks (e.g. 32x4); "
+                          f"not {cluster.spec!r}")
+    if any_elastic and g[0] > MAX_GPUS_PER_NODE:
+        raise ConfigError(f"--cluster: elastic jobs need nodes of at most {MAX_GPUS_PER_NODE} GPUs (the Pollux "
+                          f"profiles measure placements up to {MAX_GPUS_PER_NODE} GPUs a node); {cluster.spec!r} has "
+                          f"{int(g[0])}")
+    return len(g), int(g[0])
+
+
+def job_arrays(workload, gpus_total: int) -> tuple:
+    """(applications, gangs, durations, elastic mask) of a workload, checked: elastic rows name
+    Pollux applications, rigid gangs fit the cluster. Raises WorkloadError naming the row."""
+    e = elastic_rows(workload)
+    gangs = np.asarray(workload.num_gpus, dtype=np.int64)
+    apps = [""] * len(workload)
+    if e.any():
+        ex = workload.extra
+        if "model" not in ex or "batch_size" not in ex:
+            raise WorkloadError(f"workload {workload.name!r} has elastic rows but no 'model' (application) or "
+                                "'batch_size' column")
+        model = np.asarray(ex["model"], dtype=object)
+        for j in np.flatnonzero(e):
+            if str(model[j]) not in elastic.APPLICATIONS:
+                raise WorkloadError(f"workload {workload.name!r}: elastic job {int(workload.job_id[j])} has unknown "
+                                    f"application {str(model[j])!r}; the Pollux profiles': "
+                                    f"{', '.join(sorted(elastic.APPLICATIONS))}")
+            apps[j] = str(model[j])
+    big = ~e & (gangs > gpus_total)
+    if big.any():
+        j = int(np.flatnonzero(big)[0])
+        raise WorkloadError(f"workload {workload.name!r}: rigid job {int(workload.job_id[j])} asks for {int(gangs[j])} "
+                            f"GPUs; the cluster has {gpus_total}")
+    return apps, gangs, np.asarray(workload.duration_s, dtype=np.float64), e
+
+
+def run(workload, r, cluster, tracked, sim_timer):
+    """``--policy pollux`` without ``--compat``: replay ``workload`` with resolved spec ``r`` and
+    build the run's :class:`~fastblox.results.Result`."""
+    from .results import Result, _jobs_table, _summary
+    from .slices import mark
+
+    e = elastic_rows(workload)
+    nodes, per_node = check_cluster(cluster, bool(e.any()))
+    apps, gangs, dur, e = job_arrays(workload, nodes * per_node)
+    with sim_timer() as t:
+        out = simulate_mixed(apps, gangs, dur, e, workload.submit_s, r.round_s, nodes, per_node)
+    finish, first, att_gpu = out["finish_s"], out["start_s"], out["attained_gpu_s"]
+    att = att_gpu / np.maximum(workload.num_gpus, 1)
+    jobs = lambda: _jobs_table(workload, first, finish, out["preemptions"], att, att_gpu, tracked)  # noqa: E731
+    summ = _summary(workload, cluster, tracked, finish, first, out["preemptions"], att_gpu,
+                    float(workload.submit_s.min()), out["end_s"], t.seconds, 0.0)
+    summ["engine"] = "pollux on elastic and rigid jobs (fastblox.mixed)"
+    summ["restarts"] = int(out["restarts"].sum())
+    summ["elastic_jobs"] = int(e.sum())
+    for kind, m in (("elastic", e), ("rigid", ~e)):
+        m = m & tracked & (finish >= 0)
+        summ[f"avg_jct_{kind}_s"] = float((finish[m] - workload.submit_s[m]).mean()) if m.any() else float("nan")
+    mark(summ, None)
+    return Result(jobs, summ, r.as_dict())
+
+
+# ------------------------------------------------------------------------------------------ scaled workloads
+def scaled(workload, num_jobs: int, total_gpus: int, load: float = 0.8, seed: int = 0, name: str | None = None):
+    """``num_jobs`` rows drawn with replacement from ``workload`` (a Pollux or mixed workload),
+    arriving as a Poisson process whose offered load on ``total_gpus`` GPUs is ``load`` (the
+    drawn jobs' GPU-seconds alone at their requested size per GPU-second of arrivals);
+    deterministic given ``seed``. Rows keep their kind, application, GPUs and batch size."""
+    if num_jobs < 1 or total_gpus < 1 or not load > 0:
+        raise ConfigError(f"scaled: num_jobs ({num_jobs}) and total_gpus ({total_gpus}) must be >= 1 and load "
+                          f"({load}) > 0")
+    rng = np.random.default_rng(seed)
+    pick = np.sort(rng.integers(0, len(workload), num_jobs))
+    w = workload.take(pick)
+    gpu_s = float((w.duration_s * w.num_gpus).sum())
+    span = gpu_s / (load * total_gpus)
+    gaps = rng.exponential(1.0, num_jobs)
+    submit = np.round(np.cumsum(gaps) / gaps.sum() * span, 3)
+    order = rng.permutation(num_jobs)  # (the drawn jobs in random arrival order)
+    w = w.take(order)
+    ex = w.extra
+    apps = [str(a) if e else "" for a, e in zip(ex["model"], elastic_rows(w))]
+    names = [f"{s}-{i}" for i, s in enumerate(np.asarray(ex.get("source_id", w.job_id)).tolist())]
+    return _workload(submit, w.num_gpus, w.duration_s, apps, np.asarray(ex["batch_size"], dtype=np.int64), names,
+                     name or f"{workload.name}-x{num_jobs}")
