@@ -784,20 +784,21 @@ class PolluxPolicy:
 
 
 def simulate_pollux(apps, submit_s, interval_s: float = INTERVAL_S, nodes: int = NODES, per_node: int = GPUS_PER_NODE,
-                    max_intervals: int = 1_000_000) -> dict:
+                    max_intervals: int = 1_000_000, until_s: float | None = None) -> dict:
     """Replay the jobs under Pollux as the simulator does (adaptive batch sizes; ncf fixed at
-    32,768 on one GPU). Returns what :func:`simulate` does, plus ``objectives``."""
+    32,768 on one GPU). Returns what :func:`simulate` does, plus ``objectives``. ``until_s``: stop
+    after the round at that simulated time (unfinished jobs: finish -1)."""
     fits = {}
     jobs = [ElasticJob(a, float(t), POLLUX_NCF_BATCH if a == "ncf" else None, fits) for a, t in zip(apps, submit_s)]
     pol = PolluxPolicy(jobs, nodes, per_node)
     with elastic.one_blas_thread():
-        return _run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals)
+        return _run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals, until_s)
 
 
-def _run_pollux(jobs, pol, submit, interval_s, max_intervals) -> dict:
+def _run_pollux(jobs, pol, submit, interval_s, max_intervals, until_s=None) -> dict:
     now, alloc = 0.0, {}
     for _ in range(max_intervals):
-        if all(j.finish is not None for j in jobs):
+        if all(j.finish is not None for j in jobs) or (until_s is not None and now >= until_s):
             break
         for job in jobs:
             job.advance(now, interval_s)
