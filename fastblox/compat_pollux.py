@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -546,6 +547,19 @@ class Speedups:
             memo.update(zip(miss, good.tolist()))
         return np.array([memo[pr] for pr in pairs])
 
+    def at_layouts(self, n_r: np.ndarray, count: int) -> np.ndarray:
+        """Speedups at the first ``count`` (nodes, GPUs) pairs of ``n_r`` (a read-only array of
+        :func:`_layouts`); the goodputs of all its pairs are remembered on the job with its model."""
+        job = self.job
+        if job.pp is None:
+            return n_r[:count, 1] / self.fair
+        key = (job.pp.tobytes(), job.grad, id(n_r))
+        if getattr(job, "_lkey", None) != key:
+            job._lkey, job._lgood = key, None
+        if job._lgood is None or len(job._lgood) < count:
+            job._lgood = self._goodputs(n_r[:count, 0], n_r[:count, 1])
+        return job._lgood[:count] / self.base
+
     def __call__(self, nodes, reps) -> np.ndarray:
         """Speedups at (nodes, GPUs) pairs (arrays; 0 where GPUs is 0)."""
         nodes, reps = np.asarray(nodes, dtype=np.int64), np.asarray(reps, dtype=np.int64)
@@ -556,6 +570,17 @@ class Speedups:
         elif on.any():
             out[on] = self._goodputs(nodes[on], reps[on]) / self.base
         return out
+
+
+@functools.lru_cache(maxsize=64)
+def _layouts(max_r: int, nodes: int, per_node: int, max_nodes: int, spread: int) -> np.ndarray:
+    """(nodes, GPUs) pairs of the rows of 1..max_r GPUs the local search values: from the fewest
+    nodes that hold them to ``spread`` more (at most the GPUs and ``max_nodes``). Read-only."""
+    out = [(n, r) for r in range(1, max_r + 1) for n in range(-(-r // per_node), min(r, max_nodes) + 1)
+           if n <= -(-r // per_node) + spread]
+    a = np.array(out, dtype=np.int64).reshape(-1, 2)
+    a.flags.writeable = False
+    return a
 
 
 class PolluxPolicy:
@@ -571,6 +596,9 @@ class PolluxPolicy:
     another on the same node) while one helps."""
 
     PASSES = 8  # plans at most, each without the sizes the packing of the one before could not give
+    LAYOUT_SPREAD = 3  # the local search's rows of r GPUs: on the fewest nodes up to this many more
+    MAX_SWEEPS = 50  # of the local search (it stops sooner when a sweep moves nothing)
+    KICKS = 3  # jobs put back on their base row (the jobs in the way emptied) and the search run again
 
     def __init__(self, jobs: list, nodes: int, per_node: int):
         self.jobs, self.nodes, self.per_node = jobs, nodes, per_node
@@ -746,6 +774,48 @@ class PolluxPolicy:
                 state[j] = row
         return state
 
+    def _table(self, base, tabs, factors, maxr) -> tuple:
+        """(table[job, nodes, GPUs], keep[job]) of :mod:`kernels.pollux`: 1 / (scaled speedup + 1e-3)
+        of each job on a changed row of r GPUs on n nodes (n from the fewest to LAYOUT_SPREAD more; inf
+        elsewhere), and on its base row."""
+        J, N, P = len(tabs), self.nodes, self.per_node
+        R = int(maxr.max()) if J else 0
+        n_r = _layouts(R, N, P, min(N, MAX_NODES_PER_JOB), self.LAYOUT_SPREAD)
+        table = np.full((J, N + 1, R + 1), np.inf)
+        table[:, 0, 0] = 1.0 / 1e-3
+        keep = np.empty(J)
+        upto = np.searchsorted(n_r[:, 1], maxr, side="right")  # (pairs by GPUs)
+        for j in range(J):
+            sel = n_r[:upto[j]]
+            s = tabs[j].at_layouts(n_r, int(upto[j])) / P * factors[j]
+            table[j, sel[:, 0], sel[:, 1]] = 1.0 / (s + 1e-3)
+            rb = int(base[j].sum())
+            sb = tabs[j]([np.count_nonzero(base[j])], [rb])[0] / P if rb else 0.0
+            keep[j] = 1.0 / (sb + 1e-3)
+        return table, keep
+
+    def _refine(self, seeds: list, f_first: float, base, tabs, factors, maxr) -> tuple:
+        """The best of the seeds (allocations; None: skipped) each improved by
+        :func:`kernels.pollux.search`, by the exact objective (the first seed's is ``f_first``)."""
+        from .kernels.pollux import search
+
+        table, keep = self._table(base, tabs, factors, maxr)
+        J, N = base.shape
+        best, f_best = seeds[0], f_first
+        for seed in seeds:
+            if seed is None:
+                continue
+            state = np.ascontiguousarray(seed, dtype=np.int64).copy()
+            search(state, base, table, keep, maxr.astype(np.int64), self.per_node, min(N, MAX_NODES_PER_JOB),
+                   self.MAX_SWEEPS, self.KICKS, np.empty(J), *(np.empty(N, dtype=np.int64) for _ in range(6)),
+                   np.empty((4, N), dtype=np.int64), np.empty(2 * table.shape[2]), np.empty((J, N), dtype=np.int64),
+                   np.empty(J),
+                   np.empty(J, dtype=np.int64))
+            f = self.objective(state, base, tabs, factors)
+            if best is None or f > f_best:
+                best, f_best = state, f
+        return best, f_best
+
     def optimize(self, active: list, prev: dict, now: float) -> dict:
         jobs = self.jobs
         order = sorted(active, key=lambda j: (jobs[j].attained_gpu, jobs[j].submit))
@@ -779,6 +849,8 @@ class PolluxPolicy:
         if best is not None:
             best = self._improve(best, base, tabs, factors, maxr)
             f_best = self.objective(best, base, tabs, factors)
+        ok = (base.sum(axis=1) <= maxr).all()
+        best, f_best = self._refine([best, base if ok else None], f_best, base, tabs, factors, maxr)
         self.objectives.append((now, f_best, f_base))
         return {j: [n for n in range(self.nodes) for _ in range(int(best[i, n]))] for i, j in enumerate(order)}
 
