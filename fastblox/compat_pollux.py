@@ -593,7 +593,10 @@ class PolluxPolicy:
     one multi-node job per node, a node's GPUs at most), plans again without the sizes the
     packing could not give, keeps the best of those and the unchanged allocation by the exact
     objective, and improves it by single moves (a node's free GPUs to a job, one GPU from a job to
-    another on the same node) while one helps."""
+    another on the same node) while one helps. Then a compiled local search on the exact values
+    of every job on every (nodes, GPUs) layout (``kernels/pollux.py``: best responses, the best
+    pair move, kicks back to a job's base row) improves both that allocation and the unchanged
+    one; the better by the exact objective is taken."""
 
     PASSES = 8  # plans at most, each without the sizes the packing of the one before could not give
     LAYOUT_SPREAD = 3  # the local search's rows of r GPUs: on the fewest nodes up to this many more

@@ -231,9 +231,9 @@ def refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, vals
     """Improve ``state`` [job, node] in place; returns the sweeps made. Each sweep: every job's best
     response (taken when better), then every pair (i, j), i holding GPUs: i gives them up, then each
     option of j with i's best response to it (:func:`pair_move`); of all pairs, the one lowering the
-    sum most is taken (the first among equals). Stops after a sweep without a move. ``vals`` (jobs), ``used``, ``multi``, ``order``,
-    ``row``, ``row2``, ``best_j`` (nodes), ``save`` (4 x nodes), ``opt_v`` (2 + 2 x table's last
-    axis): scratch."""
+    sum most is taken (the first among equals). Stops after a sweep without a move. Scratch:
+    ``vals`` (jobs); ``used``, ``multi``, ``order``, ``row``, ``row2``, ``best_j`` (nodes); ``save``
+    (4 x nodes); ``opt_v`` (2 + 2 x the table's last axis)."""
     J, N = state.shape
     for j in range(J):
         vals[j] = row_value(j, state, base, table, keep)

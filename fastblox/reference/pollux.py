@@ -162,8 +162,8 @@ def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kick
     vals = [value(j, rows[j], base, table, keep) for j in range(len(rows))]
     done, taken = set(), 0
     for _ in range(kicks):
-        cand = [i for i in range(len(rows)) if i not in done and rows[i] != list(base[i]) and 0 < sum(base[i]) <= maxr[i]
-                and vals[i] - keep[i] > 0]
+        cand = [i for i in range(len(rows)) if i not in done and rows[i] != list(base[i])
+                and 0 < sum(base[i]) <= maxr[i] and vals[i] - keep[i] > 0]
         if not cand:
             break
         p = max(cand, key=lambda i: (vals[i] - keep[i], -i))
