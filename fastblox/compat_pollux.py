@@ -591,12 +591,11 @@ class PolluxPolicy:
     job's best size given the GPUs left, exactly, on its fewest nodes; once with new multi-node
     allocations in whole nodes only, once with any size), packs the result onto nodes (at most
     one multi-node job per node, a node's GPUs at most), plans again without the sizes the
-    packing could not give, keeps the best of those and the unchanged allocation by the exact
-    objective, and improves it by single moves (a node's free GPUs to a job, one GPU from a job to
-    another on the same node) while one helps. Then a compiled local search on the exact values
-    of every job on every (nodes, GPUs) layout (``kernels/pollux.py``: best responses, the best
-    pair move, kicks back to a job's base row) improves both that allocation and the unchanged
-    one; the better by the exact objective is taken."""
+    packing could not give, and keeps the best of those and the unchanged allocation by the exact
+    objective. Then a compiled local search on the exact values of every job on every (nodes, GPUs)
+    layout (``kernels/pollux.py``: best responses, the best pair move, kicks back to a job's base
+    row) improves both that allocation and the unchanged one; the better by the exact objective is
+    taken."""
 
     PASSES = 8  # plans at most, each without the sizes the packing of the one before could not give
     LAYOUT_SPREAD = 3  # the local search's rows of r GPUs: on the fewest nodes up to this many more
@@ -723,60 +722,6 @@ class PolluxPolicy:
                 row[i] = min(r, free[i])
         return row
 
-    def _job_value(self, j: int, row: np.ndarray, base_row: np.ndarray, tabs: list, factors: np.ndarray) -> float:
-        r = int(row.sum())
-        s = tabs[j]([np.count_nonzero(row)], [r])[0] / self.per_node if r else 0.0
-        if (row != base_row).any():
-            s *= factors[j]
-        return 1.0 / (s + 1e-3)
-
-    def _improve(self, state, base, tabs, factors, maxr) -> np.ndarray:
-        """Improve ``state`` one move at a time, the move that lowers the sum of 1/(scaled speedup +
-        1e-3) most first, while one does: a job takes a node's free GPUs, or a job takes one GPU of
-        a node it is on from another job there (the constraints kept)."""
-        state = state.copy()
-        P = self.per_node
-        val = lambda j, row: self._job_value(j, row, base[j], tabs, factors)  # noqa: E731
-        for _ in range(4 * state.size):
-            free = P - state.sum(axis=0)
-            nn = np.count_nonzero(state, axis=1)
-            multi_on = (state[nn > 1] > 0).any(axis=0)
-            cur = [val(j, state[j]) for j in range(len(state))]
-            best = (1e-12, None)
-            for j in range(len(state)):
-                r = int(state[j].sum())
-                if r >= maxr[j]:
-                    continue
-                mine = state[j] > 0
-                for n in np.flatnonzero(free > 0):  # the free GPUs of a node
-                    row = state[j].copy()
-                    row[n] += min(int(free[n]), int(maxr[j]) - r)
-                    used = row > 0
-                    if used.sum() > 1:  # multi-node: no other multi-node job on its nodes
-                        others = multi_on & ~(mine if nn[j] > 1 else np.zeros_like(mine))
-                        if (others & used).any() or used.sum() > MAX_NODES_PER_JOB:
-                            continue
-                    gain = cur[j] - val(j, row)
-                    if gain > best[0]:
-                        best = (gain, ((j, row),))
-                for n in np.flatnonzero(mine):  # one GPU from a neighbour
-                    row = state[j].copy()
-                    row[n] += 1
-                    vj = val(j, row)
-                    for i in np.flatnonzero(state[:, n] > 0):
-                        if i == j:
-                            continue
-                        other = state[i].copy()
-                        other[n] -= 1
-                        gain = cur[j] + cur[i] - vj - val(i, other)
-                        if gain > best[0]:
-                            best = (gain, ((j, row), (i, other)))
-            if best[1] is None:
-                break
-            for j, row in best[1]:
-                state[j] = row
-        return state
-
     def _table(self, base, tabs, factors, maxr) -> tuple:
         """(table[job, nodes, GPUs], keep[job]) of :mod:`kernels.pollux`: 1 / (scaled speedup + 1e-3)
         of each job on a changed row of r GPUs on n nodes (n from the fewest to LAYOUT_SPREAD more; inf
@@ -849,9 +794,6 @@ class PolluxPolicy:
                 if not short:
                     break
                 caps[short] = got[short]  # (the packing could not give them that many: plan again without)
-        if best is not None:
-            best = self._improve(best, base, tabs, factors, maxr)
-            f_best = self.objective(best, base, tabs, factors)
         ok = (base.sum(axis=1) <= maxr).all()
         best, f_best = self._refine([best, base if ok else None], f_best, base, tabs, factors, maxr)
         self.objectives.append((now, f_best, f_base))
