@@ -3,11 +3,17 @@ its plain-Python twin and against every allocation of tiny clusters (fastblox.re
 
 from __future__ import annotations
 
+import functools
+import json
+import types
+from pathlib import Path
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastblox import compat_pollux as cp
+from fastblox import elastic
 from fastblox.kernels import pollux as kp
 from fastblox.reference import pollux as ref
 
@@ -110,3 +116,37 @@ def test_layouts_are_the_fewest_nodes_and_a_few_more():
     assert (1, 4) in got and (4, 4) in got and (3, 9) in got and (6, 9) in got
     assert (2, 4) in got and (7, 9) not in got and (2, 9) not in got and (1, 5) not in got
     assert (np.diff(a[:, 1]) >= 0).all()  # by GPUs (PolluxPolicy._table takes a prefix)
+
+
+ROUNDS = Path(__file__).resolve().parents[1] / "datasets" / "pollux" / "nsga2_rounds.json"
+
+
+def _policy_on(rnd):
+    """PolluxPolicy on a saved allocation problem (jobs as the policy sees them)."""
+    jobs = {}
+    for jd in rnd["jobs"]:
+        jobs[jd["key"]] = types.SimpleNamespace(
+            app=jd["app"], prof=elastic.profile(jd["app"]), pp=None if jd["pp"] is None else np.array(jd["pp"]),
+            grad=None if jd["grad"] is None else tuple(jd["grad"]), attained_gpu=jd["attained"], submit=jd["submit"],
+            restarts=jd["restarts"], max_replicas=functools.partial(lambda m, g: m, jd["max_replicas"]))
+    pol = cp.PolluxPolicy(jobs, rnd["nodes"], rnd["per_node"])
+    prev = {jd["key"]: jd["base"] for jd in rnd["jobs"] if jd["base"]}
+    with elastic.one_blas_thread():
+        out = pol.optimize([jd["key"] for jd in rnd["jobs"]], prev, rnd["now"])
+    return pol.objectives[-1][1], out
+
+
+def test_search_matches_nsga2_where_the_dp_alone_fell_short():
+    # 7 rounds of workload-6 where the search before the local search scored 0.985-0.999 of Pollux's
+    # NSGA-II (its objective recorded in the file); now it is at least NSGA-II's in 6 of them and
+    # within 0.4 % in the last (a move of three jobs at once that the local search does not make)
+    rounds = json.loads(ROUNDS.read_text())["rounds"]
+    ratios = np.array([_policy_on(r)[0] / r["nsga2"] for r in rounds])
+    assert len(ratios) == 7
+    assert (ratios >= 1 - 1e-9).sum() == 6 and ratios.min() >= 0.996
+    for r in rounds[:2]:  # and the allocations are feasible
+        _, out = _policy_on(r)
+        for key, alloc in out.items():
+            assert len(alloc) <= next(jd["max_replicas"] for jd in r["jobs"] if jd["key"] == key)
+        per_node = np.bincount([n for a in out.values() for n in a], minlength=r["nodes"])
+        assert (per_node <= r["per_node"]).all()
