@@ -633,7 +633,10 @@ class PolluxPolicy:
         choice = []
         cap = np.arange(G + 1)
         for j in range(len(tabs)):
-            vals = self._values(tabs[j], int(maxr[j]), factors[j], whole)
+            key = (j, whole)  # (a job's values up to its cap, computed once a round; a lower cap: a prefix)
+            if key not in self._vals:
+                self._vals[key] = self._values(tabs[j], int(self._maxr[j]), factors[j], whole)
+            vals = self._vals[key][:int(maxr[j]) + 1]
             rs = np.arange(len(vals))
             opts_r, opts_v, keep = list(rs), list(vals), [False] * len(rs)
             rb = int(base[j].sum())
@@ -778,7 +781,7 @@ class PolluxPolicy:
         age = np.array([now - jobs[j].submit for j in order])
         rst = np.array([jobs[j].restarts or 0 for j in order])
         factors = np.maximum(age - rst * elastic.RESTART_S, 0.0) / (age + elastic.RESTART_S)
-        self._maxr = maxr
+        self._maxr, self._vals = maxr, {}
         f_base = self.objective(base, base, tabs, factors)
         best, f_best = (base, f_base) if (base.sum(axis=1) <= maxr).all() else (None, -np.inf)
         for whole in (True, False):
