@@ -128,13 +128,14 @@ def report(sim: dict, budget: float, w, recorded: str | None = None) -> str:
         f"≈ {per_round * n_rounds:,.0f} CPU-s (estimate) | {cpu_full:.2f} CPU-s | "
         f"≈ {per_round * n_rounds / cpu_full:,.0f}x (estimate) |",
     ]
-    how = (f"the simulator's run recorded in `{recorded}` (made by this script's `--record`)" if recorded else
-           "the simulator ran unmodified in a subprocess (one BLAS thread)")
-    limit = "(it finished)" if sim["finished"] else f"passed {sim['wall_limit_s']:g} s"
-    stamp = (f"Measured by `python bench/pollux_side.py --write --budget-cpu-s {budget:g}` ({sim['date']}) on "
-             f"{WORKLOAD.name}: {how} until its CPU passed the budget or the wall clock {limit} "
-             f"({sim['wall_s'] / 60:.0f} min of wall time on a shared machine), then this replay ran in the bench's "
-             f"process ({time.strftime('%Y-%m-%d')}), whole and up to the simulator's first and last rounds.")
+    end_why = ("it finished" if sim["finished"] else
+               f"stopped when its CPU passed {budget:g} s or the wall clock {sim['wall_limit_s']:g} s")
+    stamp = (f"Measured by `python bench/pollux_side.py --write --budget-cpu-s {budget:g} --wall-s "
+             f"{sim['wall_limit_s']:g}` ({sim['date']}) on {WORKLOAD.name}: the simulator ran unmodified in a "
+             f"subprocess (one BLAS thread; {end_why}; {sim['wall_s'] / 60:.0f} min of wall time on a shared machine)")
+    stamp += (f"; its rounds were saved, and this replay re-measured against them by `--from-record {recorded}` "
+              f"({time.strftime('%Y-%m-%d')})" if recorded else ", then this replay ran in the bench's process")
+    stamp += ", whole and up to the simulator's first and last rounds."
     return stamp + "\n\n" + "\n".join(rows)
 
 
