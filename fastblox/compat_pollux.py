@@ -600,7 +600,8 @@ class PolluxPolicy:
     PASSES = 8  # plans at most, each without the sizes the packing of the one before could not give
     LAYOUT_SPREAD = 3  # the local search's rows of r GPUs: on the fewest nodes up to this many more
     MAX_SWEEPS = 50  # of the local search (it stops sooner when a sweep moves nothing)
-    KICKS = 3  # jobs put back on their base row (the jobs in the way emptied) and the search run again
+    KICKS = 3  # jobs put back on their base row, then jobs put on their best GPUs on one node (the jobs in
+    # the way emptied), each followed by the search again
 
     def __init__(self, jobs: list, nodes: int, per_node: int):
         self.jobs, self.nodes, self.per_node = jobs, nodes, per_node
@@ -747,18 +748,20 @@ class PolluxPolicy:
 
     def _refine(self, seeds: list, f_first: float, base, tabs, factors, maxr) -> tuple:
         """The best of the seeds (allocations; None: skipped) each improved by
-        :func:`kernels.pollux.search`, by the exact objective (the first seed's is ``f_first``)."""
+        :func:`kernels.pollux.search` (with kicks from the first only), by the exact objective (the
+        first seed's is ``f_first``)."""
         from .kernels.pollux import search
 
         table, keep = self._table(base, tabs, factors, maxr)
         J, N = base.shape
         best, f_best = seeds[0], f_first
-        for seed in seeds:
+        for s_i, seed in enumerate(seeds):
             if seed is None:
                 continue
             state = np.ascontiguousarray(seed, dtype=np.int64).copy()
             search(state, base, table, keep, maxr.astype(np.int64), self.per_node, min(N, MAX_NODES_PER_JOB),
-                   self.MAX_SWEEPS, self.KICKS, np.empty(J), *(np.empty(N, dtype=np.int64) for _ in range(6)),
+                   self.MAX_SWEEPS, self.KICKS if s_i == 0 else 0, np.empty(J),
+                   *(np.empty(N, dtype=np.int64) for _ in range(6)),
                    np.empty((4, N), dtype=np.int64), np.empty(2 * table.shape[2]), np.empty((J, N), dtype=np.int64),
                    np.empty(J),
                    np.empty(J, dtype=np.int64))

@@ -324,56 +324,117 @@ def _kick(p, trial, base, per_node):
 
 
 @jit(nrt=False)
+def _kick_to_node(p, r, trial, per_node):
+    """``trial`` with job ``p`` on ``r`` GPUs of one node: the node with the fewest GPUs of others to
+    empty (the lowest index among equals), whose other jobs (lowest index first) give up their rows
+    until it fits."""
+    J, N = trial.shape
+    for k in range(N):
+        trial[p, k] = 0
+    pick = -1
+    short = 0
+    for k in range(N):
+        tot = 0
+        for q in range(J):
+            tot += trial[q, k]
+        s = r - (per_node - tot)
+        if s < 0:
+            s = 0
+        if pick < 0 or s < short:
+            pick = k
+            short = s
+    trial[p, pick] = r
+    for i in range(J):
+        tot = 0
+        for q in range(J):
+            tot += trial[q, pick]
+        if tot <= per_node:
+            break
+        if i != p and trial[i, pick] > 0:
+            for q in range(N):
+                trial[i, q] = 0
+
+
+@jit(nrt=False)
+def _grow_target(i, table, maxr, per_node):
+    """Job ``i``'s best count of GPUs on one node (the fewest among equals) and its value."""
+    best = table[i, 0, 0]
+    r_best = 0
+    top = _top(i, maxr, table)
+    if top > per_node:
+        top = per_node
+    for r in range(1, top + 1):
+        if table[i, 1, r] < best:
+            best = table[i, 1, r]
+            r_best = r
+    return r_best, best
+
+
+@jit(nrt=False)
 def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kicks, vals, used, multi, order, row,
            row2, best_j, save, opt_v, trial, tvals, done):
-    """:func:`refine`, then up to ``kicks`` times: the job not tried yet whose base row would lower
-    its value most (its row not its base row, the base row within its GPUs) is put back on it, the
-    jobs in its way emptied (:func:`_kick`), and that refined; taken when the sum is lower. ``state``
-    improved in place; returns the kicks taken. ``trial`` (jobs x nodes), ``tvals``, ``done`` (jobs):
-    scratch, with :func:`refine`'s."""
+    """:func:`refine`, then kicks, each refined and taken when the sum is lower: up to ``kicks``
+    times, the job not tried yet whose base row would lower its value most (its row not its base
+    row, the base row within its GPUs) put back on it, the jobs in its way emptied (:func:`_kick`);
+    then up to ``kicks`` times, the job not tried yet whose best count of GPUs on one node would
+    lower its value most given that count there (:func:`_kick_to_node`). ``state`` improved in
+    place; returns the kicks taken. ``trial`` (jobs x nodes), ``tvals``, ``done`` (jobs): scratch,
+    with :func:`refine`'s."""
     J, N = state.shape
     refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, vals, used, multi, order, row, row2,
            best_j, save, opt_v)
     total = 0.0
     for j in range(J):
         total += vals[j]
-        done[j] = 0
     taken = 0
-    for _ in range(kicks):
-        pick = -1
-        gain = 0.0
-        for i in range(J):
-            if done[i]:
-                continue
-            same = True
-            rb = 0
-            for k in range(N):
-                rb += base[i, k]
-                if state[i, k] != base[i, k]:
-                    same = False
-            if same or rb == 0 or rb > maxr[i]:
-                continue
-            g = vals[i] - keep[i]
-            if g > gain:
-                gain = g
-                pick = i
-        if pick < 0:
-            break
-        done[pick] = 1
-        for i in range(J):
-            for k in range(N):
-                trial[i, k] = state[i, k]
-        _kick(pick, trial, base, per_node)
-        refine(trial, base, table, keep, maxr, per_node, max_nodes, max_sweeps, tvals, used, multi, order, row, row2,
-               best_j, save, opt_v)
-        t = 0.0
+    for phase in range(2):
         for j in range(J):
-            t += tvals[j]
-        if _better(t, total):
+            done[j] = 0
+        for _ in range(kicks):
+            pick = -1
+            gain = 0.0
+            r_pick = 0
             for i in range(J):
-                vals[i] = tvals[i]
+                if done[i]:
+                    continue
+                if phase == 0:
+                    same = True
+                    rb = 0
+                    for k in range(N):
+                        rb += base[i, k]
+                        if state[i, k] != base[i, k]:
+                            same = False
+                    if same or rb == 0 or rb > maxr[i]:
+                        continue
+                    g = vals[i] - keep[i]
+                    r = 0
+                else:
+                    r, v = _grow_target(i, table, maxr, per_node)
+                    g = vals[i] - v
+                if g > gain:
+                    gain = g
+                    pick = i
+                    r_pick = r
+            if pick < 0:
+                break
+            done[pick] = 1
+            for i in range(J):
                 for k in range(N):
-                    state[i, k] = trial[i, k]
-            total = t
-            taken += 1
+                    trial[i, k] = state[i, k]
+            if phase == 0:
+                _kick(pick, trial, base, per_node)
+            else:
+                _kick_to_node(pick, r_pick, trial, per_node)
+            refine(trial, base, table, keep, maxr, per_node, max_nodes, max_sweeps, tvals, used, multi, order, row,
+                   row2, best_j, save, opt_v)
+            t = 0.0
+            for j in range(J):
+                t += tvals[j]
+            if _better(t, total):
+                for i in range(J):
+                    vals[i] = tvals[i]
+                    for k in range(N):
+                        state[i, k] = trial[i, k]
+                total = t
+                taken += 1
     return taken

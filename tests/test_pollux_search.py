@@ -138,12 +138,11 @@ def _policy_on(rnd):
 
 def test_search_matches_nsga2_where_the_dp_alone_fell_short():
     # 7 rounds of workload-6 where the search before the local search scored 0.985-0.999 of Pollux's
-    # NSGA-II (its objective recorded in the file); now it is at least NSGA-II's in 6 of them and
-    # within 0.4 % in the last (a move of three jobs at once that the local search does not make)
+    # NSGA-II (its objective recorded in the file); now it is at least NSGA-II's in all (without the
+    # kicks to a job's best GPUs on one node, 0.9963 in the round at 22,200 s: a move of three jobs)
     rounds = json.loads(ROUNDS.read_text())["rounds"]
     ratios = np.array([_policy_on(r)[0] / r["nsga2"] for r in rounds])
-    assert len(ratios) == 7
-    assert (ratios >= 1 - 1e-9).sum() == 6 and ratios.min() >= 0.996
+    assert len(ratios) == 7 and (ratios >= 1 - 1e-9).all()
     for r in rounds[:2]:  # and the allocations are feasible
         _, out = _policy_on(r)
         for key, alloc in out.items():

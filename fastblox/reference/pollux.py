@@ -156,20 +156,53 @@ def kick(p, rows, base, per_node):
     return rows
 
 
+def kick_to_node(p, r, rows, per_node):
+    """``rows`` with job ``p`` on ``r`` GPUs of the node with the fewest GPUs of others to empty
+    (lowest index among equals), its other jobs emptied, lowest index first, until it fits."""
+    rows = [list(x) for x in rows]
+    rows[p] = [0] * len(rows[p])
+    short = [max(0, r - (per_node - sum(x[k] for x in rows))) for k in range(len(rows[p]))]
+    k = short.index(min(short))
+    rows[p][k] = r
+    for i in range(len(rows)):
+        if sum(x[k] for x in rows) <= per_node:
+            break
+        if i != p and rows[i][k]:
+            rows[i] = [0] * len(rows[i])
+    return rows
+
+
+def grow_target(i, table, maxr, per_node):
+    """(GPUs, value) of job ``i``'s best count on one node (the fewest among equals)."""
+    best = (0, table[i][0][0])
+    for r in range(1, min(maxr[i], len(table[i][0]) - 1, per_node) + 1):
+        if table[i][1][r] < best[1]:
+            best = (r, table[i][1][r])
+    return best
+
+
 def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kicks):
     """The kernel's :func:`refine` and kicks: returns (rows, kicks taken)."""
     rows, _ = refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps)
     vals = [value(j, rows[j], base, table, keep) for j in range(len(rows))]
-    done, taken = set(), 0
-    for _ in range(kicks):
-        cand = [i for i in range(len(rows)) if i not in done and rows[i] != list(base[i])
-                and 0 < sum(base[i]) <= maxr[i] and vals[i] - keep[i] > 0]
-        if not cand:
-            break
-        p = max(cand, key=lambda i: (vals[i] - keep[i], -i))
-        done.add(p)
-        trial, _ = refine(kick(p, rows, base, per_node), base, table, keep, maxr, per_node, max_nodes, max_sweeps)
-        tv = [value(j, trial[j], base, table, keep) for j in range(len(rows))]
-        if _better(sum(tv), sum(vals)):
-            rows, vals, taken = trial, tv, taken + 1
+    taken = 0
+    for phase in (0, 1):
+        done = set()
+        for _ in range(kicks):
+            if phase == 0:
+                gains = {i: (vals[i] - keep[i], 0) for i in range(len(rows)) if i not in done
+                         and rows[i] != list(base[i]) and 0 < sum(base[i]) <= maxr[i]}
+            else:
+                targets = {i: grow_target(i, table, maxr, per_node) for i in range(len(rows)) if i not in done}
+                gains = {i: (vals[i] - v, r) for i, (r, v) in targets.items()}
+            gains = {i: g for i, g in gains.items() if g[0] > 0}
+            if not gains:
+                break
+            p = max(gains, key=lambda i: (gains[i][0], -i))
+            done.add(p)
+            start = kick(p, rows, base, per_node) if phase == 0 else kick_to_node(p, gains[p][1], rows, per_node)
+            trial, _ = refine(start, base, table, keep, maxr, per_node, max_nodes, max_sweeps)
+            tv = [value(j, trial[j], base, table, keep) for j in range(len(rows))]
+            if _better(sum(tv), sum(vals)):
+                rows, vals, taken = trial, tv, taken + 1
     return rows, taken
