@@ -222,6 +222,8 @@ def pair_move(i, j, state, base, table, keep, maxr, per_node, max_nodes, low, cu
 
 @jit(nrt=False)
 def _better(new, old):
+    if old == math.inf:  # (a start row of a layout the table does not value)
+        return new < old
     return new < old - EPS * abs(old) - 1e-15
 
 

@@ -109,6 +109,21 @@ def test_a_kick_puts_a_job_back_on_its_base_row():
     assert total(with_kicks, base, table, keep) < total(start, base, table, keep)
 
 
+def test_a_start_row_the_table_does_not_value_is_moved():
+    # a seed row on more nodes than the table values (inf) must not block the search or its kicks
+    base = np.zeros((2, 3), dtype=np.int64)
+    table = np.full((2, 4, 5), np.inf)
+    table[:, 0, 0] = 1e3
+    table[:, 1, 1], table[:, 1, 2] = 2.0, 1.0
+    keep = np.full(2, 1e3)
+    maxr = np.array([2, 2], dtype=np.int64)
+    start = np.array([[1, 1, 0], [0, 0, 2]], dtype=np.int64)  # job 0: 2 GPUs on 2 nodes (not in the table)
+    state, _ = run_kernel(start, base, table, keep, maxr, 2)
+    rows, _ = ref.search(start.tolist(), base.tolist(), table.tolist(), keep.tolist(), maxr.tolist(), 2, 3, 50, 3)
+    assert state.tolist() == rows and total(state, base, table, keep) == 2.0
+    assert sorted(state.sum(axis=1).tolist()) == [2, 2] and (np.count_nonzero(state, axis=1) == 1).all()
+
+
 def test_layouts_are_the_fewest_nodes_and_a_few_more():
     a = cp._layouts(9, 16, 4, 16, 3)
     assert not a.flags.writeable

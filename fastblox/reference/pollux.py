@@ -85,6 +85,8 @@ def pair_move(i, j, rows, base, table, keep, maxr, per_node, max_nodes, cur):
 
 
 def _better(new, old) -> bool:
+    if old == math.inf:
+        return new < old
     return new < old - EPS * abs(old) - 1e-15
 
 
