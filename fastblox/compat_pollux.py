@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -555,6 +556,19 @@ class Speedups:
             memo.update(zip(miss, good.tolist()))
         return np.array([memo[pr] for pr in pairs])
 
+    def at_layouts(self, n_r: np.ndarray, count: int) -> np.ndarray:
+        """Speedups at the first ``count`` (nodes, GPUs) pairs of ``n_r`` (a read-only array of
+        :func:`_layouts`); the goodputs of all its pairs are remembered on the job with its model."""
+        job = self.job
+        if job.pp is None:
+            return n_r[:count, 1] / self.fair
+        key = (job.pp.tobytes(), job.grad, id(n_r))
+        if getattr(job, "_lkey", None) != key:
+            job._lkey, job._lgood = key, None
+        if job._lgood is None or len(job._lgood) < count:
+            job._lgood = self._goodputs(n_r[:count, 0], n_r[:count, 1])
+        return job._lgood[:count] / self.base
+
     def __call__(self, nodes, reps) -> np.ndarray:
         """Speedups at (nodes, GPUs) pairs (arrays; 0 where GPUs is 0)."""
         nodes, reps = np.asarray(nodes, dtype=np.int64), np.asarray(reps, dtype=np.int64)
@@ -567,6 +581,17 @@ class Speedups:
         return out
 
 
+@functools.lru_cache(maxsize=64)
+def _layouts(max_r: int, nodes: int, per_node: int, max_nodes: int, spread: int) -> np.ndarray:
+    """(nodes, GPUs) pairs of the rows of 1..max_r GPUs the local search values: from the fewest
+    nodes that hold them to ``spread`` more (at most the GPUs and ``max_nodes``). Read-only."""
+    out = [(n, r) for r in range(1, max_r + 1) for n in range(-(-r // per_node), min(r, max_nodes) + 1)
+           if n <= -(-r // per_node) + spread]
+    a = np.array(out, dtype=np.int64).reshape(-1, 2)
+    a.flags.writeable = False
+    return a
+
+
 class PolluxPolicy:
     """Pollux's allocation: maximise the power mean (p = -1) of the jobs' speedups over their fair
     share, each scaled so one node's worth is 1, a job whose GPUs change discounted by the
@@ -575,11 +600,17 @@ class PolluxPolicy:
     job's best size given the GPUs left, exactly, on its fewest nodes; once with new multi-node
     allocations in whole nodes only, once with any size), packs the result onto nodes (at most
     one multi-node job per node, a node's GPUs at most), plans again without the sizes the
-    packing could not give, keeps the best of those and the unchanged allocation by the exact
-    objective, and improves it by single moves (a node's free GPUs to a job, one GPU from a job to
-    another on the same node) while one helps."""
+    packing could not give, and keeps the best of those and the unchanged allocation by the exact
+    objective. Then a compiled local search on the exact values of every job on every (nodes, GPUs)
+    layout (``kernels/pollux.py``: best responses, the best pair move, kicks back to a job's base
+    row) improves both that allocation and the unchanged one; the better by the exact objective is
+    taken."""
 
     PASSES = 8  # plans at most, each without the sizes the packing of the one before could not give
+    LAYOUT_SPREAD = 3  # the local search's rows of r GPUs: on the fewest nodes up to this many more
+    MAX_SWEEPS = 50  # of the local search (it stops sooner when a sweep moves nothing)
+    KICKS = 3  # jobs put back on their base row, then jobs put on their best GPUs on one node (the jobs in
+    # the way emptied), each followed by the search again
 
     def __init__(self, jobs: list, nodes: int, per_node: int):
         self.jobs, self.nodes, self.per_node = jobs, nodes, per_node
@@ -612,7 +643,10 @@ class PolluxPolicy:
         """Each job's options: (values of 0..maxr GPUs, (GPUs, value) of keeping its allocation or None)."""
         out = []
         for j in range(len(tabs)):
-            vals = self._values(tabs[j], int(maxr[j]), factors[j], whole)
+            key = (j, whole)  # (a job's values up to its cap, computed once a round; a lower cap: a prefix)
+            if key not in self._vals:
+                self._vals[key] = self._values(tabs[j], int(self._maxr[j]), factors[j], whole)
+            vals = self._vals[key][:int(maxr[j]) + 1]
             rb, keep = int(base[j].sum()), None
             if 0 < rb <= self._maxr[j]:  # (keeping more GPUs than it may have is not an option)
                 nb = int(np.count_nonzero(base[j]))
@@ -732,59 +766,52 @@ class PolluxPolicy:
                 row[i] = min(r, free[i])
         return row
 
-    def _job_value(self, j: int, row: np.ndarray, base_row: np.ndarray, tabs: list, factors: np.ndarray) -> float:
-        r = int(row.sum())
-        s = tabs[j]([np.count_nonzero(row)], [r])[0] / self.per_node if r else 0.0
-        if (row != base_row).any():
-            s *= factors[j]
-        return 1.0 / (s + 1e-3)
+    def _table(self, base, tabs, factors, maxr) -> tuple:
+        """(table[job, nodes, GPUs], keep[job]) of :mod:`kernels.pollux`: 1 / (scaled speedup + 1e-3)
+        of each job on a changed row of r GPUs on n nodes (n from the fewest to LAYOUT_SPREAD more; inf
+        elsewhere), and on its base row."""
+        J, N, P = len(tabs), self.nodes, self.per_node
+        R = int(maxr.max()) if J else 0
+        n_r = _layouts(R, N, P, min(N, MAX_NODES_PER_JOB), self.LAYOUT_SPREAD)
+        table = np.full((J, N + 1, R + 1), np.inf)
+        table[:, 0, 0] = 1.0 / 1e-3
+        keep = np.empty(J)
+        upto = np.searchsorted(n_r[:, 1], maxr, side="right")  # (pairs by GPUs)
+        for j in range(J):
+            sel = n_r[:upto[j]]
+            s = tabs[j].at_layouts(n_r, int(upto[j])) / P * factors[j]
+            table[j, sel[:, 0], sel[:, 1]] = 1.0 / (s + 1e-3)
+            if self._gang[j]:  # (a rigid job: its gang or nothing, on any nodes)
+                table[j, :, 1:self._gang[j]] = np.inf
+                table[j, :, self._gang[j] + 1:] = np.inf
+            rb = int(base[j].sum())
+            sb = tabs[j]([np.count_nonzero(base[j])], [rb])[0] / P if rb else 0.0
+            keep[j] = 1.0 / (sb + 1e-3)
+        return table, keep
 
-    def _improve(self, state, base, tabs, factors, maxr) -> np.ndarray:
-        """Improve ``state`` one move at a time, the move that lowers the sum of 1/(scaled speedup +
-        1e-3) most first, while one does: a job takes a node's free GPUs, or a job takes one GPU of
-        a node it is on from another job there (the constraints kept)."""
-        state = state.copy()
-        P = self.per_node
-        val = lambda j, row: self._job_value(j, row, base[j], tabs, factors)  # noqa: E731
-        for _ in range(4 * state.size):
-            free = P - state.sum(axis=0)
-            nn = np.count_nonzero(state, axis=1)
-            multi_on = (state[nn > 1] > 0).any(axis=0)
-            cur = [val(j, state[j]) for j in range(len(state))]
-            best = (1e-12, None)
-            for j in range(len(state)):
-                r = int(state[j].sum())
-                if r >= maxr[j]:
-                    continue
-                mine = state[j] > 0
-                for n in np.flatnonzero(free > 0):  # the free GPUs of a node
-                    row = state[j].copy()
-                    row[n] += min(int(free[n]), int(maxr[j]) - r)
-                    used = row > 0
-                    if used.sum() > 1:  # multi-node: no other multi-node job on its nodes
-                        others = multi_on & ~(mine if nn[j] > 1 else np.zeros_like(mine))
-                        if (others & used).any() or used.sum() > MAX_NODES_PER_JOB:
-                            continue
-                    gain = cur[j] - val(j, row)
-                    if gain > best[0]:
-                        best = (gain, ((j, row),))
-                for n in np.flatnonzero(mine):  # one GPU from a neighbour
-                    row = state[j].copy()
-                    row[n] += 1
-                    vj = val(j, row)
-                    for i in np.flatnonzero(state[:, n] > 0):
-                        if i == j or self._gang[i]:  # (a rigid job keeps its gang)
-                            continue
-                        other = state[i].copy()
-                        other[n] -= 1
-                        gain = cur[j] + cur[i] - vj - val(i, other)
-                        if gain > best[0]:
-                            best = (gain, ((j, row), (i, other)))
-            if best[1] is None:
-                break
-            for j, row in best[1]:
-                state[j] = row
-        return state
+    def _refine(self, seeds: list, f_first: float, base, tabs, factors, maxr) -> tuple:
+        """The best of the seeds (allocations; None: skipped) each improved by
+        :func:`kernels.pollux.search` (with kicks from the first only), by the exact objective (the
+        first seed's is ``f_first``)."""
+        from .kernels.pollux import search
+
+        table, keep = self._table(base, tabs, factors, maxr)
+        J, N = base.shape
+        best, f_best = seeds[0], f_first
+        for s_i, seed in enumerate(seeds):
+            if seed is None:
+                continue
+            state = np.ascontiguousarray(seed, dtype=np.int64).copy()
+            search(state, base, table, keep, maxr.astype(np.int64), self.per_node, min(N, MAX_NODES_PER_JOB),
+                   self.MAX_SWEEPS, self.KICKS if s_i == 0 else 0, np.empty(J),
+                   *(np.empty(N, dtype=np.int64) for _ in range(6)),
+                   np.empty((4, N), dtype=np.int64), np.empty(2 * table.shape[2]), np.empty((J, N), dtype=np.int64),
+                   np.empty(J),
+                   np.empty(J, dtype=np.int64))
+            f = self.objective(state, base, tabs, factors)
+            if best is None or f > f_best:
+                best, f_best = state, f
+        return best, f_best
 
     def optimize(self, active: list, prev: dict, now: float) -> dict:
         jobs = self.jobs
@@ -800,7 +827,7 @@ class PolluxPolicy:
         age = np.array([now - jobs[j].submit for j in order])
         rst = np.array([jobs[j].restarts or 0 for j in order])
         factors = np.maximum(age - rst * elastic.RESTART_S, 0.0) / (age + elastic.RESTART_S)
-        self._maxr = maxr
+        self._maxr, self._vals = maxr, {}
         self._gang = np.array([jobs[j].gang for j in order], dtype=np.int64)  # (0: elastic)
         f_base = self.objective(base, base, tabs, factors)
         best, f_best = (base, f_base) if (base.sum(axis=1) <= maxr).all() else (None, -np.inf)
@@ -817,35 +844,36 @@ class PolluxPolicy:
                 if not short:
                     break
                 caps[short] = got[short]  # (the packing could not give them that many: plan again without)
-        if best is not None:
-            best = self._improve(best, base, tabs, factors, maxr)
-            f_best = self.objective(best, base, tabs, factors)
+        ok = (base.sum(axis=1) <= maxr).all()
+        best, f_best = self._refine([best, base if ok else None], f_best, base, tabs, factors, maxr)
         self.objectives.append((now, f_best, f_base))
         return {j: [n for n in range(self.nodes) for _ in range(int(best[i, n]))] for i, j in enumerate(order)}
 
 
 def simulate_pollux(apps, submit_s, interval_s: float = INTERVAL_S, nodes: int = NODES, per_node: int = GPUS_PER_NODE,
-                    max_intervals: int = 1_000_000) -> dict:
+                    max_intervals: int = 1_000_000, until_s: float | None = None) -> dict:
     """Replay the jobs under Pollux as the simulator does (adaptive batch sizes; ncf fixed at
-    32,768 on one GPU). Returns what :func:`simulate` does, plus ``objectives``."""
+    32,768 on one GPU). Returns what :func:`simulate` does, plus ``objectives``. ``until_s``: stop
+    after the round at that simulated time (unfinished jobs: finish -1)."""
     fits = {}
     jobs = [ElasticJob(a, float(t), POLLUX_NCF_BATCH if a == "ncf" else None, fits) for a, t in zip(apps, submit_s)]
     pol = PolluxPolicy(jobs, nodes, per_node)
     with elastic.one_blas_thread():
-        return _run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals)
+        return _run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals, until_s)
 
 
-def _run_pollux(jobs, pol, submit, interval_s, max_intervals) -> dict:
+def _run_pollux(jobs, pol, submit, interval_s, max_intervals, until_s=None) -> dict:
     """The simulator's loop: every interval each job advances, then the policy allocates the jobs
     submitted and unfinished (in workload order). Only those jobs are visited (a job not yet
     submitted or finished holds no GPUs, so advancing it does nothing): a round costs what its
-    active jobs cost, not the workload's length."""
+    active jobs cost, not the workload's length. ``until_s``: stop after the round at that
+    simulated time."""
     now, alloc = 0.0, {}
     arrivals = np.argsort(submit, kind="stable")
     nxt, left = 0, len(jobs)
     active = []
     for _ in range(max_intervals):
-        if not left:
+        if not left or (until_s is not None and now >= until_s):
             break
         for j in active:
             jobs[j].advance(now, interval_s)

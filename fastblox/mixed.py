@@ -229,6 +229,11 @@ class RigidSpeedups:
         reps = np.asarray(reps, dtype=np.int64)
         return np.where(reps == self.gang, self.gang / self.fair, 0.0)
 
+    def at_layouts(self, n_r: np.ndarray, count: int) -> np.ndarray:
+        """Speedups at the first ``count`` (nodes, GPUs) pairs of ``n_r`` (``compat_pollux.Speedups``'
+        interface; the local search's table also rules out every size but the gang)."""
+        return self(n_r[:count, 0], n_r[:count, 1])
+
 
 # ------------------------------------------------------------------------------------------ the run
 def make_jobs(apps, gangs, duration_s, is_elastic, submit_s) -> list:

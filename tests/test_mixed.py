@@ -164,14 +164,16 @@ def test_mixed_cli_run_and_native_baseline(tmp_path):
 
 def test_a_rigid_gang_the_packing_can_only_split_does_not_run():
     """Two 4-GPU nodes each half held by a kept two-node gang: the DP counts 4 free GPUs for a new
-    4-GPU rigid job, but the packing (no second multi-node job on a node) could give it only 2."""
+    4-GPU rigid job, but the packing (no second multi-node job on a node) could give it only 2.
+    The local search after it (kernels/pollux.py) moves the gang onto one node, and all three run,
+    each on its whole gang."""
     jobs = [mixed.RigidJob(4, 1000.0, 0.0) for _ in range(3)]
     for j in (0, 2):
         jobs[j].restarts = 0
     pol = cp.PolluxPolicy(jobs, 3, 4)
     out = pol.optimize([0, 1, 2], {0: [0, 0, 1, 1], 2: [2, 2, 2, 2]}, 600.0)
-    assert sorted(len(v) for v in out.values()) == [0, 4, 4]
-    assert out[0] == [0, 0, 1, 1] and out[2] == [2, 2, 2, 2]
+    assert sorted(len(v) for v in out.values()) == [4, 4, 4]
+    assert all(len(set(v)) == 1 for v in out.values())  # (one node each: no GPU left over for a split)
     # the packing itself leaves it out rather than give it part of its gang
     base = np.array([[2, 2, 0], [0, 0, 0], [0, 0, 4]])
     pol._gang = np.array([4, 4, 4])
@@ -253,3 +255,17 @@ def test_a_thousand_mixed_jobs_finish_with_gangs_kept_and_beat_fifo(monkeypatch)
         assert all(len(a) in (0, gang[j]) for j, a in alloc.items() if not e[j])
     fifo = fastblox.simulate(w, policy="fifo", cluster="32x4", restart_s=30.0)
     assert res.summary["avg_jct_s"] < fifo.summary["avg_jct_s"]
+
+
+def test_the_local_search_may_give_a_rigid_job_only_its_gang():
+    """The local search's table (``PolluxPolicy._table``, read by ``kernels/pollux.py``) values a
+    rigid job only on no GPUs or its gang, on any number of nodes: every other size is inf, so no
+    move can leave it part of its gang."""
+    jobs = [mixed.RigidJob(3, 1000.0, 0.0), cp.ElasticJob("cifar10", 0.0, None, {})]
+    pol = cp.PolluxPolicy(jobs, 2, 4)
+    pol._gang = np.array([3, 0])
+    base = np.zeros((2, 2), dtype=np.int64)
+    table, _ = pol._table(base, [j.speedups(4.0) for j in jobs], np.ones(2), np.array([3, 8]))
+    finite = np.isfinite(table[0]).any(axis=0)  # (over node counts)
+    assert finite.tolist() == [True, False, False, True] + [False] * 5  # (0..8 GPUs: the elastic job's cap)
+    assert np.isfinite(table[1]).any(axis=0).sum() > 2  # (the elastic job: many sizes)

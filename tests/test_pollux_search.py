@@ -1,0 +1,167 @@
+"""Pollux's allocation search (kernels/pollux.py, run by fastblox.compat_pollux.PolluxPolicy) against
+its plain-Python twin and against every allocation of tiny clusters (fastblox.reference.pollux)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import types
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastblox import compat_pollux as cp
+from fastblox import elastic
+from fastblox.kernels import pollux as kp
+from fastblox.reference import pollux as ref
+
+
+@st.composite
+def problem(draw, max_jobs=6, max_nodes=4, max_per_node=4):
+    """A search problem shaped like Pollux's: a job's speedup grows with its GPUs and falls with its
+    nodes, a changed row is discounted (its restart), the base rows are a feasible allocation."""
+    J = draw(st.integers(1, max_jobs))
+    N = draw(st.integers(1, max_nodes))
+    P = draw(st.integers(1, max_per_node))
+    R = N * P
+    table = np.full((J, N + 1, R + 1), np.inf)
+    table[:, 0, 0] = 1e3
+    keep = np.empty(J)
+    maxr = np.array([draw(st.integers(1, R)) for _ in range(J)], dtype=np.int64)
+    base = np.zeros((J, N), dtype=np.int64)
+    free, multi = np.full(N, P), np.zeros(N, dtype=bool)
+    for j in range(J):
+        a, c = draw(st.floats(0.3, 1.0)), draw(st.floats(0.0, 0.6))
+        factor = draw(st.floats(0.3, 1.0))
+        for r in range(1, R + 1):
+            for n in range(-(-r // P), min(r, N) + 1):
+                table[j, n, r] = 1.0 / (r ** a / (1 + c * (n - 1)) * factor + 1e-3)
+        k = draw(st.integers(0, 2))
+        nodes = [n for n in range(N) if free[n] > 0 and (k < 2 or not multi[n])]
+        if k == 1 and nodes:
+            n = nodes[draw(st.integers(0, len(nodes) - 1))]
+            base[j, n] = draw(st.integers(1, int(free[n])))
+        elif k == 2 and len(nodes) >= 2:
+            base[j, nodes[:2]] = 1
+            multi[nodes[:2]] = True
+        free -= base[j]
+        maxr[j] = max(maxr[j], base[j].sum())
+        rb, nb = int(base[j].sum()), int(np.count_nonzero(base[j]))
+        keep[j] = 1e3 if rb == 0 else 1.0 / (rb ** a / (1 + c * (nb - 1)) + 1e-3)
+    return base, table, keep, maxr, P
+
+
+def run_kernel(start, base, table, keep, maxr, P, kicks=3):
+    J, N = start.shape
+    state = start.copy()
+    taken = kp.search(state, base, table, keep, maxr, P, N, 50, kicks, np.empty(J),
+                      *(np.empty(N, dtype=np.int64) for _ in range(6)), np.empty((4, N), dtype=np.int64),
+                      np.empty(2 * table.shape[2]), np.empty((J, N), dtype=np.int64), np.empty(J),
+                      np.empty(J, dtype=np.int64))
+    return state, taken
+
+
+def total(rows, base, table, keep):
+    return sum(ref.value(j, list(rows[j]), base.tolist(), table.tolist(), keep.tolist()) for j in range(len(rows)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(problem(), st.booleans())
+def test_search_is_its_plain_python_twin(case, from_base):
+    base, table, keep, maxr, P = case
+    start = base if from_base else np.zeros_like(base)
+    state, taken = run_kernel(start, base, table, keep, maxr, P)
+    rows, taken_ref = ref.search(start.tolist(), base.tolist(), table.tolist(), keep.tolist(), maxr.tolist(), P,
+                                 base.shape[1], 50, 3)
+    assert state.tolist() == rows and taken == taken_ref
+    assert ref.feasible(rows, maxr.tolist(), P, base.shape[1])
+    assert total(rows, base, table, keep) <= total(start, base, table, keep)
+
+
+@settings(max_examples=120, deadline=None)
+@given(problem(max_jobs=3, max_nodes=3, max_per_node=2))
+def test_search_finds_the_best_allocation_of_tiny_clusters(case):
+    base, table, keep, maxr, P = case
+    state, _ = run_kernel(base, base, table, keep, maxr, P)
+    best, _ = ref.brute_force(base.tolist(), table.tolist(), keep.tolist(), maxr.tolist(), P, base.shape[1])
+    assert ref.feasible(state.tolist(), maxr.tolist(), P, base.shape[1])
+    assert total(state, base, table, keep) <= best * (1 + 1e-9)
+
+
+def test_a_kick_puts_a_job_back_on_its_base_row():
+    # job 0 moved off its node by the others: a best response or pair move alone cannot bring it back
+    # (found by the brute-force test before kicks existed); with kicks the search does
+    base = np.array([[2, 0], [0, 0], [0, 0]], dtype=np.int64)
+    table = np.full((3, 3, 5), np.inf)
+    table[:, 0, 0] = 1e3
+    table[:, 1, 1], table[:, 1, 2] = [1.5993, 1.1264, 1.5409], [0.848, 0.5765, 0.9165]
+    table[:, 2, 2], table[:, 2, 3] = [1.1243, 0.7031, 1.0005], [0.7757, 0.4752, 0.7382]
+    table[:, 2, 4] = [0.596, 0.3598, 0.5949]
+    keep = np.array([0.5933, 1e3, 1e3])
+    maxr = np.array([2, 3, 1], dtype=np.int64)
+    start = np.array([[0, 2], [1, 0], [1, 0]], dtype=np.int64)
+    without, _ = run_kernel(start, base, table, keep, maxr, 2, kicks=0)
+    with_kicks, taken = run_kernel(start, base, table, keep, maxr, 2)
+    assert without.tolist() == start.tolist()
+    assert taken == 1 and with_kicks.tolist() == [[2, 0], [0, 1], [0, 1]]
+    assert total(with_kicks, base, table, keep) < total(start, base, table, keep)
+
+
+def test_a_start_row_the_table_does_not_value_is_moved():
+    # a seed row on more nodes than the table values (inf) must not block the search or its kicks
+    base = np.zeros((2, 3), dtype=np.int64)
+    table = np.full((2, 4, 5), np.inf)
+    table[:, 0, 0] = 1e3
+    table[:, 1, 1], table[:, 1, 2] = 2.0, 1.0
+    keep = np.full(2, 1e3)
+    maxr = np.array([2, 2], dtype=np.int64)
+    start = np.array([[1, 1, 0], [0, 0, 2]], dtype=np.int64)  # job 0: 2 GPUs on 2 nodes (not in the table)
+    state, _ = run_kernel(start, base, table, keep, maxr, 2)
+    rows, _ = ref.search(start.tolist(), base.tolist(), table.tolist(), keep.tolist(), maxr.tolist(), 2, 3, 50, 3)
+    assert state.tolist() == rows and total(state, base, table, keep) == 2.0
+    assert sorted(state.sum(axis=1).tolist()) == [2, 2] and (np.count_nonzero(state, axis=1) == 1).all()
+
+
+def test_layouts_are_the_fewest_nodes_and_a_few_more():
+    a = cp._layouts(9, 16, 4, 16, 3)
+    assert not a.flags.writeable
+    got = {(int(n), int(r)) for n, r in a}
+    assert (1, 4) in got and (4, 4) in got and (3, 9) in got and (6, 9) in got
+    assert (2, 4) in got and (7, 9) not in got and (2, 9) not in got and (1, 5) not in got
+    assert (np.diff(a[:, 1]) >= 0).all()  # by GPUs (PolluxPolicy._table takes a prefix)
+
+
+ROUNDS = Path(__file__).resolve().parents[1] / "datasets" / "pollux" / "nsga2_rounds.json"
+
+
+def _policy_on(rnd):
+    """PolluxPolicy on a saved allocation problem (jobs as the policy sees them)."""
+    jobs = {}
+    for jd in rnd["jobs"]:
+        jobs[jd["key"]] = types.SimpleNamespace(
+            app=jd["app"], prof=elastic.profile(jd["app"]), pp=None if jd["pp"] is None else np.array(jd["pp"]),
+            grad=None if jd["grad"] is None else tuple(jd["grad"]), attained_gpu=jd["attained"], submit=jd["submit"],
+            restarts=jd["restarts"], max_replicas=functools.partial(lambda m, g: m, jd["max_replicas"]), gang=0)
+        jobs[jd["key"]].speedups = functools.partial(cp.ElasticJob.speedups, jobs[jd["key"]])
+    pol = cp.PolluxPolicy(jobs, rnd["nodes"], rnd["per_node"])
+    prev = {jd["key"]: jd["base"] for jd in rnd["jobs"] if jd["base"]}
+    with elastic.one_blas_thread():
+        out = pol.optimize([jd["key"] for jd in rnd["jobs"]], prev, rnd["now"])
+    return pol.objectives[-1][1], out
+
+
+def test_search_matches_nsga2_where_the_dp_alone_fell_short():
+    # 7 rounds of workload-6 where the search before the local search scored 0.985-0.999 of Pollux's
+    # NSGA-II (its objective recorded in the file); now it is at least NSGA-II's in all (without the
+    # kicks to a job's best GPUs on one node, 0.9963 in the round at 22,200 s: a move of three jobs)
+    rounds = json.loads(ROUNDS.read_text())["rounds"]
+    ratios = np.array([_policy_on(r)[0] / r["nsga2"] for r in rounds])
+    assert len(ratios) == 7 and (ratios >= 1 - 1e-9).all()
+    for r in rounds[:2]:  # and the allocations are feasible
+        _, out = _policy_on(r)
+        for key, alloc in out.items():
+            assert len(alloc) <= next(jd["max_replicas"] for jd in r["jobs"] if jd["key"] == key)
+        per_node = np.bincount([n for a in out.values() for n in a], minlength=r["nodes"])
+        assert (per_node <= r["per_node"]).all()
