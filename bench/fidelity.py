@@ -70,11 +70,14 @@ def time_command(write: bool) -> int:
     load = os.getloadavg()[0]
     r = cold_start(["fidelity"], warm_repeats=1)
     solver = fidelity.gavel_optimum()
-    text = (f"`fastblox fidelity` (every row of the table below; the `--compat gavel` LP rows with "
-            f"`optimum={solver}`) on this machine ({machine()}, shared; load average {load:.1f} when it started): "
+    workers = min(os.cpu_count() or 1, fidelity.MAX_WORKERS)
+    text = (f"`fastblox fidelity` (every row of the table below, in {workers} worker processes, its default "
+            f"here; the `--compat gavel` LP rows with `optimum={solver}`) on this machine ({machine()}, shared; "
+            f"load average {load:.1f} when it started, {os.getloadavg()[0]:.1f} when it ended): "
             f"**{r['warm_cache_s']:.0f} s wall, {r['warm_cpu_s']:.0f} CPU-s** with a warm numba cache; "
             f"{r['empty_cache_s']:.0f} s wall, {r['empty_cache_cpu_s']:.0f} CPU-s on a fresh clone (an empty cache: "
-            "the kernels it uses compile first).")
+            "the kernels it uses compile first). Wall and CPU seconds of the command, its worker processes' "
+            "CPU included.")
     print(text)
     if write:
         from _util import update_section

@@ -373,3 +373,37 @@ def test_tiresias_knob_gap_is_the_promotion_instant(wl, cl, knob):
 
     np.testing.assert_array_equal(run(te.EntryAllExactCheckPromotion), native)
     assert (np.abs(run(te.EntryAllExactCheck) - native) > 1).mean() > 0.1
+
+
+# ------------------------------------------------------------------ fastblox fidelity's worker processes
+def test_fidelity_tasks_group_each_simulators_native_rows():
+    """``_tasks``: every row once; the rows on native kernels in one task per peer simulator (its
+    kernels compile once, in one process), the larger first; each compat row a task of its own."""
+    from fastblox import fidelity
+
+    todo = list(fidelity._configs())
+    tasks = fidelity._tasks(todo)
+    assert sorted(i for t in tasks for i in t) == list(range(len(todo)))
+    native = [t for t in tasks if len(t) > 1]
+    assert [{todo[i][0] for i in t} for t in native] == [{"Tiresias"}, {"Gavel"}]
+    assert all("compat" not in todo[i][6] for t in native for i in t)
+    assert all("compat" in todo[t[0]][6] for t in tasks[len(native):])
+    assert sum(map(len, native)) == sum("compat" not in c[6] for c in todo)
+
+
+def test_fidelity_rows_from_worker_processes_equal_in_process_in_order():
+    """``run_all(workers=2)``'s rows are those of one process, in the table's order, although the
+    tasks finish in another order (a native task first in the table, compat rows around it)."""
+    from fastblox import fidelity
+
+    todo = [c for c in fidelity._configs() if c[1] in {
+        "n2000 n12g4 dlas-gpu-2_yarn (compat)", "n2000 n9g4 fjf_count", "light1500 n12g4 fjf_count",
+        "light1500 n12g4 dlas-gpu_yarn (compat)"}]
+    assert len(todo) == 4 and "compat" in todo[0][6]
+    seen = []
+    pooled = fidelity._run_pool(todo, lambda i, n, label: seen.append((i, n)), 2)
+    alone = [fidelity._row(c) for c in todo]
+    for r in pooled + alone:
+        r.pop("ours_s")
+    assert pooled == alone and [r["run"] for r in pooled] == [c[1] for c in todo]
+    assert seen == [(i, 4) for i in range(4)]
