@@ -290,8 +290,8 @@ def text(rows: list[dict]) -> str:
 
 
 # ---------------------------------------------------------------------------------- the command
-#: ``fastblox fidelity``'s default processes at most: its three native kernels (a task each,
-#: :func:`_tasks`) bound the time; more workers would only add their own start-up
+#: ``fastblox fidelity``'s default processes at most: its native rows are two tasks (one per peer
+#: simulator, :func:`_tasks`) that bound the time; more workers would only add their own start-up
 MAX_WORKERS = 4
 
 
