@@ -31,7 +31,8 @@ Variants (each a subclass of the replay that overrides one method):
   one demoted later while running;
 * ``every job by queue entry + exact check``: that and the exact demotion check: the native rules;
 * 2D-Gittins (a second table): ``textbook index``, the native index of the same YARN distribution
-  in place of Tiresias' formula, and that with the exact demotion check;
+  in place of Tiresias' formula, that with the exact demotion check, and that on a continuous
+  clock (below);
 * the starvation knob (a third table, ``knob_table``): the native rules with the promotion at
   its instant, and those on a ``continuous clock`` (service, waiting time, completions and the
   demotion and promotion instants in real seconds; Tiresias counts whole seconds);
@@ -363,6 +364,12 @@ class EntryAllContinuous(ContinuousChecks, EntryAll, ContinuousClock):
     """The native rules (every job by queue entry, exact demotion, promotion at its instant) on a
     continuous clock."""
 
+
+class NativeGittinsContinuous(ContinuousChecks, NativeGittinsIndex, ContinuousClock):
+    """2D-Gittins with the textbook index and the exact demotion check on a continuous clock."""
+
+
+GITTINS_VARIANTS["textbook index + exact check + continuous clock"] = NativeGittinsContinuous
 
 #: seconds within which two instants of the continuous clock are one (float sums of seconds)
 EPS_S = 1e-9
