@@ -216,19 +216,15 @@ def _kernel(config) -> str | None:
 
 
 def _tasks(todo: list) -> list[list[int]]:
-    """The rows of ``todo`` (indices) in the tasks the worker processes take in turn: first, per
-    peer simulator, its rows that run on native kernels, together (each kernel compiles once, in
-    one process, and the kernels of one process share their helpers: on an empty cache Tiresias'
-    two cost about 21 CPU-s together, 28 apart), the task with more rows first; then each peer
-    compat row alone (plain Python, nothing to compile), taken by whichever worker is free."""
-    groups: dict[str, list[int]] = {}
-    alone = []
-    for i, c in enumerate(todo):
-        if _kernel(c) is None:
-            alone.append([i])
-        else:
-            groups.setdefault(c[0], []).append(i)
-    return sorted(groups.values(), key=len, reverse=True) + alone
+    """The rows of ``todo`` (indices) in the tasks the worker processes take in turn: first every
+    row that runs on a native kernel, together, in one process, so that each kernel compiles
+    once and the kernels share their helpers (compiled apart, in two processes, they cost about
+    10 CPU-s more on an empty cache: ``bench/fidelity.py --time`` on a busy machine gained nothing
+    from the parallel compile); then each peer compat row alone (plain Python, nothing to
+    compile), taken by whichever worker is free."""
+    native = [i for i, c in enumerate(todo) if _kernel(c) is not None]
+    alone = [[i] for i, c in enumerate(todo) if _kernel(c) is None]
+    return ([native] if native else []) + alone
 
 
 def _run_rows(configs: list) -> list[dict]:
@@ -290,8 +286,8 @@ def text(rows: list[dict]) -> str:
 
 
 # ---------------------------------------------------------------------------------- the command
-#: ``fastblox fidelity``'s default processes at most: its native rows are two tasks (one per peer
-#: simulator, :func:`_tasks`) that bound the time; more workers would only add their own start-up
+#: ``fastblox fidelity``'s default processes at most: its native rows are one task (:func:`_tasks`)
+#: that bounds the time; more workers would only add their own start-up
 MAX_WORKERS = 4
 
 

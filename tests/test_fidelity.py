@@ -394,19 +394,19 @@ def test_tiresias_knob_gap_is_the_promotion_instant(wl, cl, knob):
 
 
 # ------------------------------------------------------------------ fastblox fidelity's worker processes
-def test_fidelity_tasks_group_each_simulators_native_rows():
-    """``_tasks``: every row once; the rows on native kernels in one task per peer simulator (its
-    kernels compile once, in one process), the larger first; each compat row a task of its own."""
+def test_fidelity_tasks_put_the_native_rows_in_one_task():
+    """``_tasks``: every row once; the rows on native kernels (both peers') in one task, first, in
+    the table's order (each kernel compiles once, in one process); each compat row a task of its
+    own."""
     from fastblox import fidelity
 
     todo = list(fidelity._configs())
     tasks = fidelity._tasks(todo)
     assert sorted(i for t in tasks for i in t) == list(range(len(todo)))
-    native = [t for t in tasks if len(t) > 1]
-    assert [{todo[i][0] for i in t} for t in native] == [{"Tiresias"}, {"Gavel"}]
-    assert all("compat" not in todo[i][6] for t in native for i in t)
-    assert all("compat" in todo[t[0]][6] for t in tasks[len(native):])
-    assert sum(map(len, native)) == sum("compat" not in c[6] for c in todo)
+    native = tasks[0]
+    assert native == [i for i, c in enumerate(todo) if "compat" not in c[6]]
+    assert {todo[i][0] for i in native} == {"Tiresias", "Gavel"}
+    assert all(len(t) == 1 and "compat" in todo[t[0]][6] for t in tasks[1:])
 
 
 def test_fidelity_rows_from_worker_processes_equal_in_process_in_order():
