@@ -69,12 +69,17 @@ def time_command(write: bool) -> int:
 
     load = os.getloadavg()[0]
     r = cold_start(["fidelity"], warm_repeats=1)
+    one_s, one_cpu = _empty_cache_run(["fidelity", "--workers", "1"])
     solver = fidelity.gavel_optimum()
-    text = (f"`fastblox fidelity` (every row of the table below; the `--compat gavel` LP rows with "
-            f"`optimum={solver}`) on this machine ({machine()}, shared; load average {load:.1f} when it started): "
+    workers = min(os.cpu_count() or 1, fidelity.MAX_WORKERS)
+    text = (f"`fastblox fidelity` (every row of the table below, in {workers} worker processes, its default "
+            f"here; the `--compat gavel` LP rows with `optimum={solver}`) on this machine ({machine()}, shared; "
+            f"load average {load:.1f} when it started, {os.getloadavg()[0]:.1f} when it ended): "
             f"**{r['warm_cache_s']:.0f} s wall, {r['warm_cpu_s']:.0f} CPU-s** with a warm numba cache; "
             f"{r['empty_cache_s']:.0f} s wall, {r['empty_cache_cpu_s']:.0f} CPU-s on a fresh clone (an empty cache: "
-            "the kernels it uses compile first).")
+            "the kernels it uses compile first). Wall and CPU seconds of the command, its worker processes' "
+            f"CPU included. In one process (`--workers 1`), right after, on an empty cache: {one_s:.0f} s wall, "
+            f"{one_cpu:.0f} CPU-s.")
     print(text)
     if write:
         from _util import update_section
@@ -82,6 +87,18 @@ def time_command(write: bool) -> int:
         stamp = f"Measured by `python bench/fidelity.py --time --write` ({time.strftime('%Y-%m-%d')})."
         update_section(ROOT / "docs" / "fidelity.md", "fidelity-time", stamp + " " + text)
     return 0
+
+
+def _empty_cache_run(args: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of ``fastblox ARGS`` in a fresh process on an empty numba cache."""
+    import os
+    import tempfile
+
+    from _util import CLI, run_process
+
+    with tempfile.TemporaryDirectory() as cache:
+        wall, _, cpu = run_process(CLI + list(args), dict(os.environ, NUMBA_CACHE_DIR=cache))
+    return wall, cpu
 
 
 if __name__ == "__main__":

@@ -31,7 +31,11 @@ Variants (each a subclass of the replay that overrides one method):
   one demoted later while running;
 * ``every job by queue entry + exact check``: that and the exact demotion check: the native rules;
 * 2D-Gittins (a second table): ``textbook index``, the native index of the same YARN distribution
-  in place of Tiresias' formula, and that with the exact demotion check;
+  in place of Tiresias' formula, that with the exact demotion check, and that on a continuous
+  clock (below);
+* the starvation knob (a third table, ``knob_table``): the native rules with the promotion at
+  its instant, and those on a ``continuous clock`` (service, waiting time, completions and the
+  demotion and promotion instants in real seconds; Tiresias counts whole seconds);
 * ``preempt from the tail``: a waiting job that does not fit in the free GPUs preempts running
   jobs ranked after it from the lowest-ranked up until it fits (and is skipped when even all of
   them would not make room), as the native engine; Tiresias' counter walk instead keeps every
@@ -292,15 +296,96 @@ class EntryAllExactCheckPromotion(PromotionJumps, EntryAllExactCheck):
     pass
 
 
+class ContinuousClock(ct._Run):
+    """The replay on a continuous clock: service, pending time, completions and the checks of
+    demotion and promotion in real seconds, as the native engine keeps time. Tiresias counts whole
+    seconds: ``int(t - last_check)`` at every event, completions at ``int(t + left)``, promotion
+    against ``int(executed x knob)``, and its checks at whole-second instants; so a 4-GPU job
+    crossing 3,250 GPU-s after 812.5 s is demoted at 813 s there, and at a knob the promotion
+    instants (``knob x`` seconds run) drift by fractions that decide which job is preempted."""
+
+    def _account(self, t):
+        last_q = len(self.queues) - 1
+        for j in list(self.runnable):
+            dt = t - j.last_check
+            j.last_check = t
+            if j.status == "RUNNING":
+                j.total += dt
+                j.executed += dt
+                if j.q < last_q and j.executed * j.gpus >= self.limits[j.q] - EPS_S:
+                    self.queues[j.q].remove(j)
+                    j.q += 1
+                    self.queues[j.q].append(j)
+            else:
+                j.pending += dt
+                if j.executed > 0:
+                    j.last_pending += dt
+                if self.knob > 0 and j.q > 0 and j.total > 0 and j.executed > 0 and \
+                        j.last_pending >= j.executed * self.knob - EPS_S:
+                    j.executed = 0
+                    j.last_pending = 0
+                    self.queues[j.q].remove(j)
+                    j.q = 0
+                    self.queues[0].append(j)
+            if self.table is not None:
+                j.rank = ct._gittins_index(self.table, int(j.executed * j.gpus))
+
+    def _next_end(self, t):
+        best, ending = math.inf, []
+        for j in self.runnable:
+            if j.status == "RUNNING":
+                e = t + (j.duration - j.total)
+                if e < best - EPS_S:
+                    best, ending = e, [j]
+                elif e <= best + EPS_S:
+                    ending.append(j)
+        return best, ending
+
+
+class ContinuousChecks:
+    """Mixin: the exact demotion check and the promotion at its instant, on the continuous clock
+    (:class:`ExactCheck` and :class:`PromotionJumps` round them to whole seconds)."""
+
+    def _next_jump(self, t):
+        last_q = len(self.queues) - 1
+        jump = math.inf
+        for j in self.runnable:
+            if j.status == "RUNNING":
+                if j.q < last_q:
+                    jump = min(jump, t + max(0.0, (self.limits[j.q] - j.executed * j.gpus) / j.gpus))
+            elif self.knob > 0 and j.q > 0 and j.total and j.executed > 0:
+                diff = j.executed * self.knob - j.last_pending
+                if diff > 0:
+                    jump = min(jump, t + diff)
+        return jump
+
+
+class EntryAllContinuous(ContinuousChecks, EntryAll, ContinuousClock):
+    """The native rules (every job by queue entry, exact demotion, promotion at its instant) on a
+    continuous clock."""
+
+
+class NativeGittinsContinuous(ContinuousChecks, NativeGittinsIndex, ContinuousClock):
+    """2D-Gittins with the textbook index and the exact demotion check on a continuous clock."""
+
+
+GITTINS_VARIANTS["textbook index + exact check + continuous clock"] = NativeGittinsContinuous
+
+#: seconds within which two instants of the continuous clock are one (float sums of seconds)
+EPS_S = 1e-9
+
+
 def knob_table() -> str:
     """The starvation knob's peer runs (``dlas-gpu-K``): the exact replay, the two native rules of the
-    table above, and those with promotion events at their instant, each against native ``tiresias``
+    table above, those with promotion events at their instant, and those on a continuous clock
+    (:class:`ContinuousClock`), each against native ``tiresias``
     with ``promote=K`` (average JCT and the share of jobs finishing within 1 s of native's)."""
     import fastblox
 
     summ = peer_summary()
     variants = {"Tiresias (as run_sim.py)": ct._Run, "every job by queue entry + exact check": EntryAllExactCheck,
-                "+ promotion at its instant": EntryAllExactCheckPromotion}
+                "+ promotion at its instant": EntryAllExactCheckPromotion,
+                "+ continuous clock": EntryAllContinuous}
     lines = ["| workload | cluster | knob | " + " | ".join(variants) + " | native `tiresias` (`promote=K`) |",
              "|---|---|---|" + "---|" * (len(variants) + 1)]
     for wl, (path, clusters) in TIRESIAS_WORKLOADS.items():

@@ -11,12 +11,14 @@ prints the table (``docs/fidelity.md`` holds it with the explanations)."""
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import os
 import time
 
 import numpy as np
 
+from ._argtypes import positive_int
 from .datasets import HERE as _DATASETS
 from .kernels import variants as kvariants
 
@@ -166,28 +168,93 @@ def gavel_optimum() -> str:
     return "ecos" if have_ecos() else "central"
 
 
-def run_all(only: str | None = None, progress=None) -> list[dict]:
-    """Every comparison (``only``: ``tiresias`` or ``gavel``), one dict per row of the table;
-    ``progress(i, n, label)`` is called before each."""
-    import fastblox
+def run_all(only: str | None = None, progress=None, workers: int = 1) -> list[dict]:
+    """Every comparison (``only``: ``tiresias`` or ``gavel``), one dict per row of the table, in
+    the table's order; ``progress(i, n, label)`` is called as each row starts (``workers`` 1) or
+    ends. ``workers`` > 1 runs the rows in that many fresh processes (:func:`_tasks` says which
+    rows go together); the rows are the same, and in the same order, as with one."""
+    todo = [c for c in _configs() if only is None or c[0].lower() == only]
+    if workers <= 1:
+        out = []
+        for i, c in enumerate(todo):
+            if progress is not None:
+                progress(i, len(todo), f"{c[0]} {c[1]}")
+            out.append(_row(c))
+        return out
+    return _run_pool(todo, progress, workers)
+
+
+@functools.cache
+def _trace(path):
+    """The workload of a peer trace file, read once per process (Gavel's: its own step rates)."""
     from fastblox.traces import read_trace
 
-    summ = peer_summary()
-    traces = {}
-    todo = [c for c in _configs() if only is None or c[0].lower() == only]
-    out = []
-    for i, (sim, label, run, path, pol, opts, kw, note) in enumerate(todo):
-        if progress is not None:
-            progress(i, len(todo), f"{sim} {label}")
-        if path not in traces:
-            gavel = path in GAVEL_WORKLOADS.values()
-            traces[path] = read_trace(path, steps_per_s="builtin") if gavel else read_trace(path)
-        t0 = time.perf_counter()
-        res = fastblox.simulate(traces[path], policy=pol, policy_opts=opts, **kw)
-        wall = time.perf_counter() - t0
-        out.append({"simulator": sim, "run": label, "policy": pol, "note": note, "ours_s": wall,
-                    "theirs_cpu_s": float(summ[run]["cpu_s"]), **compare(res, run, float(summ[run]["avg_jct_s"]))})
-    return out
+    return read_trace(path, steps_per_s="builtin") if path in GAVEL_WORKLOADS.values() else read_trace(path)
+
+
+def _row(config) -> dict:
+    """Replay one comparison of :func:`_configs` and compare it with its peer run: a table row."""
+    import fastblox
+
+    sim, label, run, path, pol, opts, kw, note = config
+    summ = peer_summary()[run]
+    t0 = time.perf_counter()
+    res = fastblox.simulate(_trace(path), policy=pol, policy_opts=opts, **kw)
+    wall = time.perf_counter() - t0
+    return {"simulator": sim, "run": label, "policy": pol, "note": note, "ours_s": wall,
+            "theirs_cpu_s": float(summ["cpu_s"]), **compare(res, run, float(summ["avg_jct_s"]))}
+
+
+def _kernel(config) -> str | None:
+    """The numba kernel a comparison compiles on first use (``engine.spec_kind``: a native path's
+    kernel), None for the peer compat modes (plain Python)."""
+    from .engine import spec_kind
+    from .spec import RunSpec
+
+    _, _, _, _, pol, opts, kw, _ = config
+    return spec_kind(RunSpec(policy=pol, policy_opts=opts, **kw).resolved(source=False))
+
+
+def _tasks(todo: list) -> list[list[int]]:
+    """The rows of ``todo`` (indices) in the tasks the worker processes take in turn: first every
+    row that runs on a native kernel, together, in one process, so that each kernel compiles
+    once and the kernels share their helpers (compiled apart, in two processes, they cost about
+    10 CPU-s more on an empty cache: ``bench/fidelity.py --time`` on a busy machine gained nothing
+    from the parallel compile); then each peer compat row alone (plain Python, nothing to
+    compile), taken by whichever worker is free."""
+    native = [i for i, c in enumerate(todo) if _kernel(c) is not None]
+    alone = [[i] for i, c in enumerate(todo) if _kernel(c) is None]
+    return ([native] if native else []) + alone
+
+
+def _run_rows(configs: list) -> list[dict]:
+    """A worker process' task: the rows of ``configs``, in order."""
+    return [_row(c) for c in configs]
+
+
+def _run_pool(todo: list, progress, workers: int) -> list[dict]:
+    """:func:`run_all`'s rows computed by ``workers`` ``spawn``-ed processes (polars and numba keep
+    threads, which fork must not copy); each worker inherits the environment (numba's cache, the
+    kernel choice)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    tasks = _tasks(todo)
+    rows: list = [None] * len(todo)
+    done = 0
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=mp.get_context("spawn")) as ex:
+        futures = {ex.submit(_run_rows, [todo[i] for i in t]): t for t in tasks}
+        try:
+            for f in as_completed(futures):
+                for i, row in zip(futures[f], f.result()):
+                    rows[i] = row
+                    if progress is not None:
+                        progress(done, len(todo), f"{row['simulator']} {row['run']}")
+                    done += 1
+        except BaseException:
+            ex.shutdown(wait=False, cancel_futures=True)
+            raise
+    return rows
 
 
 def markdown(rows: list[dict]) -> str:
@@ -219,6 +286,11 @@ def text(rows: list[dict]) -> str:
 
 
 # ---------------------------------------------------------------------------------- the command
+#: ``fastblox fidelity``'s default processes at most: its native rows are one task (:func:`_tasks`)
+#: that bounds the time; more workers would only add their own start-up
+MAX_WORKERS = 4
+
+
 def add_fidelity_command(sub) -> None:
     p = sub.add_parser("fidelity", help="compare fastblox with Tiresias' and Gavel's simulators on the bundled peer "
                        "workload (datasets/peer), one line per configuration",
@@ -228,6 +300,8 @@ def add_fidelity_command(sub) -> None:
                        "each difference.")
     p.add_argument("--only", choices=("tiresias", "gavel"), help="only one peer simulator's runs")
     p.add_argument("--out", metavar="DIR", help="also write fidelity.csv and fidelity.md (the table) into DIR")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help=f"processes (default: the CPU count, at most {MAX_WORKERS}; 1: in this process)")
     p.set_defaults(func=cmd_fidelity)
 
 
@@ -246,7 +320,7 @@ def cmd_fidelity(a) -> int:
         if tty:
             print(f"\r\033[K[{i + 1}/{n}] {label}", end="", file=sys.stderr, flush=True)
 
-    rows = run_all(a.only, progress)
+    rows = run_all(a.only, progress, a.workers or min(os.cpu_count() or 1, MAX_WORKERS))
     if tty:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
     print(text(rows))

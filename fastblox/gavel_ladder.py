@@ -28,7 +28,12 @@ Rungs (each a method of :class:`Ladder`, a subclass of the replay, overriding on
    ``random.Random(seed + 5).shuffle``;
 8. ``native throughputs``: where Gavel has no throughput (0: ResNet-50 batch 128 on 2, 4 or 8
    K80s), the native one (fastblox's table fills an unmeasured size from the nearest measured
-   one's per-GPU rate), so those jobs may run on K80s.
+   one's per-GPU rate), so those jobs may run on K80s;
+9. ``native LP type order``: the allocation (rung 1's native one) computed with the GPU types
+   in the cluster's order (``v100, p100, k80``), as the native planner builds its LP, not in
+   Gavel's alphabetical order (``k80, p100, v100``). The allocation is the same problem either
+   way, but agnostic max-min's LP has many optima (every type is alike to it) and HiGHS returns
+   another one when its columns are permuted.
 
 The table gives the average JCT of the jobs each run finishes (Gavel's drops have no JCT) and
 the gap to Gavel's.
@@ -43,7 +48,7 @@ from . import fidelity
 from .policies import gavel as native
 
 RUNGS = ("native allocation", "no idle GPUs", "no drops", "continuous work", "rounds on a 360 s grid", "no early resets",
-         "native type order", "native throughputs")
+         "native type order", "native throughputs", "native LP type order")
 RUNS = ("over1000_v100x36_fifo_perf", "over1000_v100x36_max_min_fairness_perf",
         "over1000_v100x36_finish_time_fairness_perf", "over1000_v100x36_fifo",
         "n2000_v100x36_max_min_fairness", "n2000_v100x36_fifo", "n2000_het36_max_min_fairness",
@@ -61,6 +66,8 @@ class Ladder(cg._Run):
         self.dispatch_t = 0.0
         if "native type order" in self.off:
             self.shuffler = _NumpyShuffler(cg.DEFAULT_SEED)
+        if "native LP type order" in self.off:  # (9.: the allocation's columns as the cluster's types)
+            self.abc_col = list(range(len(self.types)))
 
     # 1. the allocation
     def _allocation(self):
