@@ -59,10 +59,14 @@ def read_mixed(path, name: str | None = None):
     (the header is row 1) and column."""
     path = Path(path)
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.reader(f))
     except OSError as e:
         raise TraceError(f"cannot read ({e.strerror})", path=path) from None
+    except UnicodeDecodeError as e:
+        raise TraceError(f"not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})", path=path) from None
+    except csv.Error as e:
+        raise TraceError(f"not a CSV file ({e})", path=path) from None
     if not rows:
         raise TraceError("empty file", path=path)
     head = [h.strip() for h in rows[0]]

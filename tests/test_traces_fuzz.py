@@ -67,6 +67,8 @@ BASES = [
               b"1,8,30,133,vgg11,147,23\n2,2,53,157,inception4,127,26\n3,4,79,100,resnet50,90,0\n", "tiresias", {}, {}),
     ("pollux.csv", b"name,time,application,num_replicas,batch_size\ncifar10-0,107,cifar10,6,2048\nbert-1,110,bert,4,32\n"
                    b"ncf-2,135,ncf,1,32768\n", "pollux", {"app_duration_s": APPS}, {}),
+    ("mix.csv", b"name,time,application,num_replicas,batch_size,duration\ncifar10-0,107,cifar10,2,2048,\n"
+                b"rigid-1,110,,4,,3600\nbert-2,135,bert,1,32,\n", "elastic-mix", {}, {}),
     ("philly.csv", b"timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,11cb48\n"
                    b"2017-10-09 06:13:03,2951.0,1,2951.0,6214e9\n2017-09-29 07:58:32,860662.0,2,1721324.0,6c71a0\n\n",
      "pollux", {}, {}),
