@@ -195,8 +195,8 @@ def ladder_traces():
 
 
 @pytest.mark.parametrize("run", ["over1000_v100x36_fifo_perf", "over1000_v100x36_fifo",
-                                 "light1000_het36_finish_time_fairness_perf", "light1000_het36_fifo",
-                                 "light1000_het36_max_min_fairness",
+                                 pytest.param("light1000_het36_finish_time_fairness_perf", marks=pytest.mark.slow),
+                                 "light1000_het36_fifo", "light1000_het36_max_min_fairness",
                                  pytest.param("over1000_v100x36_finish_time_fairness_perf", marks=pytest.mark.slow)])
 def test_gavel_ladder_ends_at_gavel_and_at_native_job_by_job(ladder_traces, run):
     """The ladder's first rung is Gavel's simulator and its last is the native policy, per job: on
@@ -223,8 +223,10 @@ def test_gavel_ladder_ends_at_gavel_and_at_native_job_by_job(ladder_traces, run)
     np.testing.assert_allclose(last, native, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("run,rung", [("over1000_v100x36_max_min_fairness_perf", "continuous work"),
-                                      ("n2000_v100x36_max_min_fairness", "continuous work"),
+@pytest.mark.parametrize("run,rung", [pytest.param("over1000_v100x36_max_min_fairness_perf", "continuous work",
+                                                   marks=pytest.mark.slow),
+                                      pytest.param("n2000_v100x36_max_min_fairness", "continuous work",
+                                                   marks=pytest.mark.slow),
                                       ("over1000_v100x36_fifo", "native allocation")])
 def test_gavel_ladder_closes_the_high_load_gaps(ladder_traces, run, rung):
     """On the V100-only high-load runs the fully switched replay lands within 0.3 % of the native

@@ -116,6 +116,7 @@ def test_a_per_job_policy_of_the_wrong_shape_or_type_is_refused_in_one_line(fn, 
     assert needle in str(e.value) and "policy 'bad'" in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.slow  # (compiles a user-policy kernel: ~11 CPU-s on an empty cache)
 def test_registered_with_the_decorator():
     # (the decorator applied to this module's LAS: its kernel is the one the first test compiled)
     mine = fastblox.policy("las-per-job-test", per_job=True, replace=True)(las_job)
@@ -339,6 +340,7 @@ def test_the_warm_kind_of_a_per_job_policy_names_its_kernel():
     assert engine.kind_of(compiled(aged_las)).startswith("native:full+user:")
 
 
+@pytest.mark.slow  # (compiles a user-policy kernel: ~11 CPU-s on an empty cache)
 def test_a_paused_run_switched_to_a_compiled_policy_goes_on_as_the_builtin():
     """Switching from ``las`` to the per-job LAS halfway changes nothing: the same keys."""
     w = workload(300, seed=4)
