@@ -247,11 +247,18 @@ def policy_name(v, name):
 
     v = lower_text(v, name)
     known = (parts.POLICIES, parts.BLOX_POLICIES, SCHEDULES, NATIVE_EQUIVALENTS, GAVEL_POLICIES, POLLUX_POLICIES,
-             SYNERGY_POLICIES, SIA_POLICIES)
+             SYNERGY_POLICIES, SIA_POLICIES, ELASTIC_POLICIES)
     if not any(v in k for k in known) and v != DYNAMIC:
-        raise OptionError(name, _unknown("policy", v, parts.POLICIES.names())
-                          + f"; Gavel's (--compat gavel): {', '.join(GAVEL_POLICIES)}"
-                          + f"; Tiresias' (--compat tiresias): {', '.join([*SCHEDULES, *NATIVE_EQUIVALENTS])}")
+        others = [("elastic and rigid jobs, without --compat", ELASTIC_POLICIES),
+                  ("Gavel's (--compat gavel)", GAVEL_POLICIES),
+                  ("Tiresias' (--compat tiresias)", [*SCHEDULES, *NATIVE_EQUIVALENTS]),
+                  ("the Pollux simulator's (--compat pollux)", POLLUX_POLICIES),
+                  ("Synergy's (--compat synergy)", SYNERGY_POLICIES), ("Sia's (--compat sia)", SIA_POLICIES)]
+        every = [*parts.POLICIES.names(), *(n for _, names in others for n in names)]
+        near = difflib.get_close_matches(v, every, n=1)
+        raise OptionError(name, f"unknown policy {v!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+                          + f"; known: {', '.join(parts.POLICIES.names())}"
+                          + "".join(f"; {what}: {', '.join(names)}" for what, names in others))
     return v
 
 

@@ -69,6 +69,8 @@ def test_out_dir_contract(tmp_path):
     "argv, needle",
     [
         (["run", "--policy", "nosuch"], "unknown policy 'nosuch'"),
+        (["run", "--policy", "polux"], "unknown policy 'polux' (did you mean 'pollux'?)"),  # (a name of any engine)
+        (["run", "--policy", "synergy-tun"], "Synergy's (--compat synergy): "),
         (["run", "--placement", "bogus"], "unknown placement 'bogus'"),
         (["run", "--cluster", "32by4"], "--cluster: cannot read '32by4'"),
         (["run", "--cluster", "0x4"], "at least one node"),
