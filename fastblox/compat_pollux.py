@@ -421,6 +421,16 @@ POLLUX_NCF_BATCH = 32768  # the simulator fixes ncf's batch size under Pollux (a
 MAX_NODES_PER_JOB = 16
 
 
+def relaunched(job, now: float) -> None:
+    """A job (elastic or ``fastblox.mixed.RigidJob``) given new GPUs at ``now``: stopped for the
+    restart delay; its first launch is not counted as a restart."""
+    job.rescale = elastic.RESTART_S
+    if job.restarts is None:
+        job.restarts, job.first = 0, now
+    else:
+        job.restarts += 1
+
+
 class ElasticJob:
     """One job under Pollux: it adapts its batch size to the goodput model it fits from the
     configurations it has run (``Job.step`` / ``update_params`` / ``update_local_bsz``)."""
@@ -490,11 +500,7 @@ class ElasticJob:
             return
         self.placement = tuple(placement)
         self._choose_batch()
-        self.rescale = elastic.RESTART_S
-        if self.restarts is None:
-            self.restarts, self.first = 0, now
-        else:
-            self.restarts += 1
+        relaunched(self, now)
 
     def advance(self, t0: float, secs: float) -> None:
         if not self.placement or self.finish is not None:

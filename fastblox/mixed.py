@@ -202,11 +202,7 @@ class RigidJob:
         if sum(placement) != self.gang:
             raise RuntimeError(f"a rigid job of {self.gang} GPUs was given {sum(placement)}")
         self.placement = tuple(placement)
-        self.rescale = elastic.RESTART_S
-        if self.restarts is None:
-            self.restarts, self.first = 0, now
-        else:
-            self.restarts += 1
+        cp.relaunched(self, now)
 
     def advance(self, t0: float, secs: float) -> None:
         if not self.placement or self.finish is not None:
