@@ -56,14 +56,7 @@ def read_workload(path, name: str | None = None):
     from .workload import Workload
 
     path = Path(path)
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))
-    except OSError as e:
-        raise TraceError(f"cannot read ({e.strerror})", path=path) from None
-    if not rows:
-        raise TraceError("empty file", path=path)
-    head = [h.strip() for h in rows[0]]
+    rows, head = read_csv_rows(path)
     for c in WORKLOAD_COLUMNS:
         if c not in head:
             raise TraceError(f"missing column (a Pollux workload has {', '.join(WORKLOAD_COLUMNS)})", path=path,
@@ -81,9 +74,9 @@ def read_workload(path, name: str | None = None):
                              f"{', '.join(sorted(elastic.APPLICATIONS))})", path=path, row=i, column="application")
         names.append(row[col["name"]].strip())
         apps.append(app)
-        submit.append(_number(row, col, "time", path, i, whole=False))
-        reps.append(_number(row, col, "num_replicas", path, i))
-        bsz.append(_number(row, col, "batch_size", path, i))
+        submit.append(parse_number(row[col["time"]].strip(), path, i, "time", whole=False))
+        reps.append(parse_number(row[col["num_replicas"]].strip(), path, i, "num_replicas"))
+        bsz.append(parse_number(row[col["batch_size"]].strip(), path, i, "batch_size"))
         _check_job(app, reps[-1], bsz[-1], path, i)
     if not names:
         raise TraceError("no jobs", path=path)
@@ -93,8 +86,26 @@ def read_workload(path, name: str | None = None):
                                 batch_size=np.array(bsz, dtype=np.int64), source_id=np.array(names, dtype=object))
 
 
-def _number(row, col, c, path, i, whole=True) -> float:
-    v = row[col[c]].strip()
+def read_csv_rows(path: Path) -> tuple[list, list]:
+    """The rows of a workload CSV and its stripped header (a Pollux or a mixed workload); a file
+    that cannot be read, is not UTF-8 text or not CSV, or is empty raises TraceError naming it."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except OSError as e:
+        raise TraceError(f"cannot read ({e.strerror})", path=path) from None
+    except UnicodeDecodeError as e:
+        raise TraceError(f"not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})", path=path) from None
+    except csv.Error as e:
+        raise TraceError(f"not a CSV file ({e})", path=path) from None
+    if not rows:
+        raise TraceError("empty file", path=path)
+    return rows, [h.strip() for h in rows[0]]
+
+
+def parse_number(v: str, path, i, c, whole=True) -> float:
+    """Cell ``v`` of row ``i``, column ``c``: a whole number >= 1 (``whole``) or a number of
+    seconds >= 0, else TraceError naming the file, row and column."""
     try:
         x = float(v)
     except ValueError:
@@ -105,11 +116,16 @@ def _number(row, col, c, path, i, whole=True) -> float:
     return int(x) if whole else x
 
 
-def _check_job(app, reps, bsz, path, i) -> None:
+def check_batch_size(app, bsz, path, i) -> None:
+    """An application's batch size within its profile's validated range, else TraceError."""
     pr = elastic.profile(app)
     if not pr.init_batch_size <= bsz <= pr.max_batch_size:
         raise TraceError(f"{app} batch size {bsz} is outside its validated {pr.init_batch_size}..{pr.max_batch_size}",
                          path=path, row=i, column="batch_size")
+
+
+def _check_job(app, reps, bsz, path, i) -> None:
+    check_batch_size(app, bsz, path, i)
     if reps > NODES * GPUS_PER_NODE:
         raise TraceError(f"{reps} GPUs: the simulator's cluster has {NODES * GPUS_PER_NODE}", path=path, row=i,
                          column="num_replicas")

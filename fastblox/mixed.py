@@ -30,7 +30,6 @@ workload and any trace.
 
 from __future__ import annotations
 
-import csv
 import functools
 from pathlib import Path
 
@@ -58,18 +57,7 @@ def read_mixed(path, name: str | None = None):
     rigid rows) and ``source_id`` (the name). A bad row raises TraceError naming the file, row
     (the header is row 1) and column."""
     path = Path(path)
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-    except OSError as e:
-        raise TraceError(f"cannot read ({e.strerror})", path=path) from None
-    except UnicodeDecodeError as e:
-        raise TraceError(f"not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})", path=path) from None
-    except csv.Error as e:
-        raise TraceError(f"not a CSV file ({e})", path=path) from None
-    if not rows:
-        raise TraceError("empty file", path=path)
-    head = [h.strip() for h in rows[0]]
+    rows, head = cp.read_csv_rows(path)
     for c in COLUMNS[:4]:
         if c not in head:
             raise TraceError(f"missing column (a mixed workload has {', '.join(COLUMNS)})", path=path, column=c)
@@ -95,8 +83,8 @@ def _row(row, col, path, i, width) -> tuple:
         raise TraceError(f"{len(row)} fields, the header has {width}", path=path, row=i)
     cell = lambda c: row[col[c]].strip() if c in col else ""  # noqa: E731
     app = cell("application")
-    submit = _number(cell("time"), path, i, "time", whole=False)
-    reps = _number(cell("num_replicas"), path, i, "num_replicas")
+    submit = cp.parse_number(cell("time"), path, i, "time", whole=False)
+    reps = cp.parse_number(cell("num_replicas"), path, i, "num_replicas")
     if not app:  # rigid
         if not cell("duration"):
             raise TraceError("a rigid row (no application) needs its run time in seconds", path=path, row=i,
@@ -104,7 +92,7 @@ def _row(row, col, path, i, width) -> tuple:
         if cell("batch_size"):
             raise TraceError("a rigid row (no application) has no batch size; leave it empty", path=path, row=i,
                              column="batch_size")
-        dur = _number(cell("duration"), path, i, "duration", whole=False)
+        dur = cp.parse_number(cell("duration"), path, i, "duration", whole=False)
         if dur <= 0:
             raise TraceError(f"{cell('duration')!r} is not a number of seconds > 0", path=path, row=i,
                              column="duration")
@@ -115,27 +103,13 @@ def _row(row, col, path, i, width) -> tuple:
     if cell("duration"):
         raise TraceError(f"an elastic row ({app}) trains to its target: leave duration empty", path=path, row=i,
                          column="duration")
-    bsz = _number(cell("batch_size"), path, i, "batch_size")
-    pr = elastic.profile(app)
-    if not pr.init_batch_size <= bsz <= pr.max_batch_size:
-        raise TraceError(f"{app} batch size {bsz} is outside its validated {pr.init_batch_size}..{pr.max_batch_size}",
-                         path=path, row=i, column="batch_size")
+    bsz = cp.parse_number(cell("batch_size"), path, i, "batch_size")
+    cp.check_batch_size(app, bsz, path, i)
     try:
         dur = isolated_s(app, bsz, reps)
     except ValueError as e:
         raise TraceError(f"{app} on {reps} GPUs: {e}", path=path, row=i, column="num_replicas") from None
     return cell("name"), submit, app, reps, bsz, dur
-
-
-def _number(v: str, path, i, c, whole=True) -> float:
-    try:
-        x = float(v)
-    except ValueError:
-        x = float("nan")
-    if not np.isfinite(x) or x < 0 or (whole and (x != int(x) or x < 1)):
-        what = "a whole number >= 1" if whole else "a number of seconds >= 0"
-        raise TraceError(f"{v!r} is not {what}", path=path, row=i, column=c)
-    return int(x) if whole else x
 
 
 def read_any(path):

@@ -233,6 +233,14 @@ def test_missing_column_and_short_row(tmp_path):
         cp.read_workload(_csv(tmp_path, "a,0,ncf,1\n"))
 
 
+def test_a_file_that_is_not_utf8_text_names_the_file(tmp_path):
+    f = tmp_path / "w.csv"
+    f.write_bytes(b"\x80name,time,application,num_replicas,batch_size\na,0,ncf,1,32768\n")
+    with pytest.raises(TraceError, match="not UTF-8 text") as e:
+        cp.read_workload(f)
+    assert str(f) in str(e.value)
+
+
 def test_options_it_cannot_honour_are_refused(w6):
     with pytest.raises(OptionError, match="--policy: --compat pollux runs"):
         fastblox.simulate(w6, compat="pollux", policy="fifo")
