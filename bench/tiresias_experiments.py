@@ -185,11 +185,16 @@ VARIANTS = {
 }
 
 
+def replay(cls, w, gpus: int, knob: int = 0, table=None) -> list:
+    """The jobs of ``w`` after the replay variant ``cls`` ran them on ``gpus`` GPUs (starvation
+    knob ``knob``, Gittins table ``table``: None for 2D-LAS)."""
+    jobs = ct.make_jobs(w.submit_s, w.num_gpus, w.duration_s)
+    cls(jobs, gpus, list(ct.DEFAULT_LIMITS), knob, table).run()
+    return jobs
+
+
 def avg_jct(cls, w, gpus: int) -> float:
-    jobs = [ct._Job(i, int(s), int(g), int(float(d))) for i, (s, g, d) in enumerate(zip(w.submit_s, w.num_gpus,
-                                                                                        w.duration_s))]
-    cls(jobs, gpus, list(ct.DEFAULT_LIMITS), 0, None).run()
-    return float(np.mean([j.end - j.submit for j in jobs]))
+    return float(np.mean([j.end - j.submit for j in replay(cls, w, gpus)]))
 
 
 def table() -> str:
@@ -264,10 +269,7 @@ def gittins_table_md() -> str:
             ours = nat.jobs["finish_s"].to_numpy()
             cells = []
             for cls in GITTINS_VARIANTS.values():
-                jobs = [ct._Job(i, int(s), int(k), int(float(d)))
-                        for i, (s, k, d) in enumerate(zip(w.submit_s, w.num_gpus, w.duration_s))]
-                cls(jobs, n * g, list(ct.DEFAULT_LIMITS), 0, table).run()
-                fin = np.array([j.end for j in jobs], dtype=np.float64)
+                fin = finish_times(cls, w, n * g, 0, table)
                 same = np.abs(fin - ours) <= 1.0
                 cells.append(f"{np.mean(fin - w.submit_s):,.0f} ({100 * same.mean():.0f} % of jobs as native)")
             cells.append(f"{nat.summary['avg_jct_s']:,.0f}")
@@ -400,10 +402,7 @@ def knob_table() -> str:
                 ours = nat.jobs["finish_s"].to_numpy()
                 cells = []
                 for cls in variants.values():
-                    jobs = [ct._Job(i, int(s), int(k), int(float(d)))
-                            for i, (s, k, d) in enumerate(zip(w.submit_s, w.num_gpus, w.duration_s))]
-                    cls(jobs, n * g, list(ct.DEFAULT_LIMITS), knob, None).run()
-                    fin = np.array([j.end for j in jobs], dtype=np.float64)
+                    fin = finish_times(cls, w, n * g, knob)
                     if cls is ct._Run:  # (the replay is exact)
                         assert abs(np.mean(fin - w.submit_s) - float(summ[key]["avg_jct_s"])) < 1e-6
                     same = np.abs(fin - ours) <= 1.0
@@ -414,12 +413,9 @@ def knob_table() -> str:
             "whose finish time is within 1 s of native's.\n\n" + "\n".join(lines))
 
 
-def finish_times(cls, w, gpus: int) -> np.ndarray:
-    """Each job's finish time (s) in the replay variant ``cls``."""
-    jobs = [ct._Job(i, int(s), int(g), int(float(d))) for i, (s, g, d) in enumerate(zip(w.submit_s, w.num_gpus,
-                                                                                        w.duration_s))]
-    cls(jobs, gpus, list(ct.DEFAULT_LIMITS), 0, None).run()
-    return np.array([j.end for j in jobs], dtype=np.float64)
+def finish_times(cls, w, gpus: int, knob: int = 0, table=None) -> np.ndarray:
+    """Each job's finish time (s) in the replay variant ``cls`` (:func:`replay`)."""
+    return np.array([j.end for j in replay(cls, w, gpus, knob, table)], dtype=np.float64)
 
 
 def same_as_native(cls=EntryAllExactCheck) -> str:
@@ -446,9 +442,7 @@ def by_size(wl: str = "over1500", cl: str = "n9g4") -> str:
 
     w = read_trace(TIRESIAS_WORKLOADS[wl][0])
     n, g = TIRESIAS_CLUSTERS[cl]
-    jobs = [ct._Job(i, int(s), int(k), int(float(d))) for i, (s, k, d) in enumerate(zip(w.submit_s, w.num_gpus,
-                                                                                         w.duration_s))]
-    ct._Run(jobs, n * g, list(ct.DEFAULT_LIMITS), 0, None).run()
+    jobs = replay(ct._Run, w, n * g)
     theirs = np.array([j.end - j.submit for j in jobs], dtype=np.float64)
     ours = fastblox.simulate(w, cluster=f"1x{n * g}", policy="tiresias").jobs["finish_s"].to_numpy() - w.submit_s
     work = w.num_gpus * w.duration_s

@@ -141,7 +141,7 @@ def simulate(submit_s, num_gpus, duration_s, total_gpus: int, schedule: str = "d
     ``end_s`` (the last completion)."""
     knob, gittins = SCHEDULES[schedule]
     table = gittins_table(distribution) if gittins else None
-    jobs = [_Job(i, int(s), int(g), int(float(d))) for i, (s, g, d) in enumerate(zip(submit_s, num_gpus, duration_s))]
+    jobs = make_jobs(submit_s, num_gpus, duration_s)
     _Run(jobs, int(total_gpus), [int(x) for x in limits], knob, table).run()
     start = np.array([-1.0 if j.start is None else j.start for j in jobs], dtype=np.float64)
     finish = np.array([-1.0 if j.end is None else j.end for j in jobs], dtype=np.float64)
@@ -149,6 +149,11 @@ def simulate(submit_s, num_gpus, duration_s, total_gpus: int, schedule: str = "d
             # (Tiresias adds up service at events only: a finished job ran its whole duration)
             "attained_s": np.array([j.duration if j.end is not None else j.total for j in jobs], dtype=np.float64),
             "end_s": float(max((j.end for j in jobs if j.end is not None), default=0))}
+
+
+def make_jobs(submit_s, num_gpus, duration_s) -> list:
+    """The jobs of a replay, as Tiresias reads them (whole seconds and GPUs, in file order)."""
+    return [_Job(i, int(s), int(g), int(float(d))) for i, (s, g, d) in enumerate(zip(submit_s, num_gpus, duration_s))]
 
 
 class _Run:

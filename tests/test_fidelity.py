@@ -15,6 +15,17 @@ from fastblox.fidelity import (GAVEL_TRACE, TIRESIAS_COMPAT, TIRESIAS_TRACE, TIR
 from fastblox.traces import read_trace
 
 
+def _experiments():
+    """``bench/tiresias_experiments.py``: the one-rule variants of Tiresias' replay."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import tiresias_experiments
+
+    return tiresias_experiments
+
+
 @pytest.fixture(scope="module")
 def tiresias_trace():
     return read_trace(TIRESIAS_TRACE)
@@ -314,11 +325,7 @@ def test_tiresias_gap_is_queue_entry_order_and_exact_demotion(wl, cl):
     by queue entry, running ones first; the exact demotion check) gives native ``tiresias``'s
     finish time for every job, the overloaded run (native +60 %) included: docs/fidelity.md's
     explanation of the 2D-LAS gap (the variants: bench/tiresias_experiments.py)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    import tiresias_experiments as te
+    te = _experiments()
 
     from fastblox.fidelity import TIRESIAS_CLUSTERS
 
@@ -336,11 +343,7 @@ def test_tiresias_gittins_overloaded_gap_is_the_index_formula():
     Tiresias' simulator; the replay with the textbook index and the exact demotion check gives
     native's average and native's finish time for at least 95 % of the jobs, with Tiresias'
     index far fewer (docs/fidelity.md; bench/tiresias_experiments.py)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    import tiresias_experiments as te
+    te = _experiments()
 
     from fastblox import compat_tiresias as ct
     from fastblox.fidelity import TIRESIAS_CLUSTERS
@@ -354,10 +357,7 @@ def test_tiresias_gittins_overloaded_gap_is_the_index_formula():
     table = ct.gittins_table(nt.read_service("tiresias-yarn"))
 
     def run(cls):
-        jobs = [ct._Job(i, int(s), int(k), int(float(d))) for i, (s, k, d) in enumerate(zip(w.submit_s, w.num_gpus,
-                                                                                            w.duration_s))]
-        cls(jobs, n * g, list(ct.DEFAULT_LIMITS), 0, table).run()
-        return np.array([j.end for j in jobs], dtype=np.float64)
+        return te.finish_times(cls, w, n * g, 0, table)
 
     theirs, ours = run(ct._Run), run(te.NativeGittinsIndexExactCheck)
     assert np.mean(theirs - w.submit_s) < 0.75 * nat.summary["avg_jct_s"]
@@ -371,13 +371,8 @@ def test_tiresias_knob_gap_is_the_promotion_instant(wl, cl, knob):
     wake-ups) give native ``tiresias`` ``promote=K``'s finish time for every job; without the
     promotion events (a promotion waits for the next other event) many jobs differ
     (docs/fidelity.md; bench/tiresias_experiments.py knob_table)."""
-    import sys
-    from pathlib import Path
+    te = _experiments()
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    import tiresias_experiments as te
-
-    from fastblox import compat_tiresias as ct
     from fastblox.fidelity import TIRESIAS_CLUSTERS
 
     w = read_trace(TIRESIAS_WORKLOADS[wl][0])
@@ -386,10 +381,7 @@ def test_tiresias_knob_gap_is_the_promotion_instant(wl, cl, knob):
                                policy_opts={"promote": knob}).jobs["finish_s"].to_numpy()
 
     def run(cls):
-        jobs = [ct._Job(i, int(s), int(k), int(float(d))) for i, (s, k, d) in enumerate(zip(w.submit_s, w.num_gpus,
-                                                                                            w.duration_s))]
-        cls(jobs, n * g, list(ct.DEFAULT_LIMITS), knob, None).run()
-        return np.array([j.end for j in jobs], dtype=np.float64)
+        return te.finish_times(cls, w, n * g, knob, None)
 
     np.testing.assert_array_equal(run(te.EntryAllExactCheckPromotion), native)
     assert (np.abs(run(te.EntryAllExactCheck) - native) > 1).mean() > 0.1
@@ -436,13 +428,8 @@ def test_tiresias_knob_residual_is_the_whole_second_clock(wl, cl):
     seconds instead of Tiresias' whole seconds) the native rules give native ``tiresias``
     ``promote=2``'s finish time for every job (docs/fidelity.md; bench/tiresias_experiments.py
     knob_table)."""
-    import sys
-    from pathlib import Path
+    te = _experiments()
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    import tiresias_experiments as te
-
-    from fastblox import compat_tiresias as ct
     from fastblox.fidelity import TIRESIAS_CLUSTERS
 
     w = read_trace(TIRESIAS_WORKLOADS[wl][0])
@@ -451,10 +438,7 @@ def test_tiresias_knob_residual_is_the_whole_second_clock(wl, cl):
                                policy_opts={"promote": 2}).jobs["finish_s"].to_numpy()
 
     def run(cls):
-        jobs = [ct._Job(i, int(s), int(k), int(float(d))) for i, (s, k, d) in enumerate(zip(w.submit_s, w.num_gpus,
-                                                                                            w.duration_s))]
-        cls(jobs, n * g, list(ct.DEFAULT_LIMITS), 2, None).run()
-        return np.array([j.end for j in jobs], dtype=np.float64)
+        return te.finish_times(cls, w, n * g, 2, None)
 
     np.testing.assert_allclose(run(te.EntryAllContinuous), native, rtol=0, atol=1e-6)
     assert (np.abs(run(te.EntryAllExactCheckPromotion) - native) > 1).mean() > 0.1
@@ -465,11 +449,7 @@ def test_tiresias_gittins_residual_is_the_whole_second_clock():
     demotion check leave ~4 % of the jobs off native's finish time (average +0.8 %); on a
     continuous clock every job finishes at native's time (docs/fidelity.md;
     bench/tiresias_experiments.py)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    import tiresias_experiments as te
+    te = _experiments()
 
     from fastblox import compat_tiresias as ct
     from fastblox.fidelity import TIRESIAS_CLUSTERS
@@ -482,10 +462,7 @@ def test_tiresias_gittins_residual_is_the_whole_second_clock():
     table = ct.gittins_table(nt.read_service("tiresias-yarn"))
 
     def run(cls):
-        jobs = [ct._Job(i, int(s), int(k), int(float(d))) for i, (s, k, d) in enumerate(zip(w.submit_s, w.num_gpus,
-                                                                                            w.duration_s))]
-        cls(jobs, n * g, list(ct.DEFAULT_LIMITS), 0, table).run()
-        return np.array([j.end for j in jobs], dtype=np.float64)
+        return te.finish_times(cls, w, n * g, 0, table)
 
     np.testing.assert_allclose(run(te.NativeGittinsContinuous), native, rtol=0, atol=1e-6)
     assert (np.abs(run(te.NativeGittinsIndexExactCheck) - native) > 1).mean() > 0.02
