@@ -59,6 +59,11 @@ import numpy as np
 
 from .errors import ConfigError, SimulationError
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: imported lazily where used
+    from .results import Result
+
 #: Gavel's policy names -> (allocation, heterogeneity-aware)
 POLICIES = {
     "fifo": ("fifo", False),
@@ -573,21 +578,23 @@ class _Run:
         if not jobs:
             return {}
         idx = np.array(jobs)
-        thr = self.thr[idx][:, self.abc_col]
-        sf = self.sf[idx].astype(np.float64)
-        cap = self.cap[self.abc_col]
-        if self.kind == "fifo":
-            x = self.fifo.allocate(jobs, thr, self.sf[idx], cap, self.abc)
-        elif self.kind == "max_min":
-            x = self._max_min(thr if self.aware else np.ones_like(thr), sf, cap)
-        else:
-            t_eff = thr if self.aware else np.repeat(self.thr[idx][:, [self.types.index("v100")]]
-                                                     if "v100" in self.types else thr[:, :1], len(self.abc), axis=1)
-            rem = (self.steps[idx] - self.done_steps[idx]).astype(np.float64)
-            x = self.ftf.allocate(jobs, t_eff, sf, cap, self.now - self.arrival[idx], rem, self.optimum)
+        x = self._allocate(jobs, idx, self.thr[idx][:, self.abc_col], self.cap[self.abc_col])
         out = np.zeros((len(jobs), len(self.types)))
         out[:, self.abc_col] = x
         return {j: out[k] for k, j in enumerate(jobs)}
+
+    def _allocate(self, jobs, idx, thr, cap):
+        """Gavel's policy's ``x`` for ``jobs`` (rows) over the round's type columns, given their
+        throughputs ``thr`` and the capacities ``cap`` in that column order."""
+        sf = self.sf[idx].astype(np.float64)
+        if self.kind == "fifo":
+            return self.fifo.allocate(jobs, thr, self.sf[idx], cap, self.abc)
+        if self.kind == "max_min":
+            return self._max_min(thr if self.aware else np.ones_like(thr), sf, cap)
+        t_eff = thr if self.aware else np.repeat(self.thr[idx][:, [self.types.index("v100")]]
+                                                 if "v100" in self.types else thr[:, :1], len(self.abc), axis=1)
+        rem = (self.steps[idx] - self.done_steps[idx]).astype(np.float64)
+        return self.ftf.allocate(jobs, t_eff, sf, cap, self.now - self.arrival[idx], rem, self.optimum)
 
     def _max_min(self, thr, sf, cap):
         if self.optimum == "ecos":

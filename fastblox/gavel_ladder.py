@@ -70,26 +70,15 @@ class Ladder(cg._Run):
             self.abc_col = list(range(len(self.types)))
 
     # 1. the allocation
-    def _allocation(self):
+    def _allocate(self, jobs, idx, thr, cap):
         if "native allocation" not in self.off:
-            return super()._allocation()
-        jobs = list(self.active)
-        self.n_alloc += 1
-        if not jobs:
-            return {}
-        idx = np.array(jobs)
-        thr = self.thr[idx][:, self.abc_col]
+            return super()._allocate(jobs, idx, thr, cap)
         sf = self.sf[idx].astype(np.int64)
-        cap = self.cap[self.abc_col]
         if self.kind == "fifo":
-            x = native.fifo_allocation(thr, sf, cap)
-        elif self.kind == "max_min":
-            x = native.max_min_allocation(thr, sf, cap, self.aware)
-        else:
-            x = self._native_ftf(jobs, idx, thr, sf, cap)
-        out = np.zeros((len(jobs), len(self.types)))
-        out[:, self.abc_col] = x
-        return {j: out[k] for k, j in enumerate(jobs)}
+            return native.fifo_allocation(thr, sf, cap)
+        if self.kind == "max_min":
+            return native.max_min_allocation(thr, sf, cap, self.aware)
+        return self._native_ftf(jobs, idx, thr, sf, cap)
 
     def _native_ftf(self, jobs, idx, thr, sf, cap):
         v100 = self.thr[idx][:, [self.types.index("v100")]] if "v100" in self.types else thr[:, :1]
