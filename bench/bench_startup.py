@@ -163,7 +163,7 @@ def table(d: dict) -> str:
     ph = d["phases"]
     br = "; ".join(f"{n} {s:.2f}" for n, s in ph["phases"])
     py2 = ("" if ti else " Tiresias' simulator (Python 2) was not measured in this run: "
-           + (f"no `--tiresias`" if d["python2"] else "no Python 2 with numpy") + ".")
+           + ("no `--tiresias`" if d["python2"] else "no Python 2 with numpy") + ".")
     note = (f"Measured by `python bench/bench_startup.py --repeat {d['repeat']}` on {d['machine']} ({d['date']}; "
             f"median of {d['repeat']} fresh processes, {d.get('install', 'an install')}, warm numba cache, "
             + ("warm bytecode cache" if d["bytecode_cache"] else "no bytecode cache (`PYTHONDONTWRITEBYTECODE`)")

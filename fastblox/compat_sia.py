@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from . import elastic
-from .errors import ConfigError, TraceError
+from .errors import ConfigError
 
 POLICIES = ("sia",)
 INTERVAL_S = 60

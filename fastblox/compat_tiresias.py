@@ -39,6 +39,11 @@ from bisect import bisect_right
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: imported lazily where used
+    from .results import Result
+
 #: Tiresias' schedule names this module runs -> (promotion knob, Gittins)
 SCHEDULES = {
     "dlas-gpu": (0, False),

@@ -63,6 +63,11 @@ from .kernels import enums
 from .results import Result
 from .workload import Workload
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: imported lazily where used
+    import polars as pl
+
 DEFAULT_CANDIDATES = ("fifo", "las", "srtf")
 DEFAULT_PERIOD_S = 3600.0
 #: Six hours: on Blox's and Gavel's workloads (jobs of hours to days) a one-hour look-ahead sees

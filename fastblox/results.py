@@ -21,6 +21,12 @@ from .outputs import json_text
 from .kernels import enums
 from .kernels.state import gather_records
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: imported lazily where used
+    import polars as pl
+    import pyarrow as pa
+
 SERIES_COLUMNS = ("t_s", "num_preemptions", "free_gpus", "queued_jobs", "running_jobs", "gpu_demand", "gpus_up")
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ._jit import jit
 
 TINY = 1e-8

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from numba.extending import overload
 
@@ -1234,7 +1233,7 @@ def _requeue_victims(path, t, jobs, run, q, s, pp, ci, cf, ns, h, nw, wake_n):
     wake-ups); returns ``(h, nw, wake_n)``."""
     policy = policy_of(path, ci)
     restart_s = cf[CF_RESTART_S]
-    victims, wrank, wkey = s.victims, q.wrank, q.wkey
+    victims = s.victims
     m = 0
     for x in range(ns):
         v = s.suspended[x]

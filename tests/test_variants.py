@@ -71,8 +71,8 @@ def test_markers_are_one_per_variant_and_pickle_by_name(specialized):
     # numba's cache index pickles the argument types: a class is found again by its name, in a
     # process that has not made it yet
     name = type(a).__name__
-    code = (f"import pickle, sys; from fastblox.kernels import variants; "
-            f"c = pickle.loads(sys.stdin.buffer.read()); print(c.__name__, c.path, c.policy, c.placement)")
+    code = ("import pickle, sys; from fastblox.kernels import variants; "
+            "c = pickle.loads(sys.stdin.buffer.read()); print(c.__name__, c.path, c.policy, c.placement)")
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(type(a)), capture_output=True, check=True)
     assert out.stdout.decode().split() == [name, "static", str(type(a).policy), str(type(a).placement)]
     assert variants.marker_named(name) is a

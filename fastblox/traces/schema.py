@@ -43,6 +43,11 @@ from ..errors import FastbloxError, TraceError
 from ..workload import Workload
 from . import _core
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: imported lazily where used
+    import pyarrow as pa
+
 REQUIRED = ("job_id", "submit_time_s", "duration_s", "num_gpus")
 # the optional columns and their Arrow types, by name: pyarrow is imported only where a table is
 # built or read (``SCHEMA`` and ``OPTIONAL_TYPES`` are built on first use, by ``__getattr__``)
