@@ -196,10 +196,10 @@ def cmd_parts(a) -> int:
     print("elastic and rigid jobs in one run, without --compat (on any cluster of alike nodes; an elastic-mix CSV or "
           "any trace; docs/elastic.md): " + ", ".join(ELASTIC_POLICIES))
     from .compat_synergy import POLICIES as SYNERGY_POLICIES
+    from .compat_synergy import options_text
 
-    print("--compat synergy schedulers (Synergy's names, on a Synergy trace; +fair: GPU-proportional, none: "
-          "Synergy-Greedy, +tune: Synergy-Tune; --policy-opt cpus=24, mem_gb=500, profile=0 (the CPUs per GPU), "
-          "static=0): " + ", ".join(SYNERGY_POLICIES))
+    print("--compat synergy schedulers (Synergy's names, on a Synergy trace or any trace; +fair: GPU-proportional, "
+          f"none: Synergy-Greedy, +tune: Synergy-Tune; --policy-opt {options_text()}): " + ", ".join(SYNERGY_POLICIES))
     from .compat_sia import POLICIES as SIA_POLICIES
 
     print("--compat sia policies (the Sia simulator's, on a Sia workload CSV): " + ", ".join(SIA_POLICIES))

@@ -53,7 +53,12 @@ CPUS_PER_SERVER, MEM_GB_PER_SERVER, SSPEED_PER_SERVER, NET_PER_SERVER = 24, 500,
 #: overwritten by the profile, whose ``speed`` goes to an unused ``speed_per_gpu``)
 SSPEED_PER_GPU = 62.5
 #: policy options (``--policy-opt NAME=VALUE``) and their defaults
-OPTIONS = {"cpus": CPUS_PER_SERVER, "mem_gb": MEM_GB_PER_SERVER, "profile": 0, "static": 0}
+#: (``gaps``: 0 ends the replay at the first round with no runnable job, as the simulator does, so
+#: jobs after a gap in arrivals never run; 1 waits for the next arrival's round. None: 0 on a
+#: Synergy trace, 1 on any other trace, whose models are drawn: :func:`with_models`)
+OPTIONS = {"cpus": CPUS_PER_SERVER, "mem_gb": MEM_GB_PER_SERVER, "profile": 0, "static": 0, "gaps": None}
+#: the options whose value is 0 or 1
+FLAGS = ("static", "gaps")
 
 
 def data_dir() -> Path:
@@ -96,9 +101,15 @@ def parse_options(opts: dict) -> dict:
         if not math.isfinite(x) or x != int(x) or x < 0 or (k in ("cpus", "mem_gb") and x < 1):
             raise ConfigError(f"--compat synergy: {k}={v!r} must be a whole number" + (" >= 1" if k in ("cpus", "mem_gb") else " >= 0"))
         out[k] = int(x)
-    if out["static"] not in (0, 1):
-        raise ConfigError(f"--compat synergy: static={out['static']} must be 0 or 1")
+    for k in FLAGS:
+        if out[k] not in (0, 1, None):
+            raise ConfigError(f"--compat synergy: {k}={out[k]} must be 0 or 1")
     return out
+
+
+def options_text() -> str:
+    """The options with their defaults, as ``fastblox parts`` lists them."""
+    return ", ".join(f"{k}={'0 on a Synergy trace, else 1' if v is None else v}" for k, v in OPTIONS.items())
 
 
 def check_cluster(cluster, opts: dict) -> tuple:
@@ -154,6 +165,46 @@ def read_trace(path, name: str | None = None):
     it = np.array([profiles()[3, m][3] for m in names])
     return Workload.from_arrays(arr, gpus, iterations=iters, iter_time_s=it, job_id=ids, name=name or path.stem,
                                 model=np.array(names, dtype=object))
+
+
+def is_synergy_trace(path) -> bool:
+    """Whether ``path``'s first line is a Synergy trace line (5 fields, a model of the zoo second)."""
+    from .traces import _core
+
+    if Path(path).name.lower().endswith((".parquet", ".pq")):
+        return False
+    cells = _core.first_line(_core.read_bytes(path)).split(",")
+    return len(cells) == 5 and cells[1].strip() in models()
+
+
+def read_any(path, format: str | None = None, on_bad_rows: str = "error", max_gpus: int | None = None):
+    """A Synergy trace (:func:`read_trace`) or, with ``format`` or when the file is not one, any
+    trace fastblox reads (:func:`fastblox.traces.read_trace`), whose jobs get their models when
+    they run (:func:`with_models`)."""
+    if format is None and is_synergy_trace(path):
+        return read_trace(path)
+    from .traces import read_trace as read_generic
+
+    return read_generic(path, format=format, on_bad_rows=on_bad_rows, max_gpus=max_gpus)
+
+
+def with_models(workload, seed: int):
+    """``workload`` (any trace: run times, no models of Synergy's zoo) with a model of the zoo for every job,
+    drawn uniformly (``numpy.random.default_rng(seed)``), and its iterations: its run time over
+    the model's iteration time on the proportional share of 3 CPUs per GPU (rounded down, at least
+    one). This is how Synergy's simulator turns a Philly job's run time into iterations
+    (``jobs/workload.py``: ``add_synergy_profile``, ``iter_is_duration``), with a model drawn as its
+    ``ModelAssignment.RANDOM`` does (its default, ``RUNNABLE``, balances image, language and speech
+    models over the jobs running at each arrival; here the draw does not depend on the run). The
+    3-CPU iteration time for every ``cpus=``, so the same trace is the same work at every ratio."""
+    import dataclasses
+
+    zoo = np.array(models(), dtype=object)
+    names = zoo[np.random.default_rng(seed).integers(0, len(zoo), len(workload))]
+    it = np.array([profiles()[3, m][3] for m in names])
+    iters = np.maximum(1.0, np.floor(workload.duration_s / it))
+    return dataclasses.replace(workload, iterations=iters, iter_time_s=it, duration_s=iters * it,
+                               extra={**workload.extra, "model": names})
 
 
 def _num(v, path, i, col, whole, low):
@@ -273,15 +324,15 @@ def simulate(models_, submit_s, iterations, gpus, policy: str, servers: int = 16
 
         fin = np.array(ref.simulate(submit, iters, gpus, js["demand"], js["speedup"], js["iter_s"], js["penalty"],
                                     servers, per_server, list(cap), order, mode, round_s, bool(opts["static"]),
-                                    max_rounds))
+                                    max_rounds, wait_gaps=bool(opts["gaps"])))
         return dict(finish_s=fin, start_s=np.full(len(fin), np.nan), rounds=-1, speedup=js["speedup"])
     from .kernels import synergy as k
 
     n = len(submit)
     fin, first, att, out = np.empty(n), np.empty(n), np.empty(n), np.zeros(3, np.int64)
     k.run_synergy(submit, iters, gpus, js["demand"], js["speedup"], js["iter_s"], js["penalty"], int(servers),
-                  int(per_server), cap, float(round_s), float(t0), int(order), int(mode), int(max_rounds), fin, first,
-                  att, out)
+                  int(per_server), cap, float(round_s), float(t0), int(order), int(mode), int(max_rounds),
+                  bool(opts["gaps"]), fin, first, att, out)
     if out[0] == k.TUNE_FAILED:
         raise SimulationError(f"Synergy-Tune cannot place job {int(out[2])} even after bringing its peers back to "
                               "their share (the simulator exits here: cluster.py _tune)")
@@ -308,8 +359,11 @@ def run(workload, r, cluster, tracked, sim_timer):
 
     opts = parse_options(dict(r.policy_opts))
     servers, per_server, ratio = check_cluster(cluster, opts)
-    if "model" not in workload.extra:
-        raise WorkloadError("--compat synergy needs each job's model (a Synergy trace: --trace PATH)")
+    drawn = not set(workload.extra.get("model", [None])) <= set(models())  # (a Gavel model is not Synergy's)
+    if drawn:
+        workload = with_models(workload, r.seed)
+    if opts["gaps"] is None:
+        opts["gaps"] = int(drawn)
     compile_s = warm()
     with sim_timer() as t:
         out = simulate(workload.extra["model"], workload.submit_s, workload.iterations, workload.num_gpus, r.policy,
@@ -319,11 +373,14 @@ def run(workload, r, cluster, tracked, sim_timer):
     att = out["attained_s"]
     att_gpu = att * workload.num_gpus
     none = np.zeros(len(workload), dtype=np.int64)
-    jobs = lambda: _jobs_table(workload, first, finish, none, att, att_gpu, tracked)  # noqa: E731
+    model = {"model": [str(m) for m in workload.extra["model"]]}
+    jobs = lambda: _jobs_table(workload, first, finish, none, att, att_gpu, tracked, extra=model)  # noqa: E731
     summ = _summary(workload, cluster, tracked, finish, first, none, att_gpu, float(workload.submit_s.min()),
                     out["end_s"], t.seconds, compile_s)
     summ["engine"] = (f"Synergy's simulator, {r.policy} (--compat synergy: {opts['cpus']} CPUs, {opts['mem_gb']} GB "
                       f"a server; profiles for {ratio} CPUs per GPU)")
+    if drawn:
+        summ["engine"] += f"; each job's model drawn uniformly from Synergy's zoo (seed {r.seed})"
     summ["num_rounds"] = out["rounds"]
     left = int((finish < 0).sum())
     if left:

@@ -18,10 +18,9 @@ def workload_key(r: RunSpec) -> dict:
         key = {"kind": "pollux-trace", "path": r.trace}
     elif kind == "trace" and r.compat is None and r.policy in ELASTIC_POLICIES and r.format is None:
         key = {"kind": "elastic-trace", "path": r.trace}  # (elastic and rigid rows: fastblox.mixed.read_any)
-    elif kind == "trace" and r.compat == "synergy":  # (a Synergy trace: its jobs' models and iterations)
-        key = {"kind": "synergy-trace", "path": r.trace}
-    elif kind == "trace":
-        key = {"kind": "trace", "path": r.trace, "format": r.format, "on_bad_rows": r.on_bad_rows}
+    elif kind == "trace":  # (--compat synergy: a Synergy trace, its jobs' models and iterations, or any trace)
+        key = {"kind": "synergy-trace" if r.compat == "synergy" else "trace", "path": r.trace, "format": r.format,
+               "on_bad_rows": r.on_bad_rows}
         if r.on_bad_rows == "drop":
             key["max_gpus"] = drop_limit(r.cluster)
     else:
@@ -65,9 +64,10 @@ def _source_workload(key: dict):
 
         return read_any(key["path"])
     if kind == "synergy-trace":
-        from .compat_synergy import read_trace
+        from .compat_synergy import read_any
 
-        return read_trace(key["path"])
+        return read_any(key["path"], format=key["format"], on_bad_rows=key["on_bad_rows"],
+                        max_gpus=key.get("max_gpus"))
     if kind == "blox":
         from .generators import blox_paper_workload
 

@@ -674,7 +674,8 @@ def _resolve_synergy(s: RunSpec, source: bool) -> dict:
                  "Synergy's simulator as it is (its rounds, leases and GPU pick)")
     if source and s.trace is None:
         raise OptionError("trace", "--compat synergy replays a Synergy trace (job_id,model,arrival_s,iterations,gpus "
-                          "per line, as its runner.py --record_trace writes): give --trace PATH")
+                          "per line, as its runner.py --record_trace writes) or any trace (each job's model drawn "
+                          "from Synergy's zoo, seeded by --seed): give --trace PATH")
     cl = s.cluster or SYNERGY_CLUSTER
     try:
         check_cluster(Cluster.parse(cl), parse_options(dict(s.policy_opts)))

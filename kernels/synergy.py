@@ -327,8 +327,10 @@ def _order(run, nrun, policy, fair, now, prio, arrival, total, done, iter_s, sp,
 
 @jit
 def run_synergy(arrival, total, greq, demand, sp0, iter_s, pen, S, G, cap, round_s, t0, policy, mode, max_rounds,
-                finish, first, att, out_i):
-    """Replay the jobs (sorted by arrival) as Synergy's simulator does; see the module docstring."""
+                wait_gaps, finish, first, att, out_i):
+    """Replay the jobs (sorted by arrival) as Synergy's simulator does; see the module docstring.
+    ``wait_gaps``: a round with no runnable job skips to the next arrival's round instead of
+    ending the replay."""
     n = arrival.shape[0]
     ngpu = S * G
     fairv = cap / cap[0]
@@ -431,6 +433,9 @@ def run_synergy(arrival, total, greq, demand, sp0, iter_s, pen, S, G, cap, round
             leased[nlease] = j
             nlease += 1
         if nrun == 0:
-            out_i[0] = OK
-            return
+            if not wait_gaps or nxt == n:
+                out_i[0] = OK
+                return
+            now += math.ceil((arrival[nxt] - now) / round_s) * round_s  # (the first round at or after it)
+            continue
         now += round_s

@@ -83,7 +83,8 @@ def problem(draw):
     ratio = draw(st.sampled_from([3, 4, 5]))
     n = draw(st.integers(1, 20))
     gpus = [draw(st.sampled_from([g for g in (1, 2, 3, 4, 8) if g <= servers * per])) for _ in range(n)]
-    arr = sorted(draw(st.lists(st.integers(0, 3000), min_size=n, max_size=n)))
+    span = draw(st.sampled_from([3000, 30000]))  # (the wider: gaps in arrivals, which gaps= ends or waits out)
+    arr = sorted(draw(st.lists(st.integers(0, span), min_size=n, max_size=n)))
     # (iterations over several orders of magnitude: jobs of one round and jobs of many, so that queues form)
     iters = [int(10 ** x) for x in draw(st.lists(st.floats(0, 5.3), min_size=n, max_size=n))]
     models = draw(st.lists(st.sampled_from(MODELS), min_size=n, max_size=n))
@@ -91,7 +92,7 @@ def problem(draw):
     static = draw(st.integers(0, 1))
     mem = draw(st.sampled_from([500, 250]))
     return dict(models=models, submit=np.array(arr, float), iters=iters, gpus=gpus, policy=policy, servers=servers,
-                per=per, opts={"cpus": ratio * per, "static": static, "mem_gb": mem})
+                per=per, opts={"cpus": ratio * per, "static": static, "mem_gb": mem, "gaps": draw(st.integers(0, 1))})
 
 
 def _both(p):
@@ -196,9 +197,9 @@ def test_each_allocation_is_the_share_its_rule_says(p):
                         or tot == pytest.approx(prop)
 
 
-def _gpu_only(submit, iters, gpus, iter_s, total_gpus, round_s=300.0, static=False):
+def _gpu_only(submit, iters, gpus, iter_s, total_gpus, round_s=300.0, static=False, gaps=False):
     """A plain GPU-only round scheduler in arrival order with backfill: the proportional baseline
-    without any CPU or memory at all."""
+    without any CPU or memory at all (``gaps``: empty rounds step on to a later arrival)."""
     n = len(submit)
     done, fin = [0] * n, [math.nan] * n
     now = 1.0 if static else math.ceil(submit[0] / round_s) * round_s
@@ -214,7 +215,7 @@ def _gpu_only(submit, iters, gpus, iter_s, total_gpus, round_s=300.0, static=Fal
                 free -= gpus[j]
                 last.append(j)
                 done[j] += math.floor(round_s / iter_s[j])
-        if not live:
+        if not live and not (gaps and (np.asarray(submit) > now).any()):
             return fin
         now += round_s
 
@@ -225,7 +226,7 @@ def test_proportional_baseline_equals_a_plain_gpu_scheduler(p):
     js, _, opts = _setup(p)
     out = cs.simulate(p["models"], p["submit"], p["iters"], p["gpus"], "fifo+fair", p["servers"], p["per"], p["opts"])
     plain = _gpu_only(p["submit"], p["iters"], p["gpus"], js["iter_s"], p["servers"] * p["per"],
-                      static=bool(opts["static"]))
+                      static=bool(opts["static"]), gaps=bool(opts["gaps"]))
     np.testing.assert_array_equal(out["finish_s"], plain)
 
 
@@ -266,6 +267,13 @@ def test_a_gap_in_arrivals_ends_the_replay():
     # schedule_event.py: the replay stops at the first round with no runnable job
     out = cs.simulate(["gnmt", "gnmt"], np.array([0.0, 5000.0]), [10, 10], [1, 1], "fifo+fair", 1, 8)
     assert out["finish_s"][0] == 300.0 and math.isnan(out["finish_s"][1])
+
+
+@pytest.mark.parametrize("engine", ["kernel", "reference"])
+def test_gaps_1_waits_for_the_next_arrivals_round(engine):
+    out = cs.simulate(["gnmt", "gnmt", "gnmt"], np.array([0.0, 5000.0, 5100.0]), [10, 10, 10], [1, 1, 1], "fifo+fair",
+                      1, 8, {"gaps": 1}, engine=engine)
+    np.testing.assert_array_equal(out["finish_s"], [300.0, 5400.0, 5400.0])  # (rounds stay on the 300 s grid)
 
 
 # ------------------------------------------------------------------ front ends and bad input
@@ -338,3 +346,55 @@ def test_a_job_larger_than_the_cluster_is_refused():
         cs.simulate(["gnmt"], np.array([0.0]), [10], [16], "fifo", 1, 8)
     with pytest.raises(ConfigError, match="fifo\\+tune"):
         cs.simulate(["gnmt"], np.array([0.0]), [10], [1], "dlas", 1, 8)
+
+
+# ------------------------------------------------------------------ any trace: models drawn from the zoo
+
+
+def _neutral_trace():
+    from pathlib import Path
+
+    p = Path(__file__).resolve().parents[2] / "shared" / "peer-traces" / "gavel_n100_lam400_s0.neutral.csv"
+    if not p.exists():
+        pytest.skip(f"{p} not found (../shared beside the clone)")
+    return p
+
+
+def test_any_trace_gets_models_drawn_from_the_zoo_and_iterations_from_its_run_times():
+    from fastblox.traces import read_trace
+    from fastblox.workload import Workload
+
+    w = read_trace(_neutral_trace())  # (its 'model' column holds Gavel's job types, not Synergy's models)
+    assert not set(w.extra["model"]) <= set(cs.models())
+    a, b, c = cs.with_models(w, 0), cs.with_models(w, 0), cs.with_models(w, 1)
+    assert set(a.extra["model"]) <= set(cs.models()) and len(set(a.extra["model"])) > 5
+    assert list(a.extra["model"]) == list(b.extra["model"]) and list(a.extra["model"]) != list(c.extra["model"])
+    it = np.array([cs.profiles()[3, m][3] for m in a.extra["model"]])
+    assert np.array_equal(a.iter_time_s, it)
+    assert np.array_equal(a.iterations, np.maximum(1, np.floor(w.duration_s / it)))
+    assert np.array_equal(a.submit_s, w.submit_s) and np.array_equal(a.num_gpus, w.num_gpus)
+    short = cs.with_models(Workload.from_arrays([0.0], [1], duration_s=[0.001]), 0)
+    assert short.iterations[0] == 1
+
+
+def test_run_spec_replays_any_trace_with_the_drawn_models():
+    from fastblox.runner import run_spec
+
+    tr = str(_neutral_trace())
+    spec = RunSpec(trace=tr, compat="synergy", policy="srtf+tune", cluster="4x8")
+    res, again, other = run_spec(spec), run_spec(spec), run_spec(spec.replace(seed=1))
+    jobs = res.jobs
+    assert jobs.equals(again.jobs) and not jobs["model"].equals(other.jobs["model"])
+    assert "drawn uniformly from Synergy's zoo (seed 0)" in res.summary["engine"]
+    assert "num_dropped" not in res.summary  # (gaps=1 by default on a trace that is not Synergy's)
+    w = cs.with_models(cs.read_any(tr), 0)
+    assert jobs["model"].to_list() == [str(m) for m in w.extra["model"]]
+    out = cs.simulate(w.extra["model"], w.submit_s, w.iterations, w.num_gpus, "srtf+tune", 4, 8, {"gaps": 1})
+    assert res.summary["avg_jct_s"] == pytest.approx(float(np.mean(out["finish_s"] - w.submit_s)), rel=1e-12)
+
+
+def test_a_synergy_trace_keeps_its_own_models():
+    tr = DATA / "traces" / CASES["dynamic100_c32"]["trace"]
+    assert cs.is_synergy_trace(tr) and not cs.is_synergy_trace(_neutral_trace())
+    w = cs.read_any(tr)
+    assert list(w.extra["model"]) == list(cs.read_trace(tr).extra["model"])

@@ -237,11 +237,12 @@ class Cluster:
 
 
 def simulate(arrival, total_iters, gpus, demand, speedup, iter_s, penalty, servers, gpus_per_server, cap,
-             policy, mode, round_s=300.0, static=False, max_rounds=10_000_000, log=None):
+             policy, mode, round_s=300.0, static=False, max_rounds=10_000_000, log=None, wait_gaps=False):
     """Replay the jobs (sorted by arrival) as Synergy's simulator does; returns per-job finish
     times (NaN: never finished: the simulator stops at the first round with no runnable job).
     ``log``: a list to which each round appends (time, servers' resources in use, {job: (GPU
-    ids, resources held per server)}) for the tests' invariants."""
+    ids, resources held per server)}) for the tests' invariants. ``wait_gaps``: a round with no runnable job
+    skips to the next arrival's round instead of ending the replay."""
     cl = Cluster(servers, gpus_per_server, cap, round_s)
     jobs = [Job(i, float(arrival[i]), int(total_iters[i]), int(gpus[i]), [float(x) for x in demand[i]],
                 float(speedup[i]), float(iter_s[i]), float(penalty[i])) for i in range(len(arrival))]
@@ -265,7 +266,10 @@ def simulate(arrival, total_iters, gpus, demand, speedup, iter_s, penalty, serve
             log.append((now, [list(sv.used) for sv in cl.servers],
                         {j.id: (list(j.gpus), {k: list(v) for k, v in j.res.items()}) for j in running}))
         if not runnable:
-            break
+            if not wait_gaps or nxt == len(jobs):
+                break
+            now += math.ceil((jobs[nxt].arrival - now) / round_s) * round_s  # (the first round at or after it)
+            continue
         now += round_s
     else:
         raise RuntimeError(f"the replay did not finish in {max_rounds} rounds")
