@@ -295,9 +295,10 @@ def first_round_s(submit_s, static: bool, round_s: float) -> float:
 
 def simulate(models_, submit_s, iterations, gpus, policy: str, servers: int = 16, per_server: int = 8,
              opts: dict | None = None, round_s: float = ROUND_S, engine: str = "kernel",
-             max_rounds: int = 50_000_000) -> dict:
+             max_rounds: int = 50_000_000, theta: float = 0.0) -> dict:
     """Replay jobs (sorted by ``submit_s``) as Synergy's simulator does with ``policy`` (e.g.
-    ``"fifo+tune"``) on ``servers`` servers of ``per_server`` GPUs. ``engine="reference"`` runs
+    ``"fifo+tune"``) on ``servers`` servers of ``per_server`` GPUs, admitting arrived jobs with the
+    load threshold ``theta`` (0: all, as the simulator; ``--admission load:THETA``). ``engine="reference"`` runs
     the plain-Python twin (``finish_s`` and ``speedup`` only). Returns ``finish_s`` and ``start_s`` (NaN: never),
     ``attained_s`` (seconds given GPUs), ``rounds``, ``end_s`` and the jobs' ``speedup``."""
     opts = parse_options(opts or {})
@@ -324,7 +325,7 @@ def simulate(models_, submit_s, iterations, gpus, policy: str, servers: int = 16
 
         fin = np.array(ref.simulate(submit, iters, gpus, js["demand"], js["speedup"], js["iter_s"], js["penalty"],
                                     servers, per_server, list(cap), order, mode, round_s, bool(opts["static"]),
-                                    max_rounds, wait_gaps=bool(opts["gaps"])))
+                                    max_rounds, wait_gaps=bool(opts["gaps"]), theta=float(theta)))
         return dict(finish_s=fin, start_s=np.full(len(fin), np.nan), rounds=-1, speedup=js["speedup"])
     from .kernels import synergy as k
 
@@ -332,7 +333,7 @@ def simulate(models_, submit_s, iterations, gpus, policy: str, servers: int = 16
     fin, first, att, out = np.empty(n), np.empty(n), np.empty(n), np.zeros(3, np.int64)
     k.run_synergy(submit, iters, gpus, js["demand"], js["speedup"], js["iter_s"], js["penalty"], int(servers),
                   int(per_server), cap, float(round_s), float(t0), int(order), int(mode), int(max_rounds),
-                  bool(opts["gaps"]), fin, first, att, out)
+                  bool(opts["gaps"]), float(theta), fin, first, att, out)
     if out[0] == k.TUNE_FAILED:
         raise SimulationError(f"Synergy-Tune cannot place job {int(out[2])} even after bringing its peers back to "
                               "their share (the simulator exits here: cluster.py _tune)")
@@ -354,6 +355,7 @@ def warm() -> float:
 def run(workload, r, cluster, tracked, sim_timer):
     """``--compat synergy``: replay ``workload`` (a Synergy trace: :func:`read_trace`) with
     resolved spec ``r`` and build the run's :class:`~fastblox.results.Result`."""
+    from .parts import Admission
     from .results import Result, _jobs_table, _summary
     from .slices import mark
 
@@ -367,7 +369,7 @@ def run(workload, r, cluster, tracked, sim_timer):
     compile_s = warm()
     with sim_timer() as t:
         out = simulate(workload.extra["model"], workload.submit_s, workload.iterations, workload.num_gpus, r.policy,
-                       servers, per_server, opts, r.round_s)
+                       servers, per_server, opts, r.round_s, theta=Admission.parse(r.admission).theta)
     finish = np.where(np.isnan(out["finish_s"]), -1.0, out["finish_s"])
     first = np.where(np.isnan(out["start_s"]), -1.0, out["start_s"])
     att = out["attained_s"]

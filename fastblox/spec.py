@@ -361,7 +361,8 @@ class RunSpec:
                          engines=ALL_ENGINES)
     placement: str | None = option(None, placement, "placement: " + ", ".join(parts.PLACEMENTS.names())
                                    + " (default first-fit; blox with --blox-compat)")
-    admission: str = option("accept-all", admission, "accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)")
+    admission: str = option("accept-all", admission, "accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)",
+                            engines=BOTH | {"synergy"})
     time_model: str | None = option(None, time_model, "events (every arrival, completion and event) or rounds of "
                                     "--round-s (default: the policy's, else events; rounds with --blox-compat)")
     round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360; "

@@ -20,6 +20,7 @@ import numpy as np
 
 from ._calls import helper
 from ._jit import jit
+from .admission import admit_to
 
 OK, ROUND_LIMIT, TUNE_FAILED = 0, 1, 2
 NRES = 5
@@ -327,10 +328,12 @@ def _order(run, nrun, policy, fair, now, prio, arrival, total, done, iter_s, sp,
 
 @jit
 def run_synergy(arrival, total, greq, demand, sp0, iter_s, pen, S, G, cap, round_s, t0, policy, mode, max_rounds,
-                wait_gaps, finish, first, att, out_i):
+                wait_gaps, theta, finish, first, att, out_i):
     """Replay the jobs (sorted by arrival) as Synergy's simulator does; see the module docstring.
     ``wait_gaps``: a round with no runnable job skips to the next arrival's round instead of
-    ending the replay."""
+    ending the replay. ``theta``: the admission's load threshold (0: every arrived job is runnable;
+    else arrived jobs join, in arrival order, while the runnable jobs' GPUs are within ``theta`` ×
+    the cluster's: ``kernels.admission.admit_to``, the native engine's rule)."""
     n = arrival.shape[0]
     ngpu = S * G
     fairv = cap / cap[0]
@@ -367,21 +370,26 @@ def run_synergy(arrival, total, greq, demand, sp0, iter_s, pen, S, G, cap, round
     out_i[0], out_i[1], out_i[2] = ROUND_LIMIT, 0, -1
     for rnd in range(max_rounds):
         out_i[1] = rnd + 1
-        while nxt < n and arrival[nxt] <= now:
-            run[nrun] = nxt
-            nrun += 1
-            nxt += 1
         for a in range(nlease):  # every lease ends
             j = leased[a]
             last_run[j] = now
             if done[j] >= total[j]:
                 finish[j] = now
-        m = 0
+        m, active = 0, 0
         for i in range(nrun):
             if not finish[run[i]] >= 0:
                 run[m] = run[i]
+                active += greq[run[i]]
                 m += 1
         nrun = m
+        arrived = nxt
+        while arrived < n and arrival[arrived] <= now:
+            arrived += 1
+        last = admit_to(theta, ngpu, active, nxt, arrived, greq)
+        while nxt < last:
+            run[nrun] = nxt
+            nrun += 1
+            nxt += 1
         used[:, :] = 0.0
         srv_cnt[:] = 0
         cur[:] = 0

@@ -92,19 +92,21 @@ def problem(draw):
     static = draw(st.integers(0, 1))
     mem = draw(st.sampled_from([500, 250]))
     return dict(models=models, submit=np.array(arr, float), iters=iters, gpus=gpus, policy=policy, servers=servers,
-                per=per, opts={"cpus": ratio * per, "static": static, "mem_gb": mem, "gaps": draw(st.integers(0, 1))})
+                per=per, opts={"cpus": ratio * per, "static": static, "mem_gb": mem, "gaps": draw(st.integers(0, 1))},
+                theta=draw(st.sampled_from([0.0, 0.0, 0.5, 1.0, 2.0])))
 
 
 def _both(p):
     args = (p["models"], p["submit"], p["iters"], p["gpus"], p["policy"], p["servers"], p["per"], p["opts"])
+    kw = {"theta": p.get("theta", 0.0)}
     try:
-        k = cs.simulate(*args)["finish_s"]
+        k = cs.simulate(*args, **kw)["finish_s"]
     except fastblox.errors.SimulationError:
         k = "failed"
     except WorkloadError:  # (never placeable under Greedy: checked before either engine runs)
         return "refused", "refused"
     try:
-        r = cs.simulate(*args, engine="reference")["finish_s"]
+        r = cs.simulate(*args, engine="reference", **kw)["finish_s"]
     except RuntimeError:
         r = "failed"
     return k, r
@@ -267,6 +269,30 @@ def test_a_gap_in_arrivals_ends_the_replay():
     # schedule_event.py: the replay stops at the first round with no runnable job
     out = cs.simulate(["gnmt", "gnmt"], np.array([0.0, 5000.0]), [10, 10], [1, 1], "fifo+fair", 1, 8)
     assert out["finish_s"][0] == 300.0 and math.isnan(out["finish_s"][1])
+
+
+@pytest.mark.parametrize("engine", ["kernel", "reference"])
+def test_load_admission_holds_jobs_back(engine):
+    # Two long 8-GPU jobs and a short one, all at 0, on one server, under SRTF: with every job
+    # admitted the short one goes first; at load:1 the second long job (which crosses 8 GPUs) is
+    # the last admitted, so the short one waits until a long one finishes.
+    args = (["gnmt"] * 3, np.array([0.0, 0.0, 0.0]), [20000, 20000, 10], [8, 8, 8], "srtf+fair", 1, 8)
+    every = cs.simulate(*args, engine=engine)["finish_s"]
+    gated = cs.simulate(*args, engine=engine, theta=1.0)["finish_s"]
+    assert every[2] == 300.0 and every[2] < min(every[:2])
+    assert gated[2] > min(gated[:2]) and gated[2] == min(gated[:2]) + 300.0
+
+
+def test_run_spec_takes_the_admission_option():
+    from fastblox.runner import run_spec
+
+    tr = str(DATA / "traces" / CASES["dynamic100_c32"]["trace"])
+    spec = RunSpec(trace=tr, compat="synergy", policy="srtf+tune", cluster="4x8")
+    every, gated = run_spec(spec), run_spec(spec.replace(admission="load:0.5"))
+    assert gated.config["admission"] == "load:0.5"
+    assert gated.summary["avg_jct_s"] != every.summary["avg_jct_s"]
+    theirs = np.array(list(PEER["dynamic100_c32", "srtf+tune"].values()))
+    assert every.summary["avg_jct_s"] == pytest.approx(theirs.mean(), abs=1e-6)
 
 
 @pytest.mark.parametrize("engine", ["kernel", "reference"])

@@ -237,12 +237,15 @@ class Cluster:
 
 
 def simulate(arrival, total_iters, gpus, demand, speedup, iter_s, penalty, servers, gpus_per_server, cap,
-             policy, mode, round_s=300.0, static=False, max_rounds=10_000_000, log=None, wait_gaps=False):
+             policy, mode, round_s=300.0, static=False, max_rounds=10_000_000, log=None, wait_gaps=False,
+             theta=0.0):
     """Replay the jobs (sorted by arrival) as Synergy's simulator does; returns per-job finish
     times (NaN: never finished: the simulator stops at the first round with no runnable job).
     ``log``: a list to which each round appends (time, servers' resources in use, {job: (GPU
     ids, resources held per server)}) for the tests' invariants. ``wait_gaps``: a round with no runnable job
-    skips to the next arrival's round instead of ending the replay."""
+    skips to the next arrival's round instead of ending the replay. ``theta`` > 0: arrived jobs
+    become runnable in arrival order while the runnable jobs' GPUs are within ``theta`` × the
+    cluster's (the one that crosses it too)."""
     cl = Cluster(servers, gpus_per_server, cap, round_s)
     jobs = [Job(i, float(arrival[i]), int(total_iters[i]), int(gpus[i]), [float(x) for x in demand[i]],
                 float(speedup[i]), float(iter_s[i]), float(penalty[i])) for i in range(len(arrival))]
@@ -250,15 +253,17 @@ def simulate(arrival, total_iters, gpus, demand, speedup, iter_s, penalty, serve
     now = 1.0 if static else math.ceil(jobs[0].arrival / round_s) * round_s
     nxt, runnable, running = 0, [], []
     for _ in range(max_rounds):
-        while nxt < len(jobs) and jobs[nxt].arrival <= now:
-            runnable.append(jobs[nxt])
-            nxt += 1
         for j in running:  # lease ends
             j.last_run = now
             cl.take_back(j)
             if j.done_iters >= j.total:
                 j.finish = now
                 runnable.remove(j)
+        load = sum(j.gpus_req for j in runnable)
+        while nxt < len(jobs) and jobs[nxt].arrival <= now and (theta <= 0 or load <= theta * servers * gpus_per_server):
+            runnable.append(jobs[nxt])
+            load += jobs[nxt].gpus_req
+            nxt += 1
         for s in cl.servers:  # (all back: exactly zero, not the sum of what came back)
             s.used = [0.0] * NRES
         running = schedule(cl, runnable, policy, mode, fair, now)
