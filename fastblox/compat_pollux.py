@@ -151,17 +151,23 @@ def job_table(workload) -> tuple:
 class Jobs:
     """Every job's state as arrays (index = workload row); :meth:`advance` moves them all on."""
 
-    def __init__(self, apps, batch_size, submit_s):
+    def __init__(self, apps, batch_size, submit_s, work_s=None):
         self.n = n = len(apps)
         self.apps = apps
-        self.prof = [elastic.profile(a) for a in apps]
+        # (a rigid row, application "": ``work_s`` seconds on its gang, one "epoch" of that many
+        # seconds at one unit of progress a second; fastblox.mixed runs them beside elastic rows)
+        self.rigid = np.array([not a for a in apps], dtype=bool)
+        self.prof = [elastic.profile(a) if a else None for a in apps]
         self.target_bs = np.asarray(batch_size, dtype=np.int64)
         self.submit = np.asarray(submit_s, dtype=np.float64)
-        emax = max(p.max_epochs for p in self.prof)
-        self.last_epoch = np.array([p.max_epochs - 1 for p in self.prof])  # completes when epoch passes it
+        emax = max((p.max_epochs for p in self.prof if p is not None), default=1)
+        self.last_epoch = np.array([0 if p is None else p.max_epochs - 1 for p in self.prof])  # done when passed
         self.prog = np.full((n, emax + 1), np.inf)
         for j, p in enumerate(self.prof):
-            self.prog[j, :p.max_epochs + 1] = p.epoch_progress
+            if p is None:
+                self.prog[j, :2] = 0.0, float(work_s[j])
+            else:
+                self.prog[j, :p.max_epochs + 1] = p.epoch_progress
         self.gains = np.ones((n, emax))
         self.placement = [()] * n
         self.nrep = np.zeros(n, dtype=np.int64)
@@ -183,11 +189,12 @@ class Jobs:
             return
         p = self.prof[j]
         r = sum(placement)
-        atomic, accum = elastic.fixed_batch_config(self.target_bs[j], r, p.init_batch_size, p.max_batch_size,
-                                                   p.max_local_bsz)
         self.placement[j], self.nrep[j] = tuple(placement), r
-        self.step_s[j] = p.step_times([placement], [atomic], np.array([accum]))[0]
-        self.gains[j, :p.max_epochs] = p.gains(r * atomic * (accum + 1))[0]
+        if p is not None:  # (a rigid row keeps a step of 1 s and a gain of 1: a second of work a second)
+            atomic, accum = elastic.fixed_batch_config(self.target_bs[j], r, p.init_batch_size, p.max_batch_size,
+                                                       p.max_local_bsz)
+            self.step_s[j] = p.step_times([placement], [atomic], np.array([accum]))[0]
+            self.gains[j, :p.max_epochs] = p.gains(r * atomic * (accum + 1))[0]
         self.rescale[j] = elastic.RESTART_S
         if self.first[j] < 0:
             self.first[j] = now
@@ -218,7 +225,9 @@ class Jobs:
             rem[a] = 0.0
             b, gb, nb = idx[~fits], good[~fits], nxt[~fits]
             self.epoch[b] += 1
-            delta = np.round((nb - self.progress[b]) / gb)  # (half to even, as Python's round)
+            delta = (nb - self.progress[b]) / gb
+            # (an epoch ends at a whole second, half to even as Python's round; a rigid job at its exact time)
+            delta = np.where(self.rigid[b], delta, np.round(delta))
             done = self.epoch[b] > self.last_epoch[b]
             self.finish[b[done]] = t0 + used[b[done]] + delta[done]
             self.progress[b] = nb
@@ -265,8 +274,9 @@ def to_placement(alloc) -> tuple:
 class Tiresias:
     """``tiresias.py``'s ``TiresiasPolicy`` (two queues, no starvation promotion)."""
 
-    def __init__(self, jobs: Jobs, num_gpus: np.ndarray, nodes: int, per_node: int):
+    def __init__(self, jobs: Jobs, num_gpus: np.ndarray, nodes: int, per_node: int, placer=None):
         self.jobs, self.gpus, self.nodes, self.per_node = jobs, num_gpus, nodes, per_node
+        self.place = placer or place  # (fastblox.mixed: a native placement, which may leave a gang waiting)
         self.q0, self.q1 = [], []
         self.running = {}
         self.last_check = collections.Counter()
@@ -300,18 +310,23 @@ class Tiresias:
                 self.running[j] = False
                 alloc.pop(j, None)
         start = [j for j in self.q0 + self.q1 if self.running[j] and not alloc.get(j)]
-        alloc.update(place({j: int(self.gpus[j]) for j in start}, start,
-                           free_gpus(alloc, self.nodes, self.per_node)))
+        alloc.update(self.place({j: int(self.gpus[j]) for j in start}, start,
+                                free_gpus(alloc, self.nodes, self.per_node)))
+        for j in start:
+            if j not in alloc:  # (not placed: it waits, and gets no service)
+                self.running[j] = False
         return alloc
 
 
 class Optimus:
     """``optimus.py``'s ``OptimusPolicy`` with the simulator's oracle step times."""
 
-    def __init__(self, jobs: Jobs, num_gpus: np.ndarray, nodes: int, per_node: int):
+    def __init__(self, jobs: Jobs, num_gpus: np.ndarray, nodes: int, per_node: int, placer=None):
         self.jobs, self.nodes, self.per_node = jobs, nodes, per_node
-        self.max_reps = np.array([1 if a == "ncf" else int(b // p.min_local_bsz)
-                                  for a, b, p in zip(jobs.apps, jobs.target_bs, jobs.prof)], dtype=np.int64)
+        self.place = placer or place  # (fastblox.mixed: a native placement, which may leave a job waiting)
+        # (a rigid row of fastblox.mixed: its gang, given whole in the first pass or not at all)
+        self.max_reps = np.array([g if p is None else 1 if a == "ncf" else int(b // p.min_local_bsz)
+                                  for a, b, p, g in zip(jobs.apps, jobs.target_bs, jobs.prof, num_gpus)], dtype=np.int64)
         self._step = {}
 
     def step_time(self, j: int, r: int) -> float:
@@ -326,6 +341,8 @@ class Optimus:
 
     def _remaining(self, j: int) -> float:
         jobs, p = self.jobs, self.jobs.prof[j]
+        if p is None:
+            return 0.0  # (a rigid job: no more GPUs than its gang, so no gain)
         last, ep = p.max_epochs - 1, int(jobs.epoch[j])
         if last <= ep:
             return 1.0
@@ -333,7 +350,7 @@ class Optimus:
         return float(p.iterations(b, last) - p.iterations(b, ep))
 
     def _gain(self, j: int, r: int, left: int, remaining: float) -> float:
-        if r + 1 > self.max_reps[j] or left < 1:
+        if r + 1 > self.max_reps[j] or left < 1 or self.jobs.rigid[j]:
             return 0.0
         return (self.step_time(j, r) - self.step_time(j, r + 1)) * remaining
 
@@ -342,12 +359,13 @@ class Optimus:
         left = self.nodes * self.per_node
         reps, gain = {}, {}
         for j in active:
-            if left < 1:
+            first = int(self.max_reps[j]) if self.jobs.rigid[j] else 1  # (a rigid job: its gang or nothing)
+            if left < first:
                 reps[j], gain[j] = 0, 0.0
                 continue
-            reps[j] = 1
-            left -= 1
-            gain[j] = self._gain(j, 1, left, remaining[j])
+            reps[j] = first
+            left -= first
+            gain[j] = self._gain(j, first, left, remaining[j])
         while left > 0 and max(gain.values()) > 0:
             j = max(gain, key=lambda k: gain[k])
             reps[j] += 1
@@ -355,7 +373,7 @@ class Optimus:
             left -= 1
         alloc = {j: v for j, v in prev.items() if j in reps and len(v) == reps[j]}
         order = [j for j in sorted(active, key=lambda k: reps[k]) if reps[j] > 0 and not alloc.get(j)]
-        alloc.update(place(reps, order, free_gpus(alloc, self.nodes, self.per_node)))
+        alloc.update(self.place(reps, order, free_gpus(alloc, self.nodes, self.per_node)))
         return alloc
 
 
@@ -371,13 +389,26 @@ def simulate(apps, batch_size, num_gpus, submit_s, policy: str, interval_s: floa
     jobs = Jobs(apps, batch_size, submit_s)
     gpus = np.asarray(num_gpus, dtype=np.int64)
     pol = (Tiresias if policy == "tiresias" else Optimus)(jobs, gpus, nodes, per_node)
+    return run_fixed(jobs, pol, interval_s, max_intervals)
+
+
+def run_fixed(jobs: Jobs, pol, interval_s: float, max_intervals: int, gate=None) -> dict:
+    """The simulator's loop under a fixed-batch policy (Tiresias, Optimus): every interval every
+    job advances, then the policy allocates the jobs submitted and unfinished (workload order).
+    ``gate`` (``fastblox.mixed.Gate``; None: every submitted job): the jobs let in so far."""
     now, alloc = 0.0, {}
+    admitted = np.zeros(jobs.n, dtype=bool)
     for _ in range(max_intervals):
         if (jobs.finish >= 0).all():
             break
+        was = jobs.finish < 0
         jobs.advance(now, interval_s)
         now += interval_s
-        active = np.flatnonzero((jobs.submit <= now) & (jobs.finish < 0)).tolist()
+        if gate is None:
+            admitted = jobs.submit <= now
+        else:
+            admitted[gate.step(now, np.flatnonzero(was & (jobs.finish >= 0)).tolist())] = True
+        active = np.flatnonzero(admitted & (jobs.finish < 0)).tolist()
         if not active:
             continue
         alloc = {j: v for j, v in alloc.items() if j in set(active)}
@@ -884,12 +915,12 @@ def simulate_pollux(apps, submit_s, interval_s: float = INTERVAL_S, nodes: int =
         return _run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals, until_s)
 
 
-def _run_pollux(jobs, pol, submit, interval_s, max_intervals, until_s=None) -> dict:
+def _run_pollux(jobs, pol, submit, interval_s, max_intervals, until_s=None, gate=None) -> dict:
     """The simulator's loop: every interval each job advances, then the policy allocates the jobs
     submitted and unfinished (in workload order). Only those jobs are visited (a job not yet
     submitted or finished holds no GPUs, so advancing it does nothing): a round costs what its
     active jobs cost, not the workload's length. ``until_s``: stop after the round at that
-    simulated time."""
+    simulated time. ``gate`` (``fastblox.mixed.Gate``; None: every submitted job): the jobs let in."""
     now, alloc = 0.0, {}
     arrivals = np.argsort(submit, kind="stable")
     nxt, left = 0, len(jobs)
@@ -903,7 +934,9 @@ def _run_pollux(jobs, pol, submit, interval_s, max_intervals, until_s=None) -> d
         done = [j for j in active if jobs[j].finish is not None]
         left -= len(done)
         new_jobs = []
-        while nxt < len(arrivals) and submit[arrivals[nxt]] <= now:
+        if gate is not None:
+            new_jobs = gate.step(now, done)
+        while gate is None and nxt < len(arrivals) and submit[arrivals[nxt]] <= now:
             new_jobs.append(int(arrivals[nxt]))
             nxt += 1
         if done or new_jobs:

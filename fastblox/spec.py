@@ -63,8 +63,11 @@ WITH_PEERS = frozenset({"native", "blox", "tiresias", "gavel"})
 #: the options ``--compat pollux``, ``--compat synergy`` and ``--compat sia`` accept too (besides where the jobs
 #: come from, and --round-s); ``elastic``: ``--policy pollux`` without --compat (fastblox.mixed: elastic and rigid jobs)
 ALL_ENGINES = WITH_PEERS | {"pollux", "synergy", "sia", "elastic"}
-#: the policies of the elastic engine (``fastblox.mixed``), run when no --compat is given
-ELASTIC_POLICIES = ("pollux",)
+#: the policies of the elastic engine (``fastblox.mixed``), run when no --compat is given: each name and the
+#: Pollux simulator's policy it runs (its tiresias and optimus have their own names here: the native engine's
+#: ``tiresias`` and ``optimus`` are other policies, which run an elastic row as a rigid job)
+ELASTIC_RUNS = {"pollux": "pollux", "elastic-tiresias": "tiresias", "elastic-optimus": "optimus"}
+ELASTIC_POLICIES = tuple(ELASTIC_RUNS)
 #: the cluster when --cluster is not given (``--compat pollux``, ``synergy`` and ``sia``: their simulators')
 DEFAULT_CLUSTER = "32x4"
 #: the Pollux simulator's cluster (``--min-nodes 16 --num-gpus 4``): ``--compat pollux``'s when --cluster is not given
@@ -360,8 +363,10 @@ class RunSpec:
     policy: Any = option("fifo", policy_name, "scheduling policy (`fastblox parts` lists them with their meaning)",
                          engines=ALL_ENGINES)
     placement: str | None = option(None, placement, "placement: " + ", ".join(parts.PLACEMENTS.names())
-                                   + " (default first-fit; blox with --blox-compat)")
-    admission: str = option("accept-all", admission, "accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)")
+                                   + " (default first-fit; blox with --blox-compat; elastic-tiresias and elastic-optimus: "
+                                   "the Pollux simulator's, most free GPUs first)", engines=BOTH | {"elastic"})
+    admission: str = option("accept-all", admission, "accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)",
+                            engines=BOTH | {"elastic"})
     time_model: str | None = option(None, time_model, "events (every arrival, completion and event) or rounds of "
                                     "--round-s (default: the policy's, else events; rounds with --blox-compat)")
     round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360; "
@@ -705,8 +710,11 @@ def _resolve_elastic(s: RunSpec, c) -> dict:
     (fastblox.mixed; the nodes' size is checked against the workload's elastic rows when it runs)."""
     from .mixed import check_cluster
 
-    _peer_options_only(s, "elastic", "the Pollux simulator's intervals, packing and restart cost (30 s) on elastic "
+    _peer_options_only(s, "elastic", "the Pollux simulator's intervals and restart cost (30 s) on elastic "
                        "and rigid jobs", who=f"--policy {s.policy}")
+    if s.policy == "pollux" and s.placement is not None:
+        raise OptionError("placement", "pollux chooses its jobs' nodes itself (its search packs them onto nodes); drop "
+                          "--placement (elastic-tiresias and elastic-optimus take one)")
     try:
         check_cluster(c, False)
     except ConfigError as e:
