@@ -413,6 +413,8 @@ def run_fixed(jobs: Jobs, pol, interval_s: float, max_intervals: int, gate=None)
             continue
         alloc = {j: v for j, v in alloc.items() if j in set(active)}
         new = pol.optimize(active, alloc, now)
+        if not any(new.values()) and (jobs.submit <= now).all():
+            _stalled(pol, active, jobs)
         for j in active:
             if new.get(j) != alloc.get(j):
                 jobs.reallocate(j, to_placement(new.get(j, [])), now)
@@ -421,6 +423,17 @@ def run_fixed(jobs: Jobs, pol, interval_s: float, max_intervals: int, gate=None)
         raise RuntimeError(f"the replay did not finish in {max_intervals} intervals")
     return {"start_s": jobs.first, "finish_s": jobs.finish, "preemptions": jobs.preempted, "restarts": jobs.restarts,
             "attained_gpu_s": jobs.attained_gpu, "end_s": float(jobs.finish.max())}
+
+
+def _stalled(pol, active: list, jobs: Jobs) -> None:
+    """Raise SimulationError: the policy gave no job GPUs on an idle cluster and none arrives
+    later, so nothing will ever change (only a native placement, ``fastblox.mixed``, refuses gangs)."""
+    from .errors import SimulationError
+
+    kind = getattr(pol.place, "kind", "the simulator's")
+    raise SimulationError(f"--placement {kind} can never place the waiting jobs on this cluster (the first: workload "
+                          f"row {active[0]}), and no job arrives later; use another placement (or none: the "
+                          "simulator's packing)")
 
 
 def check_cluster(cluster) -> tuple:

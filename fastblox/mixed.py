@@ -317,6 +317,7 @@ def native_placer(kind: str, nodes: int, per_node: int):
             out[j] = sorted(cl.gpu_node[g] for g in got)
         return out
 
+    place.kind = kind
     return place
 
 
