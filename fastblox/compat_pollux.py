@@ -151,8 +151,9 @@ def job_table(workload) -> tuple:
 class Jobs:
     """Every job's state as arrays (index = workload row); :meth:`advance` moves them all on."""
 
-    def __init__(self, apps, batch_size, submit_s, work_s=None):
+    def __init__(self, apps, batch_size, submit_s, work_s=None, restart_s: float = elastic.RESTART_S):
         self.n = n = len(apps)
+        self.restart_s = float(restart_s)  # (stopped this long at every (re-)allocation)
         self.apps = apps
         # (a rigid row, application "": ``work_s`` seconds on its gang, one "epoch" of that many
         # seconds at one unit of progress a second; fastblox.mixed runs them beside elastic rows)
@@ -195,7 +196,7 @@ class Jobs:
                                                        p.max_local_bsz)
             self.step_s[j] = p.step_times([placement], [atomic], np.array([accum]))[0]
             self.gains[j, :p.max_epochs] = p.gains(r * atomic * (accum + 1))[0]
-        self.rescale[j] = elastic.RESTART_S
+        self.rescale[j] = self.restart_s
         if self.first[j] < 0:
             self.first[j] = now
         else:
@@ -482,9 +483,9 @@ MAX_NODES_PER_JOB = 16
 
 
 def relaunched(job, now: float) -> None:
-    """A job (elastic or ``fastblox.mixed.RigidJob``) given new GPUs at ``now``: stopped for the
-    restart delay; its first launch is not counted as a restart."""
-    job.rescale = elastic.RESTART_S
+    """A job (elastic or ``fastblox.mixed.RigidJob``) given new GPUs at ``now``: stopped for its
+    restart delay (``job.restart_s``); its first launch is not counted as a restart."""
+    job.rescale = job.restart_s
     if job.restarts is None:
         job.restarts, job.first = 0, now
     else:
@@ -496,6 +497,7 @@ class ElasticJob:
     configurations it has run (``Job.step`` / ``update_params`` / ``update_local_bsz``)."""
 
     gang = 0  # (not a rigid job: fastblox.mixed.RigidJob has its fixed GPUs here)
+    restart_s = elastic.RESTART_S  # (fastblox.mixed sets --restart-s on the job)
 
     def __init__(self, app: str, submit: float, batch_size: int | None = None, fits: dict | None = None):
         self.app, self.prof, self.submit, self.target_bs = app, elastic.profile(app), submit, batch_size
@@ -678,8 +680,8 @@ class PolluxPolicy:
     KICKS = 3  # jobs put back on their base row, then jobs put on their best GPUs on one node (the jobs in
     # the way emptied), each followed by the search again
 
-    def __init__(self, jobs: list, nodes: int, per_node: int):
-        self.jobs, self.nodes, self.per_node = jobs, nodes, per_node
+    def __init__(self, jobs: list, nodes: int, per_node: int, restart_s: float = elastic.RESTART_S):
+        self.jobs, self.nodes, self.per_node, self.restart_s = jobs, nodes, per_node, float(restart_s)
         self.objectives = []  # (interval time, objective of the chosen, of the unchanged allocation)
 
     # ---- the objective
@@ -892,7 +894,7 @@ class PolluxPolicy:
         tabs = [jobs[j].speedups(fair) for j in order]
         age = np.array([now - jobs[j].submit for j in order])
         rst = np.array([jobs[j].restarts or 0 for j in order])
-        factors = np.maximum(age - rst * elastic.RESTART_S, 0.0) / (age + elastic.RESTART_S)
+        factors = np.maximum(age - rst * self.restart_s, 0.0) / (age + self.restart_s)
         self._maxr, self._vals = maxr, {}
         self._gang = np.array([jobs[j].gang for j in order], dtype=np.int64)  # (0: elastic)
         f_base = self.objective(base, base, tabs, factors)

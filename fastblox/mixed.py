@@ -154,6 +154,8 @@ class RigidJob:
     """A rigid job under Pollux: ``work_s`` seconds on exactly ``gang`` GPUs (the interface of
     :class:`fastblox.compat_pollux.ElasticJob` that the replay and the policy use)."""
 
+    restart_s = elastic.RESTART_S  # (make_jobs sets --restart-s on the job)
+
     def __init__(self, gang: int, work_s: float, submit: float):
         self.gang, self.work_s, self.submit = int(gang), float(work_s), float(submit)
         self.done_s, self.rescale = 0.0, 0.0
@@ -210,8 +212,9 @@ class RigidSpeedups:
 
 
 # ------------------------------------------------------------------------------------------ the run
-def make_jobs(apps, gangs, duration_s, is_elastic, submit_s) -> list:
-    """The replay's jobs: elastic rows as ``--compat pollux`` makes them, rigid rows as :class:`RigidJob`."""
+def make_jobs(apps, gangs, duration_s, is_elastic, submit_s, restart_s: float = elastic.RESTART_S) -> list:
+    """The replay's jobs: elastic rows as ``--compat pollux`` makes them, rigid rows as
+    :class:`RigidJob`; each stopped ``restart_s`` at every (re-)allocation."""
     fits = {}
     out = []
     for a, g, d, e, t in zip(apps, gangs, duration_s, is_elastic, submit_s):
@@ -219,19 +222,21 @@ def make_jobs(apps, gangs, duration_s, is_elastic, submit_s) -> list:
             out.append(cp.ElasticJob(a, float(t), cp.POLLUX_NCF_BATCH if a == "ncf" else None, fits))
         else:
             out.append(RigidJob(int(g), float(d), float(t)))
+        out[-1].restart_s = float(restart_s)
     return out
 
 
 def simulate_mixed(apps, gangs, duration_s, is_elastic, submit_s, interval_s: float = cp.INTERVAL_S,
                    nodes: int = cp.NODES, per_node: int = cp.GPUS_PER_NODE, max_intervals: int = 1_000_000,
                    policy: str = "pollux", batch_size=None, theta: float = 0.0, placement: str | None = None,
-                   gate: "Gate | None" = None) -> dict:
+                   gate: "Gate | None" = None, restart_s: float = elastic.RESTART_S) -> dict:
     """Replay elastic and rigid jobs (workload order) under ``policy``, the Pollux simulator's
     ``pollux``, ``tiresias`` or ``optimus`` (:data:`fastblox.spec.ELASTIC_RUNS` maps the
     elastic engine's names to these). ``batch_size``: the elastic rows' (tiresias and optimus run
     them at it); ``theta``: the native load-based admission's threshold (0: accept all), or a
     ``gate`` to read afterwards; ``placement``: a native placement of the gangs tiresias and
-    optimus start (None: the simulator's, the nodes with the most free GPUs first). Returns what
+    optimus start (None: the simulator's, the nodes with the most free GPUs first); ``restart_s``:
+    the delay of every (re-)allocation (Pollux's objective discounts restarts by it too). Returns what
     :func:`fastblox.compat_pollux.simulate_pollux` does."""
     gate = gate or Gate(submit_s, gangs, theta, nodes * per_node)
     submit = np.asarray(submit_s, dtype=np.float64)
@@ -239,8 +244,8 @@ def simulate_mixed(apps, gangs, duration_s, is_elastic, submit_s, interval_s: fl
         if placement is not None:
             raise ConfigError("--placement: pollux chooses its jobs' nodes itself (its search packs them); "
                               "drop --placement")
-        jobs = make_jobs(apps, gangs, duration_s, is_elastic, submit_s)
-        pol = cp.PolluxPolicy(jobs, nodes, per_node)
+        jobs = make_jobs(apps, gangs, duration_s, is_elastic, submit_s, restart_s)
+        pol = cp.PolluxPolicy(jobs, nodes, per_node, restart_s)
         with elastic.one_blas_thread():
             return cp._run_pollux(jobs, pol, submit, interval_s, max_intervals, gate=gate)
     if policy not in cp.BASELINES:
@@ -248,7 +253,7 @@ def simulate_mixed(apps, gangs, duration_s, is_elastic, submit_s, interval_s: fl
                           f"not {policy!r}")
     bs = np.zeros(len(apps), dtype=np.int64) if batch_size is None else np.asarray(batch_size, dtype=np.int64)
     jobs = cp.Jobs([a if e else "" for a, e in zip(apps, is_elastic)], bs, submit,
-                   work_s=np.asarray(duration_s, dtype=np.float64))
+                   work_s=np.asarray(duration_s, dtype=np.float64), restart_s=restart_s)
     cls = cp.Tiresias if policy == "tiresias" else cp.Optimus
     pol = cls(jobs, np.asarray(gangs, dtype=np.int64), nodes, per_node,
               None if placement is None else native_placer(placement, nodes, per_node))
@@ -382,7 +387,7 @@ def run(workload, r, cluster, tracked, sim_timer):
     gate = Gate(workload.submit_s, gangs, Admission.parse(r.admission).theta, nodes * per_node)
     with sim_timer() as t:
         out = simulate_mixed(apps, gangs, dur, e, workload.submit_s, r.round_s, nodes, per_node, policy=policy,
-                             batch_size=bs, placement=r.placement, gate=gate)
+                             batch_size=bs, placement=r.placement, gate=gate, restart_s=r.restart_s)
     finish, first, att_gpu = out["finish_s"], out["start_s"], out["attained_gpu_s"]
     att = att_gpu / np.maximum(workload.num_gpus, 1)
     jobs = lambda: _jobs_table(workload, first, finish, out["preemptions"], att, att_gpu, tracked)  # noqa: E731

@@ -372,7 +372,9 @@ class RunSpec:
     round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360; "
                                    "--compat pollux and sia, and --policy pollux: their scheduling interval, 60)", column="float",
                                    engines=BOTH | {"gavel", "pollux", "synergy", "sia", "elastic"})
-    restart_s: float = option(0.0, nonneg, "seconds lost at every (re)launch", engines=NATIVE, column="float")
+    restart_s: float | None = option(None, nonneg, "seconds lost at every (re)launch (default 0; the elastic engine, "
+                                     "--policy pollux and elastic-*: Pollux's 30)", engines=NATIVE | {"elastic"},
+                                     column="float")
     preempt: bool | None = option(None, boolean, "let waiting jobs suspend lower-priority running ones (default: the "
                                   "policy's; FIFO and SJF never do)", column="bool",
                                   cli=dict(negate="--no-preempt", negate_help="never suspend running jobs"))
@@ -591,7 +593,7 @@ def _resolve_dynamic(s: RunSpec) -> dict:
     if s.policy_opts:
         raise OptionError("policy_opts", "policy parameters need a named policy (not 'dynamic')")
     return dict(placement=s.placement or DEFAULT_PLACEMENT, time_model=s.time_model or "events",
-                round_s=s.round_s or DEFAULT_ROUND_S)
+                round_s=s.round_s or DEFAULT_ROUND_S, restart_s=s.restart_s or 0.0)
 
 
 def _resolve_compat(s: RunSpec, c) -> dict:
@@ -708,10 +710,11 @@ def _resolve_sia(s: RunSpec, source: bool) -> dict:
 def _resolve_elastic(s: RunSpec, c) -> dict:
     """``--policy pollux`` without --compat: elastic and rigid jobs on any cluster of alike nodes
     (fastblox.mixed; the nodes' size is checked against the workload's elastic rows when it runs)."""
+    from .elastic import RESTART_S
     from .mixed import check_cluster
 
-    _peer_options_only(s, "elastic", "the Pollux simulator's intervals and restart cost (30 s) on elastic "
-                       "and rigid jobs", who=f"--policy {s.policy}")
+    _peer_options_only(s, "elastic", "the Pollux simulator's intervals on elastic and rigid jobs",
+                       who=f"--policy {s.policy}")
     if s.policy == "pollux" and s.placement is not None:
         raise OptionError("placement", "pollux chooses its jobs' nodes itself (its search packs them onto nodes); drop "
                           "--placement (elastic-tiresias and elastic-optimus take one)")
@@ -719,7 +722,7 @@ def _resolve_elastic(s: RunSpec, c) -> dict:
         check_cluster(c, False)
     except ConfigError as e:
         raise OptionError("cluster", str(e).removeprefix("--cluster: ")) from None
-    return dict(round_s=s.round_s or 60.0)
+    return dict(round_s=s.round_s or 60.0, restart_s=RESTART_S if s.restart_s is None else s.restart_s)
 
 
 def _gavel_only() -> set:
@@ -770,10 +773,11 @@ def _resolve_native(s: RunSpec, c, defaults) -> dict:
         pol.resolve_options(dict(s.policy_opts))
     except ConfigError as e:
         raise OptionError("policy_opts", str(e).removeprefix("--policy-opt: ").removeprefix("--policy-opt ")) from None
+    restart_s = 0.0 if s.restart_s is None else s.restart_s
     if (tm == "rounds" and preempt and pol.dynamic and pol.kind != parts.enums.KIND_PLAN and s.checkpoint_s > 0
-            and s.checkpoint_s + s.restart_s >= round_s):
+            and s.checkpoint_s + restart_s >= round_s):
         raise OptionError("checkpoint_s", f"{s.checkpoint_s:g} with rounds of {round_s:g} s: a job that {pol.name} "
-                          f"preempts every round never reaches a checkpoint (restart {s.restart_s:g} s + checkpoint > "
+                          f"preempts every round never reaches a checkpoint (restart {restart_s:g} s + checkpoint > "
                           "round), so a contended run may never finish; use a checkpoint interval shorter than the "
                           "round minus the restart cost, or --no-preempt")
     if not s.placement_effects and (s.multi_node_factor != 1.0 or s.rack_factor != 1.0):
@@ -784,7 +788,7 @@ def _resolve_native(s: RunSpec, c, defaults) -> dict:
     else:
         throughput = s.throughput
     return dict(placement=s.placement or DEFAULT_PLACEMENT, time_model=tm, round_s=float(round_s), preempt=bool(preempt),
-                throughput=throughput)
+                throughput=throughput, restart_s=restart_s)
 
 
 # ----------------------------------------------------------------------------- the command line

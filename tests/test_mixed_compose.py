@@ -297,3 +297,19 @@ def test_rigid_rows_of_jobs_match_rigid_job(work, steps):
             assert arr.attained_gpu[j] == pytest.approx(tw.attained_gpu, rel=1e-12)
             assert arr.restarts[j] == (tw.restarts or 0) and arr.preempted[j] == tw.preempted
             assert arr.first[j] == (-1.0 if tw.first is None else tw.first)
+
+
+# ------------------------------------------------------------------ the restart delay
+@pytest.mark.parametrize("name", list(ELASTIC_RUNS))
+def test_restart_s_is_the_elastic_engines_restart_delay(tmp_path, name):
+    """A rigid job alone: first allocated at the first interval after it arrives, then stopped
+    --restart-s (default Pollux's 30 s) before its run time; an elastic job too, before its epochs."""
+    w = mixed.read_mixed(write(tmp_path, "r,10,,3,,1000\ne,10,ncf,1,32768,\n"))
+    fin = {}
+    for restart in (None, 0.0, 90.0):
+        res = fastblox.simulate(w, policy=name, cluster="2x4", restart_s=restart)
+        assert res.config["restart_s"] == (30.0 if restart is None else restart)
+        j = res.jobs
+        assert j["first_start_s"][0] == 60.0 and j["finish_s"][0] == 60.0 + res.config["restart_s"] + 1000.0
+        fin[restart] = j["finish_s"][1]
+    assert fin[0.0] + 30.0 == fin[None] == fin[90.0] - 60.0
