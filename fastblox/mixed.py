@@ -1,5 +1,7 @@
-"""Elastic and rigid jobs in one run, outside the peer compat modes: ``--policy pollux`` without
-``--compat``.
+"""Elastic and rigid jobs in one run, outside the peer compat modes: the elastic engine, run by
+``--policy pollux``, ``elastic-optimus`` and ``elastic-tiresias`` without ``--compat``
+(:data:`fastblox.spec.ELASTIC_RUNS`: Pollux, and the Pollux simulator's Optimus and Tiresias,
+each as below; docs/elastic.md).
 
 A workload's rows are of two kinds, told apart by its boolean ``elastic`` column (a workload
 without it is all rigid, as every trace fastblox reads):
@@ -17,7 +19,13 @@ without it is all rigid, as every trace fastblox reads):
 The run is the Pollux simulator's (:func:`fastblox.compat_pollux._run_pollux`: intervals of
 ``--round-s``, 60 by default, and :class:`~fastblox.compat_pollux.PolluxPolicy`'s search) on any
 ``--cluster`` of alike nodes; a workload of elastic rows only runs exactly as ``--compat
-pollux`` does. The native policies (``fifo``, ``las``, ...) run the same workload with elastic
+pollux`` does. Under ``elastic-optimus`` and ``elastic-tiresias`` the elastic rows run at their
+workload batch size as in the simulator (:func:`fastblox.compat_pollux.run_fixed`, its
+:class:`~fastblox.compat_pollux.Optimus` and :class:`~fastblox.compat_pollux.Tiresias`) and the
+rigid rows at their gang or not at all (rows of :class:`~fastblox.compat_pollux.Jobs` without an
+application). Every policy takes the native admission (:class:`Gate`) and ``--restart-s``
+(default :data:`~fastblox.elastic.RESTART_S`); the two fixed-batch ones a native placement
+(:func:`native_placer`). The native policies (``fifo``, ``las``, ...) run the same workload with elastic
 rows held at their requested GPUs for ``duration_s``, their run time alone at that size (the
 baseline).
 
@@ -42,6 +50,8 @@ from .errors import ConfigError, TraceError, WorkloadError
 FORMAT = "elastic-mix"
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size", "duration")
 MAX_GPUS_PER_NODE = 4  # the Pollux profiles measure placements of up to 4 GPUs a node
+#: why ``--policy pollux`` takes no ``--placement``
+POLLUX_PLACES = "pollux chooses its jobs' nodes itself (its search packs them onto nodes); drop --placement"
 
 
 # ------------------------------------------------------------------------------------------ workloads
@@ -242,8 +252,7 @@ def simulate_mixed(apps, gangs, duration_s, is_elastic, submit_s, interval_s: fl
     submit = np.asarray(submit_s, dtype=np.float64)
     if policy == "pollux":
         if placement is not None:
-            raise ConfigError("--placement: pollux chooses its jobs' nodes itself (its search packs them); "
-                              "drop --placement")
+            raise ConfigError(f"--placement: {POLLUX_PLACES}")
         jobs = make_jobs(apps, gangs, duration_s, is_elastic, submit_s, restart_s)
         pol = cp.PolluxPolicy(jobs, nodes, per_node, restart_s)
         with elastic.one_blas_thread():
@@ -369,10 +378,9 @@ def job_arrays(workload, gpus_total: int) -> tuple:
 def run(workload, r, cluster, tracked, sim_timer):
     """``--policy pollux`` without ``--compat``: replay ``workload`` with resolved spec ``r`` and
     build the run's :class:`~fastblox.results.Result`."""
+    from .parts import Admission
     from .results import Result, _jobs_table, _summary
     from .slices import mark
-
-    from .parts import Admission
     from .spec import ELASTIC_RUNS
 
     e = elastic_rows(workload)
@@ -393,7 +401,8 @@ def run(workload, r, cluster, tracked, sim_timer):
     jobs = lambda: _jobs_table(workload, first, finish, out["preemptions"], att, att_gpu, tracked)  # noqa: E731
     summ = _summary(workload, cluster, tracked, finish, first, out["preemptions"], att_gpu,
                     float(workload.submit_s.min()), out["end_s"], t.seconds, 0.0)
-    summ["engine"] = f"the Pollux simulator's {policy} on elastic and rigid jobs (fastblox.mixed)"
+    summ["engine"] = f"{r.policy} on elastic and rigid jobs (fastblox.mixed" + (
+        f": the Pollux simulator's {policy})" if policy != r.policy else ")")
     summ["restarts"] = int(out["restarts"].sum())
     summ["held_jobs"] = int(gate.held().sum())  # (by --admission)
     summ["elastic_jobs"] = int(e.sum())

@@ -711,13 +711,12 @@ def _resolve_elastic(s: RunSpec, c) -> dict:
     """``--policy pollux`` without --compat: elastic and rigid jobs on any cluster of alike nodes
     (fastblox.mixed; the nodes' size is checked against the workload's elastic rows when it runs)."""
     from .elastic import RESTART_S
-    from .mixed import check_cluster
+    from .mixed import POLLUX_PLACES, check_cluster
 
     _peer_options_only(s, "elastic", "the Pollux simulator's intervals on elastic and rigid jobs",
                        who=f"--policy {s.policy}")
     if s.policy == "pollux" and s.placement is not None:
-        raise OptionError("placement", "pollux chooses its jobs' nodes itself (its search packs them onto nodes); drop "
-                          "--placement (elastic-tiresias and elastic-optimus take one)")
+        raise OptionError("placement", f"{POLLUX_PLACES} (elastic-tiresias and elastic-optimus take one)")
     try:
         check_cluster(c, False)
     except ConfigError as e:

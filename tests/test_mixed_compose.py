@@ -313,3 +313,15 @@ def test_restart_s_is_the_elastic_engines_restart_delay(tmp_path, name):
         assert j["first_start_s"][0] == 60.0 and j["finish_s"][0] == 60.0 + res.config["restart_s"] + 1000.0
         fin[restart] = j["finish_s"][1]
     assert fin[0.0] + 30.0 == fin[None] == fin[90.0] - 60.0
+
+
+def test_a_gang_tiresias_could_not_place_gets_no_service():
+    """Tiresias' walk counts a 4-GPU gang in (8 GPUs, 4 held), but consolidated finds no node with
+    4 free: it is not started and its service does not grow (it would move it down a queue)."""
+    jobs = cp.Jobs(["", "", ""], [0, 0, 0], np.zeros(3), work_s=[1e4, 1e4, 1e4])
+    pol = cp.Tiresias(jobs, np.array([2, 2, 4]), 2, 4, mixed.native_placer("consolidated", 2, 4))
+    held = {0: [0, 0], 1: [1, 1]}
+    out = pol.optimize([0, 1, 2], held, 60.0)
+    assert 2 not in out and not pol.running[2]
+    pol.optimize([0, 1, 2], out, 120.0)
+    assert pol.executed[2] == 0 and pol.executed[0] == 60
