@@ -116,9 +116,10 @@ def _admission_respected(seen, submit, gangs, theta, total) -> None:
 @pytest.mark.parametrize("name", list(ELASTIC_RUNS))
 @pytest.mark.parametrize("admission, theta", [("accept-all", 0.0), ("load:0.5", 0.5)])
 def test_admission_gates_entry_into_the_elastic_engine(monkeypatch, tmp_path, name, admission, theta):
-    """Under load:0.5 on 2x4, jobs asking for 8 GPUs in all arrive together: the first
-    job that reaches the bound gets in with those before it, the rest wait for completions (a run
-    ignoring the gate hands the policy all of them at once); under accept-all none waits."""
+    """Under load:0.5 on 2x4 (a bound of 4 GPUs), five jobs asking for 9 GPUs arrive in the first
+    interval: three 2-GPU rigid jobs get in (the third crosses the bound), the two elastic ones wait
+    for completions (a run ignoring the gate hands the policy all five at once); under accept-all
+    none waits."""
     rows = "".join(f"r{i},0,,2,,600\n" for i in range(3)) + "e0,0,cifar10,2,128,\ne1,10,ncf,1,32768,\n"
     w = mixed.read_mixed(write(tmp_path, rows))
     seen = _spy(monkeypatch, ELASTIC_RUNS[name])
