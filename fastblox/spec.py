@@ -660,6 +660,9 @@ def _resolve_pollux(s: RunSpec, c, source: bool) -> dict:
     from .cluster import Cluster
     from .compat_pollux import POLICIES, check_cluster
 
+    if s.policy in ELASTIC_POLICIES and ELASTIC_RUNS[s.policy] != s.policy:
+        raise OptionError("policy", f"{s.policy!r} is the elastic engine's name for the Pollux simulator's "
+                          f"{ELASTIC_RUNS[s.policy]}: drop --compat, or run --compat pollux --policy {ELASTIC_RUNS[s.policy]}")
     _peer_checks(s, "pollux", "the Pollux simulator's policies", POLICIES,
                  "the Pollux simulator as it is (its cluster, intervals and restart cost)")
     if source and s.trace is None:
