@@ -36,7 +36,8 @@ def workloads(rigid: float, seed: int) -> dict:
     w = mixed.read_mixed(WORKLOAD)
     m = mixed.read_mixed(WORKLOAD, name="workload-6-mixed")
     m.extra["elastic"] = np.random.default_rng(seed).random(len(m)) >= rigid
-    return {f"workload-6 (160 elastic)": w, f"workload-6, {int(round(rigid * 100))} % rigid ({int((~m.extra['elastic']).sum())})": m}
+    rigid_rows = int((~m.extra["elastic"]).sum())
+    return {"workload-6 (160 elastic)": w, f"workload-6, {int(round(rigid * 100))} % rigid ({rigid_rows})": m}
 
 
 def run(w, policy: str, admission: str) -> dict:
