@@ -151,17 +151,24 @@ def job_table(workload) -> tuple:
 class Jobs:
     """Every job's state as arrays (index = workload row); :meth:`advance` moves them all on."""
 
-    def __init__(self, apps, batch_size, submit_s):
+    def __init__(self, apps, batch_size, submit_s, work_s=None, restart_s: float = elastic.RESTART_S):
         self.n = n = len(apps)
+        self.restart_s = float(restart_s)  # (stopped this long at every (re-)allocation)
         self.apps = apps
-        self.prof = [elastic.profile(a) for a in apps]
+        # (a rigid row, application "": ``work_s`` seconds on its gang, one "epoch" of that many
+        # seconds at one unit of progress a second; fastblox.mixed runs them beside elastic rows)
+        self.rigid = np.array([not a for a in apps], dtype=bool)
+        self.prof = [elastic.profile(a) if a else None for a in apps]
         self.target_bs = np.asarray(batch_size, dtype=np.int64)
         self.submit = np.asarray(submit_s, dtype=np.float64)
-        emax = max(p.max_epochs for p in self.prof)
-        self.last_epoch = np.array([p.max_epochs - 1 for p in self.prof])  # completes when epoch passes it
+        emax = max((p.max_epochs for p in self.prof if p is not None), default=1)
+        self.last_epoch = np.array([0 if p is None else p.max_epochs - 1 for p in self.prof])  # done when passed
         self.prog = np.full((n, emax + 1), np.inf)
         for j, p in enumerate(self.prof):
-            self.prog[j, :p.max_epochs + 1] = p.epoch_progress
+            if p is None:
+                self.prog[j, :2] = 0.0, float(work_s[j])
+            else:
+                self.prog[j, :p.max_epochs + 1] = p.epoch_progress
         self.gains = np.ones((n, emax))
         self.placement = [()] * n
         self.nrep = np.zeros(n, dtype=np.int64)
@@ -183,12 +190,13 @@ class Jobs:
             return
         p = self.prof[j]
         r = sum(placement)
-        atomic, accum = elastic.fixed_batch_config(self.target_bs[j], r, p.init_batch_size, p.max_batch_size,
-                                                   p.max_local_bsz)
         self.placement[j], self.nrep[j] = tuple(placement), r
-        self.step_s[j] = p.step_times([placement], [atomic], np.array([accum]))[0]
-        self.gains[j, :p.max_epochs] = p.gains(r * atomic * (accum + 1))[0]
-        self.rescale[j] = elastic.RESTART_S
+        if p is not None:  # (a rigid row keeps a step of 1 s and a gain of 1: a second of work a second)
+            atomic, accum = elastic.fixed_batch_config(self.target_bs[j], r, p.init_batch_size, p.max_batch_size,
+                                                       p.max_local_bsz)
+            self.step_s[j] = p.step_times([placement], [atomic], np.array([accum]))[0]
+            self.gains[j, :p.max_epochs] = p.gains(r * atomic * (accum + 1))[0]
+        self.rescale[j] = self.restart_s
         if self.first[j] < 0:
             self.first[j] = now
         else:
@@ -218,7 +226,9 @@ class Jobs:
             rem[a] = 0.0
             b, gb, nb = idx[~fits], good[~fits], nxt[~fits]
             self.epoch[b] += 1
-            delta = np.round((nb - self.progress[b]) / gb)  # (half to even, as Python's round)
+            delta = (nb - self.progress[b]) / gb
+            # (an epoch ends at a whole second, half to even as Python's round; a rigid job at its exact time)
+            delta = np.where(self.rigid[b], delta, np.round(delta))
             done = self.epoch[b] > self.last_epoch[b]
             self.finish[b[done]] = t0 + used[b[done]] + delta[done]
             self.progress[b] = nb
@@ -265,8 +275,9 @@ def to_placement(alloc) -> tuple:
 class Tiresias:
     """``tiresias.py``'s ``TiresiasPolicy`` (two queues, no starvation promotion)."""
 
-    def __init__(self, jobs: Jobs, num_gpus: np.ndarray, nodes: int, per_node: int):
+    def __init__(self, jobs: Jobs, num_gpus: np.ndarray, nodes: int, per_node: int, placer=None):
         self.jobs, self.gpus, self.nodes, self.per_node = jobs, num_gpus, nodes, per_node
+        self.place = placer or place  # (fastblox.mixed: a native placement, which may leave a gang waiting)
         self.q0, self.q1 = [], []
         self.running = {}
         self.last_check = collections.Counter()
@@ -300,18 +311,23 @@ class Tiresias:
                 self.running[j] = False
                 alloc.pop(j, None)
         start = [j for j in self.q0 + self.q1 if self.running[j] and not alloc.get(j)]
-        alloc.update(place({j: int(self.gpus[j]) for j in start}, start,
-                           free_gpus(alloc, self.nodes, self.per_node)))
+        alloc.update(self.place({j: int(self.gpus[j]) for j in start}, start,
+                                free_gpus(alloc, self.nodes, self.per_node)))
+        for j in start:
+            if j not in alloc:  # (not placed: it waits, and gets no service)
+                self.running[j] = False
         return alloc
 
 
 class Optimus:
     """``optimus.py``'s ``OptimusPolicy`` with the simulator's oracle step times."""
 
-    def __init__(self, jobs: Jobs, num_gpus: np.ndarray, nodes: int, per_node: int):
+    def __init__(self, jobs: Jobs, num_gpus: np.ndarray, nodes: int, per_node: int, placer=None):
         self.jobs, self.nodes, self.per_node = jobs, nodes, per_node
-        self.max_reps = np.array([1 if a == "ncf" else int(b // p.min_local_bsz)
-                                  for a, b, p in zip(jobs.apps, jobs.target_bs, jobs.prof)], dtype=np.int64)
+        self.place = placer or place  # (fastblox.mixed: a native placement, which may leave a job waiting)
+        # (a rigid row of fastblox.mixed: its gang, given whole in the first pass or not at all)
+        self.max_reps = np.array([g if p is None else 1 if a == "ncf" else int(b // p.min_local_bsz)
+                                  for a, b, p, g in zip(jobs.apps, jobs.target_bs, jobs.prof, num_gpus)], dtype=np.int64)
         self._step = {}
 
     def step_time(self, j: int, r: int) -> float:
@@ -326,6 +342,8 @@ class Optimus:
 
     def _remaining(self, j: int) -> float:
         jobs, p = self.jobs, self.jobs.prof[j]
+        if p is None:
+            return 0.0  # (a rigid job: no more GPUs than its gang, so no gain)
         last, ep = p.max_epochs - 1, int(jobs.epoch[j])
         if last <= ep:
             return 1.0
@@ -333,7 +351,7 @@ class Optimus:
         return float(p.iterations(b, last) - p.iterations(b, ep))
 
     def _gain(self, j: int, r: int, left: int, remaining: float) -> float:
-        if r + 1 > self.max_reps[j] or left < 1:
+        if r + 1 > self.max_reps[j] or left < 1 or self.jobs.rigid[j]:
             return 0.0
         return (self.step_time(j, r) - self.step_time(j, r + 1)) * remaining
 
@@ -342,12 +360,13 @@ class Optimus:
         left = self.nodes * self.per_node
         reps, gain = {}, {}
         for j in active:
-            if left < 1:
+            first = int(self.max_reps[j]) if self.jobs.rigid[j] else 1  # (a rigid job: its gang or nothing)
+            if left < first:
                 reps[j], gain[j] = 0, 0.0
                 continue
-            reps[j] = 1
-            left -= 1
-            gain[j] = self._gain(j, 1, left, remaining[j])
+            reps[j] = first
+            left -= first
+            gain[j] = self._gain(j, first, left, remaining[j])
         while left > 0 and max(gain.values()) > 0:
             j = max(gain, key=lambda k: gain[k])
             reps[j] += 1
@@ -355,7 +374,7 @@ class Optimus:
             left -= 1
         alloc = {j: v for j, v in prev.items() if j in reps and len(v) == reps[j]}
         order = [j for j in sorted(active, key=lambda k: reps[k]) if reps[j] > 0 and not alloc.get(j)]
-        alloc.update(place(reps, order, free_gpus(alloc, self.nodes, self.per_node)))
+        alloc.update(self.place(reps, order, free_gpus(alloc, self.nodes, self.per_node)))
         return alloc
 
 
@@ -371,17 +390,32 @@ def simulate(apps, batch_size, num_gpus, submit_s, policy: str, interval_s: floa
     jobs = Jobs(apps, batch_size, submit_s)
     gpus = np.asarray(num_gpus, dtype=np.int64)
     pol = (Tiresias if policy == "tiresias" else Optimus)(jobs, gpus, nodes, per_node)
+    return run_fixed(jobs, pol, interval_s, max_intervals)
+
+
+def run_fixed(jobs: Jobs, pol, interval_s: float, max_intervals: int, gate=None) -> dict:
+    """The simulator's loop under a fixed-batch policy (Tiresias, Optimus): every interval every
+    job advances, then the policy allocates the jobs submitted and unfinished (workload order).
+    ``gate`` (``fastblox.mixed.Gate``; None: every submitted job): the jobs let in so far."""
     now, alloc = 0.0, {}
+    admitted = np.zeros(jobs.n, dtype=bool)
     for _ in range(max_intervals):
         if (jobs.finish >= 0).all():
             break
+        was = jobs.finish < 0
         jobs.advance(now, interval_s)
         now += interval_s
-        active = np.flatnonzero((jobs.submit <= now) & (jobs.finish < 0)).tolist()
+        if gate is None:
+            admitted = jobs.submit <= now
+        else:
+            admitted[gate.step(now, np.flatnonzero(was & (jobs.finish >= 0)).tolist())] = True
+        active = np.flatnonzero(admitted & (jobs.finish < 0)).tolist()
         if not active:
             continue
         alloc = {j: v for j, v in alloc.items() if j in set(active)}
         new = pol.optimize(active, alloc, now)
+        if not any(new.values()) and (jobs.submit <= now).all():
+            _stalled(pol, active, jobs)
         for j in active:
             if new.get(j) != alloc.get(j):
                 jobs.reallocate(j, to_placement(new.get(j, [])), now)
@@ -390,6 +424,17 @@ def simulate(apps, batch_size, num_gpus, submit_s, policy: str, interval_s: floa
         raise RuntimeError(f"the replay did not finish in {max_intervals} intervals")
     return {"start_s": jobs.first, "finish_s": jobs.finish, "preemptions": jobs.preempted, "restarts": jobs.restarts,
             "attained_gpu_s": jobs.attained_gpu, "end_s": float(jobs.finish.max())}
+
+
+def _stalled(pol, active: list, jobs: Jobs) -> None:
+    """Raise SimulationError: the policy gave no job GPUs on an idle cluster and none arrives
+    later, so nothing will ever change (only a native placement, ``fastblox.mixed``, refuses gangs)."""
+    from .errors import SimulationError
+
+    kind = getattr(pol.place, "kind", "the simulator's")
+    raise SimulationError(f"--placement {kind} can never place the waiting jobs on this cluster (the first: workload "
+                          f"row {active[0]}), and no job arrives later; use another placement (or none: the "
+                          "simulator's packing)")
 
 
 def check_cluster(cluster) -> tuple:
@@ -438,9 +483,9 @@ MAX_NODES_PER_JOB = 16
 
 
 def relaunched(job, now: float) -> None:
-    """A job (elastic or ``fastblox.mixed.RigidJob``) given new GPUs at ``now``: stopped for the
-    restart delay; its first launch is not counted as a restart."""
-    job.rescale = elastic.RESTART_S
+    """A job (elastic or ``fastblox.mixed.RigidJob``) given new GPUs at ``now``: stopped for its
+    restart delay (``job.restart_s``); its first launch is not counted as a restart."""
+    job.rescale = job.restart_s
     if job.restarts is None:
         job.restarts, job.first = 0, now
     else:
@@ -452,6 +497,7 @@ class ElasticJob:
     configurations it has run (``Job.step`` / ``update_params`` / ``update_local_bsz``)."""
 
     gang = 0  # (not a rigid job: fastblox.mixed.RigidJob has its fixed GPUs here)
+    restart_s = elastic.RESTART_S  # (fastblox.mixed sets --restart-s on the job)
 
     def __init__(self, app: str, submit: float, batch_size: int | None = None, fits: dict | None = None):
         self.app, self.prof, self.submit, self.target_bs = app, elastic.profile(app), submit, batch_size
@@ -634,8 +680,8 @@ class PolluxPolicy:
     KICKS = 3  # jobs put back on their base row, then jobs put on their best GPUs on one node (the jobs in
     # the way emptied), each followed by the search again
 
-    def __init__(self, jobs: list, nodes: int, per_node: int):
-        self.jobs, self.nodes, self.per_node = jobs, nodes, per_node
+    def __init__(self, jobs: list, nodes: int, per_node: int, restart_s: float = elastic.RESTART_S):
+        self.jobs, self.nodes, self.per_node, self.restart_s = jobs, nodes, per_node, float(restart_s)
         self.objectives = []  # (interval time, objective of the chosen, of the unchanged allocation)
 
     # ---- the objective
@@ -848,7 +894,7 @@ class PolluxPolicy:
         tabs = [jobs[j].speedups(fair) for j in order]
         age = np.array([now - jobs[j].submit for j in order])
         rst = np.array([jobs[j].restarts or 0 for j in order])
-        factors = np.maximum(age - rst * elastic.RESTART_S, 0.0) / (age + elastic.RESTART_S)
+        factors = np.maximum(age - rst * self.restart_s, 0.0) / (age + self.restart_s)
         self._maxr, self._vals = maxr, {}
         self._gang = np.array([jobs[j].gang for j in order], dtype=np.int64)  # (0: elastic)
         f_base = self.objective(base, base, tabs, factors)
@@ -884,12 +930,12 @@ def simulate_pollux(apps, submit_s, interval_s: float = INTERVAL_S, nodes: int =
         return _run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals, until_s)
 
 
-def _run_pollux(jobs, pol, submit, interval_s, max_intervals, until_s=None) -> dict:
+def _run_pollux(jobs, pol, submit, interval_s, max_intervals, until_s=None, gate=None) -> dict:
     """The simulator's loop: every interval each job advances, then the policy allocates the jobs
     submitted and unfinished (in workload order). Only those jobs are visited (a job not yet
     submitted or finished holds no GPUs, so advancing it does nothing): a round costs what its
     active jobs cost, not the workload's length. ``until_s``: stop after the round at that
-    simulated time."""
+    simulated time. ``gate`` (``fastblox.mixed.Gate``; None: every submitted job): the jobs let in."""
     now, alloc = 0.0, {}
     arrivals = np.argsort(submit, kind="stable")
     nxt, left = 0, len(jobs)
@@ -903,7 +949,9 @@ def _run_pollux(jobs, pol, submit, interval_s, max_intervals, until_s=None) -> d
         done = [j for j in active if jobs[j].finish is not None]
         left -= len(done)
         new_jobs = []
-        while nxt < len(arrivals) and submit[arrivals[nxt]] <= now:
+        if gate is not None:
+            new_jobs = gate.step(now, done)
+        while gate is None and nxt < len(arrivals) and submit[arrivals[nxt]] <= now:
             new_jobs.append(int(arrivals[nxt]))
             nxt += 1
         if done or new_jobs:

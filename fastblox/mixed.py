@@ -1,5 +1,7 @@
-"""Elastic and rigid jobs in one run, outside the peer compat modes: ``--policy pollux`` without
-``--compat``.
+"""Elastic and rigid jobs in one run, outside the peer compat modes: the elastic engine, run by
+``--policy pollux``, ``elastic-optimus`` and ``elastic-tiresias`` without ``--compat``
+(:data:`fastblox.spec.ELASTIC_RUNS`: Pollux, and the Pollux simulator's Optimus and Tiresias,
+each as below; docs/elastic.md).
 
 A workload's rows are of two kinds, told apart by its boolean ``elastic`` column (a workload
 without it is all rigid, as every trace fastblox reads):
@@ -17,7 +19,13 @@ without it is all rigid, as every trace fastblox reads):
 The run is the Pollux simulator's (:func:`fastblox.compat_pollux._run_pollux`: intervals of
 ``--round-s``, 60 by default, and :class:`~fastblox.compat_pollux.PolluxPolicy`'s search) on any
 ``--cluster`` of alike nodes; a workload of elastic rows only runs exactly as ``--compat
-pollux`` does. The native policies (``fifo``, ``las``, ...) run the same workload with elastic
+pollux`` does. Under ``elastic-optimus`` and ``elastic-tiresias`` the elastic rows run at their
+workload batch size as in the simulator (:func:`fastblox.compat_pollux.run_fixed`, its
+:class:`~fastblox.compat_pollux.Optimus` and :class:`~fastblox.compat_pollux.Tiresias`) and the
+rigid rows at their gang or not at all (rows of :class:`~fastblox.compat_pollux.Jobs` without an
+application). Every policy takes the native admission (:class:`Gate`) and ``--restart-s``
+(default :data:`~fastblox.elastic.RESTART_S`); the two fixed-batch ones a native placement
+(:func:`native_placer`). The native policies (``fifo``, ``las``, ...) run the same workload with elastic
 rows held at their requested GPUs for ``duration_s``, their run time alone at that size (the
 baseline).
 
@@ -42,6 +50,8 @@ from .errors import ConfigError, TraceError, WorkloadError
 FORMAT = "elastic-mix"
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size", "duration")
 MAX_GPUS_PER_NODE = 4  # the Pollux profiles measure placements of up to 4 GPUs a node
+#: why ``--policy pollux`` takes no ``--placement``
+POLLUX_PLACES = "pollux chooses its jobs' nodes itself (its search packs them onto nodes); drop --placement"
 
 
 # ------------------------------------------------------------------------------------------ workloads
@@ -154,6 +164,8 @@ class RigidJob:
     """A rigid job under Pollux: ``work_s`` seconds on exactly ``gang`` GPUs (the interface of
     :class:`fastblox.compat_pollux.ElasticJob` that the replay and the policy use)."""
 
+    restart_s = elastic.RESTART_S  # (make_jobs sets --restart-s on the job)
+
     def __init__(self, gang: int, work_s: float, submit: float):
         self.gang, self.work_s, self.submit = int(gang), float(work_s), float(submit)
         self.done_s, self.rescale = 0.0, 0.0
@@ -210,8 +222,9 @@ class RigidSpeedups:
 
 
 # ------------------------------------------------------------------------------------------ the run
-def make_jobs(apps, gangs, duration_s, is_elastic, submit_s) -> list:
-    """The replay's jobs: elastic rows as ``--compat pollux`` makes them, rigid rows as :class:`RigidJob`."""
+def make_jobs(apps, gangs, duration_s, is_elastic, submit_s, restart_s: float = elastic.RESTART_S) -> list:
+    """The replay's jobs: elastic rows as ``--compat pollux`` makes them, rigid rows as
+    :class:`RigidJob`; each stopped ``restart_s`` at every (re-)allocation."""
     fits = {}
     out = []
     for a, g, d, e, t in zip(apps, gangs, duration_s, is_elastic, submit_s):
@@ -219,17 +232,107 @@ def make_jobs(apps, gangs, duration_s, is_elastic, submit_s) -> list:
             out.append(cp.ElasticJob(a, float(t), cp.POLLUX_NCF_BATCH if a == "ncf" else None, fits))
         else:
             out.append(RigidJob(int(g), float(d), float(t)))
+        out[-1].restart_s = float(restart_s)
     return out
 
 
 def simulate_mixed(apps, gangs, duration_s, is_elastic, submit_s, interval_s: float = cp.INTERVAL_S,
-                   nodes: int = cp.NODES, per_node: int = cp.GPUS_PER_NODE, max_intervals: int = 1_000_000) -> dict:
-    """Replay elastic and rigid jobs (workload order) under Pollux. Returns what
+                   nodes: int = cp.NODES, per_node: int = cp.GPUS_PER_NODE, max_intervals: int = 1_000_000,
+                   policy: str = "pollux", batch_size=None, theta: float = 0.0, placement: str | None = None,
+                   gate: "Gate | None" = None, restart_s: float = elastic.RESTART_S) -> dict:
+    """Replay elastic and rigid jobs (workload order) under ``policy``, the Pollux simulator's
+    ``pollux``, ``tiresias`` or ``optimus`` (:data:`fastblox.spec.ELASTIC_RUNS` maps the
+    elastic engine's names to these). ``batch_size``: the elastic rows' (tiresias and optimus run
+    them at it); ``theta``: the native load-based admission's threshold (0: accept all), or a
+    ``gate`` to read afterwards; ``placement``: a native placement of the gangs tiresias and
+    optimus start (None: the simulator's, the nodes with the most free GPUs first); ``restart_s``:
+    the delay of every (re-)allocation (Pollux's objective discounts restarts by it too). Returns what
     :func:`fastblox.compat_pollux.simulate_pollux` does."""
-    jobs = make_jobs(apps, gangs, duration_s, is_elastic, submit_s)
-    pol = cp.PolluxPolicy(jobs, nodes, per_node)
-    with elastic.one_blas_thread():
-        return cp._run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals)
+    gate = gate or Gate(submit_s, gangs, theta, nodes * per_node)
+    submit = np.asarray(submit_s, dtype=np.float64)
+    if policy == "pollux":
+        if placement is not None:
+            raise ConfigError(f"--placement: {POLLUX_PLACES}")
+        jobs = make_jobs(apps, gangs, duration_s, is_elastic, submit_s, restart_s)
+        pol = cp.PolluxPolicy(jobs, nodes, per_node, restart_s)
+        with elastic.one_blas_thread():
+            return cp._run_pollux(jobs, pol, submit, interval_s, max_intervals, gate=gate)
+    if policy not in cp.BASELINES:
+        raise ConfigError(f"the elastic engine runs the Pollux simulator's pollux, {', '.join(cp.BASELINES)}; "
+                          f"not {policy!r}")
+    bs = np.zeros(len(apps), dtype=np.int64) if batch_size is None else np.asarray(batch_size, dtype=np.int64)
+    jobs = cp.Jobs([a if e else "" for a, e in zip(apps, is_elastic)], bs, submit,
+                   work_s=np.asarray(duration_s, dtype=np.float64), restart_s=restart_s)
+    cls = cp.Tiresias if policy == "tiresias" else cp.Optimus
+    pol = cls(jobs, np.asarray(gangs, dtype=np.int64), nodes, per_node,
+              None if placement is None else native_placer(placement, nodes, per_node))
+    return cp.run_fixed(jobs, pol, interval_s, max_intervals, gate)
+
+
+class Gate:
+    """The native engine's admission of arrivals into the scheduler, at each interval: every
+    arrived job (``theta`` <= 0, accept-all), else, in arrival order, while the GPUs asked for by
+    the jobs let in and not finished plus those let in so far are within ``theta`` × the cluster's
+    GPUs, the job that crosses the bound included (``--admission load:THETA``). The rule is the
+    native kernel's own code, ``kernels.admission.admit_to``, run as Python. ``admit_s`` holds
+    each job's admission time (-1: not yet)."""
+
+    def __init__(self, submit_s, gpus, theta: float, total_gpus: int):
+        submit = np.asarray(submit_s, dtype=np.float64)
+        self.order = np.argsort(submit, kind="stable")  # (arrival order; ties in workload order)
+        self.submit = submit[self.order]
+        self.row_gpus = np.asarray(gpus, dtype=np.int64)
+        self.gpus = self.row_gpus[self.order]
+        self.theta, self.total = float(theta), int(total_gpus)
+        self.next_arr = self.head = 0
+        self.demand = 0
+        self.arrive_s = np.full(len(submit), -1.0)  # (the interval at which each job arrived)
+        self.admit_s = np.full(len(submit), -1.0)
+
+    def step(self, now: float, done: list) -> list:
+        """The jobs (workload rows) let in at ``now``, after the jobs ``done`` finished."""
+        from .kernels.admission import admit_to
+
+        self.demand -= int(self.row_gpus[np.asarray(done, dtype=np.int64)].sum())
+        first = self.next_arr
+        while self.next_arr < len(self.submit) and self.submit[self.next_arr] <= now:
+            self.next_arr += 1
+        self.arrive_s[self.order[first:self.next_arr]] = now
+        last = admit_to.py_func(self.theta, self.total, self.demand, self.head, self.next_arr, self.gpus)
+        new = self.order[self.head:last]
+        self.demand += int(self.gpus[self.head:last].sum())
+        self.head = last
+        self.admit_s[new] = now
+        return sorted(new.tolist())
+
+    def held(self) -> np.ndarray:
+        """Which jobs admission held back (let in at a later interval than the one they arrived at)."""
+        return self.admit_s > self.arrive_s
+
+
+def native_placer(kind: str, nodes: int, per_node: int):
+    """A ``place(need, order, free)`` for the Pollux simulator's Tiresias and Optimus that places
+    each job of ``order`` by native placement ``kind`` (its plain-Python twin,
+    ``fastblox.reference.native.Cluster.fit``); a job the placement cannot place now is left out
+    (it waits, as natively)."""
+    from .reference.native import Cluster
+
+    def place(need: dict, order, free) -> dict:
+        cl = Cluster([per_node] * nodes)
+        for nd in range(nodes):  # (the GPUs already held: the lowest of each node, held by "nobody")
+            for k in range(per_node - free.get(nd, 0)):
+                cl.owner[cl.base[nd] + k] = -1
+        out = {}
+        for j in order:
+            got = cl.fit(kind, int(need[j]), 0)
+            if got is None:
+                continue
+            cl.take(got, j)
+            out[j] = sorted(cl.gpu_node[g] for g in got)
+        return out
+
+    place.kind = kind
+    return place
 
 
 def check_cluster(cluster, any_elastic: bool) -> tuple:
@@ -275,21 +378,33 @@ def job_arrays(workload, gpus_total: int) -> tuple:
 def run(workload, r, cluster, tracked, sim_timer):
     """``--policy pollux`` without ``--compat``: replay ``workload`` with resolved spec ``r`` and
     build the run's :class:`~fastblox.results.Result`."""
+    from .parts import Admission
     from .results import Result, _jobs_table, _summary
     from .slices import mark
+    from .spec import ELASTIC_RUNS
 
     e = elastic_rows(workload)
     nodes, per_node = check_cluster(cluster, bool(e.any()))
     apps, gangs, dur, e = job_arrays(workload, nodes * per_node)
+    policy = ELASTIC_RUNS[r.policy]
+    if policy == "tiresias" and (gangs > nodes * per_node).any():
+        j = int(np.flatnonzero(gangs > nodes * per_node)[0])
+        raise WorkloadError(f"workload {workload.name!r}: job {int(workload.job_id[j])} asks for {int(gangs[j])} GPUs "
+                            f"(tiresias runs every job at its GPUs); the cluster has {nodes * per_node}")
+    bs = np.asarray(workload.extra["batch_size"], dtype=np.int64) if e.any() else None
+    gate = Gate(workload.submit_s, gangs, Admission.parse(r.admission).theta, nodes * per_node)
     with sim_timer() as t:
-        out = simulate_mixed(apps, gangs, dur, e, workload.submit_s, r.round_s, nodes, per_node)
+        out = simulate_mixed(apps, gangs, dur, e, workload.submit_s, r.round_s, nodes, per_node, policy=policy,
+                             batch_size=bs, placement=r.placement, gate=gate, restart_s=r.restart_s)
     finish, first, att_gpu = out["finish_s"], out["start_s"], out["attained_gpu_s"]
     att = att_gpu / np.maximum(workload.num_gpus, 1)
     jobs = lambda: _jobs_table(workload, first, finish, out["preemptions"], att, att_gpu, tracked)  # noqa: E731
     summ = _summary(workload, cluster, tracked, finish, first, out["preemptions"], att_gpu,
                     float(workload.submit_s.min()), out["end_s"], t.seconds, 0.0)
-    summ["engine"] = "pollux on elastic and rigid jobs (fastblox.mixed)"
+    summ["engine"] = f"{r.policy} on elastic and rigid jobs (fastblox.mixed" + (
+        f": the Pollux simulator's {policy})" if policy != r.policy else ")")
     summ["restarts"] = int(out["restarts"].sum())
+    summ["held_jobs"] = int(gate.held().sum())  # (by --admission)
     summ["elastic_jobs"] = int(e.sum())
     for kind, m in (("elastic", e), ("rigid", ~e)):
         m = m & tracked & (finish >= 0)

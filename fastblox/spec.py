@@ -63,8 +63,11 @@ WITH_PEERS = frozenset({"native", "blox", "tiresias", "gavel"})
 #: the options ``--compat pollux``, ``--compat synergy`` and ``--compat sia`` accept too (besides where the jobs
 #: come from, and --round-s); ``elastic``: ``--policy pollux`` without --compat (fastblox.mixed: elastic and rigid jobs)
 ALL_ENGINES = WITH_PEERS | {"pollux", "synergy", "sia", "elastic"}
-#: the policies of the elastic engine (``fastblox.mixed``), run when no --compat is given
-ELASTIC_POLICIES = ("pollux",)
+#: the policies of the elastic engine (``fastblox.mixed``), run when no --compat is given: each name and the
+#: Pollux simulator's policy it runs (its tiresias and optimus have their own names here: the native engine's
+#: ``tiresias`` and ``optimus`` are other policies, which run an elastic row as a rigid job)
+ELASTIC_RUNS = {"pollux": "pollux", "elastic-tiresias": "tiresias", "elastic-optimus": "optimus"}
+ELASTIC_POLICIES = tuple(ELASTIC_RUNS)
 #: the cluster when --cluster is not given (``--compat pollux``, ``synergy`` and ``sia``: their simulators')
 DEFAULT_CLUSTER = "32x4"
 #: the Pollux simulator's cluster (``--min-nodes 16 --num-gpus 4``): ``--compat pollux``'s when --cluster is not given
@@ -360,15 +363,18 @@ class RunSpec:
     policy: Any = option("fifo", policy_name, "scheduling policy (`fastblox parts` lists them with their meaning)",
                          engines=ALL_ENGINES)
     placement: str | None = option(None, placement, "placement: " + ", ".join(parts.PLACEMENTS.names())
-                                   + " (default first-fit; blox with --blox-compat)")
+                                   + " (default first-fit; blox with --blox-compat; elastic-tiresias and elastic-optimus: "
+                                   "the Pollux simulator's, most free GPUs first)", engines=BOTH | {"elastic"})
     admission: str = option("accept-all", admission, "accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)",
-                            engines=BOTH | {"synergy"})
+                            engines=BOTH | {"synergy", "elastic"})
     time_model: str | None = option(None, time_model, "events (every arrival, completion and event) or rounds of "
                                     "--round-s (default: the policy's, else events; rounds with --blox-compat)")
     round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360; "
                                    "--compat pollux and sia, and --policy pollux: their scheduling interval, 60)", column="float",
                                    engines=BOTH | {"gavel", "pollux", "synergy", "sia", "elastic"})
-    restart_s: float = option(0.0, nonneg, "seconds lost at every (re)launch", engines=NATIVE, column="float")
+    restart_s: float | None = option(None, nonneg, "seconds lost at every (re)launch (default 0; the elastic engine, "
+                                     "--policy pollux and elastic-*: Pollux's 30)", engines=NATIVE | {"elastic"},
+                                     column="float")
     preempt: bool | None = option(None, boolean, "let waiting jobs suspend lower-priority running ones (default: the "
                                   "policy's; FIFO and SJF never do)", column="bool",
                                   cli=dict(negate="--no-preempt", negate_help="never suspend running jobs"))
@@ -587,7 +593,7 @@ def _resolve_dynamic(s: RunSpec) -> dict:
     if s.policy_opts:
         raise OptionError("policy_opts", "policy parameters need a named policy (not 'dynamic')")
     return dict(placement=s.placement or DEFAULT_PLACEMENT, time_model=s.time_model or "events",
-                round_s=s.round_s or DEFAULT_ROUND_S)
+                round_s=s.round_s or DEFAULT_ROUND_S, restart_s=s.restart_s or 0.0)
 
 
 def _resolve_compat(s: RunSpec, c) -> dict:
@@ -654,6 +660,9 @@ def _resolve_pollux(s: RunSpec, c, source: bool) -> dict:
     from .cluster import Cluster
     from .compat_pollux import POLICIES, check_cluster
 
+    if s.policy in ELASTIC_POLICIES and ELASTIC_RUNS[s.policy] != s.policy:
+        raise OptionError("policy", f"{s.policy!r} is the elastic engine's name for the Pollux simulator's "
+                          f"{ELASTIC_RUNS[s.policy]}: drop --compat, or run --compat pollux --policy {ELASTIC_RUNS[s.policy]}")
     _peer_checks(s, "pollux", "the Pollux simulator's policies", POLICIES,
                  "the Pollux simulator as it is (its cluster, intervals and restart cost)")
     if source and s.trace is None:
@@ -705,15 +714,18 @@ def _resolve_sia(s: RunSpec, source: bool) -> dict:
 def _resolve_elastic(s: RunSpec, c) -> dict:
     """``--policy pollux`` without --compat: elastic and rigid jobs on any cluster of alike nodes
     (fastblox.mixed; the nodes' size is checked against the workload's elastic rows when it runs)."""
-    from .mixed import check_cluster
+    from .elastic import RESTART_S
+    from .mixed import POLLUX_PLACES, check_cluster
 
-    _peer_options_only(s, "elastic", "the Pollux simulator's intervals, packing and restart cost (30 s) on elastic "
-                       "and rigid jobs", who=f"--policy {s.policy}")
+    _peer_options_only(s, "elastic", "the Pollux simulator's intervals on elastic and rigid jobs",
+                       who=f"--policy {s.policy}")
+    if s.policy == "pollux" and s.placement is not None:
+        raise OptionError("placement", f"{POLLUX_PLACES} (elastic-tiresias and elastic-optimus take one)")
     try:
         check_cluster(c, False)
     except ConfigError as e:
         raise OptionError("cluster", str(e).removeprefix("--cluster: ")) from None
-    return dict(round_s=s.round_s or 60.0)
+    return dict(round_s=s.round_s or 60.0, restart_s=RESTART_S if s.restart_s is None else s.restart_s)
 
 
 def _gavel_only() -> set:
@@ -764,10 +776,11 @@ def _resolve_native(s: RunSpec, c, defaults) -> dict:
         pol.resolve_options(dict(s.policy_opts))
     except ConfigError as e:
         raise OptionError("policy_opts", str(e).removeprefix("--policy-opt: ").removeprefix("--policy-opt ")) from None
+    restart_s = 0.0 if s.restart_s is None else s.restart_s
     if (tm == "rounds" and preempt and pol.dynamic and pol.kind != parts.enums.KIND_PLAN and s.checkpoint_s > 0
-            and s.checkpoint_s + s.restart_s >= round_s):
+            and s.checkpoint_s + restart_s >= round_s):
         raise OptionError("checkpoint_s", f"{s.checkpoint_s:g} with rounds of {round_s:g} s: a job that {pol.name} "
-                          f"preempts every round never reaches a checkpoint (restart {s.restart_s:g} s + checkpoint > "
+                          f"preempts every round never reaches a checkpoint (restart {restart_s:g} s + checkpoint > "
                           "round), so a contended run may never finish; use a checkpoint interval shorter than the "
                           "round minus the restart cost, or --no-preempt")
     if not s.placement_effects and (s.multi_node_factor != 1.0 or s.rack_factor != 1.0):
@@ -778,7 +791,7 @@ def _resolve_native(s: RunSpec, c, defaults) -> dict:
     else:
         throughput = s.throughput
     return dict(placement=s.placement or DEFAULT_PLACEMENT, time_model=tm, round_s=float(round_s), preempt=bool(preempt),
-                throughput=throughput)
+                throughput=throughput, restart_s=restart_s)
 
 
 # ----------------------------------------------------------------------------- the command line

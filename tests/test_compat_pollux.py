@@ -262,8 +262,10 @@ def test_unknown_policy_in_the_engine():
     with pytest.raises(ConfigError, match="not 'fifo'"):
         cp.simulate(["ncf"], np.array([32768]), np.array([1]), np.array([0.0]), "fifo")
     # (without --compat, pollux is the elastic engine of fastblox.mixed: it refuses what it cannot honour)
-    with pytest.raises(OptionError, match="--restart-s: --policy pollux replays"):
-        RunSpec(policy="pollux", trace="x.csv", restart_s=10).resolved()
+    with pytest.raises(OptionError, match="--checkpoint-s: --policy pollux replays"):
+        RunSpec(policy="pollux", trace="x.csv", checkpoint_s=10).resolved()
+    with pytest.raises(OptionError, match="--restart-s: --compat pollux replays"):
+        RunSpec(policy="pollux", compat="pollux", trace="x.csv", restart_s=10).resolved()
 
 
 def test_cli_runs_it(tmp_path):

@@ -80,8 +80,17 @@ def test_bad_runs_are_refused_clearly(tmp_path):
         fastblox.simulate(w, policy="pollux", cluster="1x2")
     with pytest.raises(OptionError, match="--cluster"):
         fastblox.simulate(w, policy="pollux", cluster="v100:1x4,k80:1x4")
-    with pytest.raises(OptionError, match="--placement: --policy pollux replays"):
+    with pytest.raises(OptionError, match="--placement: pollux chooses its jobs' nodes itself"):
         fastblox.simulate(w, policy="pollux", placement="consolidated")
+    with pytest.raises(OptionError, match="--checkpoint-s: --policy elastic-optimus replays"):
+        fastblox.simulate(w, policy="elastic-optimus", checkpoint_s=60.0)
+    big = mixed.read_mixed(write(tmp_path, "a,0,bert,6,384,\n", "big.csv"))
+    with pytest.raises(WorkloadError, match="job 0 asks for 6 GPUs .tiresias runs every job at its GPUs.; the cluster has 4"):
+        fastblox.simulate(big, policy="elastic-tiresias", cluster="1x4")
+    assert fastblox.simulate(big, policy="elastic-optimus", cluster="1x4").summary["num_finished"] == 1
+    with pytest.raises(OptionError, match="'elastic-optimus' is the elastic engine's name for the Pollux simulator's "
+                       "optimus: drop --compat, or run --compat pollux --policy optimus"):
+        fastblox.simulate(w, compat="pollux", policy="elastic-optimus")
     with pytest.raises(OptionError, match="finite workload"):
         RunSpec(policy="pollux").resolved()
     bad = fastblox.Workload.from_arrays([0.0], [1], duration_s=[5.0], elastic=np.array([True]),

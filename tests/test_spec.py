@@ -236,7 +236,7 @@ def test_signature_is_generated_from_the_spec():
     params = inspect.signature(fastblox.simulate).parameters
     api = [f.name for f in dataclasses.fields(RunSpec) if f.metadata["api"]]
     assert list(params)[2:] == api
-    assert params["restart_s"].default == 0.0 and params["policy"].default == "fifo"
+    assert params["restart_s"].default is None and params["policy"].default == "fifo"  # (None: the engine's, 0 or 30)
 
 
 def test_target_load_rescales_arrivals_to_the_asked_load(tmp_path):
