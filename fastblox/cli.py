@@ -156,6 +156,8 @@ def format_summary(res, label: str) -> str:
         lines.append(f"  elastic    {s['elastic_jobs']} elastic jobs, mean JCT {s['avg_jct_elastic_s']:,.1f} s | "
                      f"{s['num_jobs'] - s['elastic_jobs']} rigid, mean JCT {s['avg_jct_rigid_s']:,.1f} s | "
                      f"{s['restarts']} restarts" + (f" | {s['held_jobs']} held by admission" if s.get("held_jobs") else ""))
+    if s.get("held_jobs") and "elastic_jobs" not in s:
+        lines.append(f"  admission  {s['held_jobs']} jobs held back after they arrived")
     if "num_rounds" in s:
         lines.append(f"  rounds     {s['num_rounds']}")
     if s.get("num_dropped"):

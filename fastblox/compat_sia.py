@@ -548,10 +548,12 @@ def place_fast(allocs: list, nodes: int, per_node: int) -> dict:
 
 # ------------------------------------------------------------------------------------------ run
 def simulate_sia(names, apps, batch_size, submit_s, cluster, profiles_root: str | None = None,
-                 interval_s: float = INTERVAL_S, max_intervals: int = 1_000_000) -> dict:
+                 interval_s: float = INTERVAL_S, max_intervals: int = 1_000_000, gate=None) -> dict:
     """Replay the jobs (workload order) as the Sia simulator does on ``cluster`` (a
     :class:`~fastblox.cluster.Cluster` of GPU types). Returns per-job ``start_s``, ``finish_s``,
-    ``preemptions``, ``restarts``, ``attained_gpu_s``, ``end_s`` and ``objectives`` (time, MILP objective)."""
+    ``preemptions``, ``restarts``, ``attained_gpu_s``, ``end_s`` and ``objectives`` (time, MILP objective).
+    ``gate`` (``fastblox.mixed.Gate``; None: every submitted job, as the simulator): the jobs the
+    native admission lets in."""
     types = cluster_types(cluster, profiles_root is None)
     profs = load_profiles(apps, [t.name for t in types], profiles_root)
     fits = {}
@@ -559,7 +561,7 @@ def simulate_sia(names, apps, batch_size, submit_s, cluster, profiles_root: str 
             for n, a, b, t in zip(names, apps, batch_size, submit_s)]
     pol = SiaPolicy(jobs, types)
     with elastic.one_blas_thread():
-        _run(jobs, pol, types, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals)
+        _run(jobs, pol, types, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals, gate)
     f = lambda a, d=-1.0: np.array([d if x is None else x for x in a], dtype=np.float64)  # noqa: E731
     finish = f([j.finish for j in jobs])
     return {"start_s": f([j.first for j in jobs]), "finish_s": finish,
@@ -568,17 +570,22 @@ def simulate_sia(names, apps, batch_size, submit_s, cluster, profiles_root: str 
             "objectives": np.array(pol.objectives)}
 
 
-def _run(jobs, pol, types, submit, interval_s, max_intervals) -> None:
+def _run(jobs, pol, types, submit, interval_s, max_intervals, gate=None) -> None:
     from .compat_pollux import to_placement
 
-    now, alloc = 0.0, {}
+    now, alloc, let_in = 0.0, {}, set()
     for _ in range(max_intervals):
         if all(j.finish is not None for j in jobs):
             return
         for job in jobs:
             job.advance(now, interval_s)
         now += interval_s
-        active = [i for i, job in enumerate(jobs) if submit[i] <= now and job.finish is None]
+        if gate is None:
+            active = [i for i, job in enumerate(jobs) if submit[i] <= now and job.finish is None]
+        else:
+            done = [i for i in let_in if jobs[i].finish is not None]
+            let_in = (let_in - set(done)) | set(gate.step(now, done))
+            active = sorted(let_in)
         if not active:
             continue
         new = pol.optimize(active, now)
@@ -599,13 +606,17 @@ def run(workload, r, cluster, tracked, sim_timer):
     """``--compat sia``: replay ``workload`` (a Sia workload: :func:`fastblox.compat_pollux.read_workload`)
     with resolved spec ``r`` and build the run's :class:`~fastblox.results.Result`."""
     from .compat_pollux import job_table
+    from .mixed import Gate
+    from .parts import Admission
     from .results import Result, _jobs_table, _summary
     from .slices import mark
 
     apps, bs, _ = job_table(workload)
     names = workload.extra.get("source_id", np.arange(len(apps)))
+    theta = Admission.parse(r.admission).theta
+    gate = Gate(workload.submit_s, workload.num_gpus, theta, cluster.total_gpus) if theta > 0 else None
     with sim_timer() as t:
-        out = simulate_sia(list(names), apps, bs, workload.submit_s, cluster, r.sia_profiles, r.round_s)
+        out = simulate_sia(list(names), apps, bs, workload.submit_s, cluster, r.sia_profiles, r.round_s, gate=gate)
     finish, first, att_gpu = out["finish_s"], out["start_s"], out["attained_gpu_s"]
     att = att_gpu / np.maximum(workload.num_gpus, 1)
     jobs = lambda: _jobs_table(workload, first, finish, out["preemptions"], att, att_gpu, tracked)  # noqa: E731
@@ -614,5 +625,7 @@ def run(workload, r, cluster, tracked, sim_timer):
     summ["engine"] = "the Sia simulator's sia (--compat sia)" + (
         "" if r.sia_profiles else ", the Pollux artifact's profiles for every GPU type")
     summ["restarts"] = int(out["restarts"].sum())
+    if gate is not None:
+        summ["held_jobs"] = int(gate.held().sum())  # (by --admission)
     mark(summ, None)
     return Result(jobs, summ, r.as_dict())

@@ -299,3 +299,30 @@ def test_restart_rules():
     assert job.restarts == 2 and job.cluster == "b"
     job.migrate(None, (), 300.0)
     assert job.placement == () and job.preempted == 1 and job.restarts == 2
+
+
+def _active_sets(monkeypatch, w, **kw):
+    """Each interval's active jobs (the rows the policy sees) of a --compat sia run, and its result."""
+    seen = []
+    real = cs.SiaPolicy.optimize
+
+    def spy(self, active, now):
+        seen.append(list(active))
+        return real(self, active, now)
+
+    monkeypatch.setattr(cs.SiaPolicy, "optimize", spy)
+    return seen, fastblox.simulate(w, compat="sia", policy="sia", cluster=HET4, **kw)
+
+
+def test_admission_gates_the_jobs_sia_sees(small, monkeypatch):
+    gpus = small.num_gpus
+    bound = 0.25 * 12 + gpus.max()  # (load:0.25 on 12 GPUs: the job that crosses the bound is let in too)
+    every_seen, every = _active_sets(monkeypatch, small)
+    gated_seen, gated = _active_sets(monkeypatch, small, admission="load:0.25")
+    assert max(gpus[a].sum() for a in every_seen) > bound  # (without the gate the bound does not hold)
+    assert all(gpus[a].sum() <= bound for a in gated_seen)
+    assert gated.summary["held_jobs"] > 0 and "held_jobs" not in every.summary
+    assert gated.summary["num_finished"] == len(small)
+    # a gate that never binds is the simulator's run, job by job
+    _, loose = _active_sets(monkeypatch, small, admission="load:100")
+    assert loose.jobs["finish_s"].to_list() == every.jobs["finish_s"].to_list() and loose.summary["held_jobs"] == 0
