@@ -633,6 +633,8 @@ class PolluxPolicy:
     MAX_SWEEPS = 50  # of the local search (it stops sooner when a sweep moves nothing)
     KICKS = 3  # jobs put back on their base row, then jobs put on their best GPUs on one node (the jobs in
     # the way emptied), each followed by the search again
+    PAIR_CAP = 64  # a round of more active jobs: the search's pair moves give GPUs only to the 64 jobs furthest
+    # above the least value they could have (kernels.pollux._partners), so a sweep costs jobs x 64, not jobs^2
 
     def __init__(self, jobs: list, nodes: int, per_node: int):
         self.jobs, self.nodes, self.per_node = jobs, nodes, per_node
@@ -815,21 +817,18 @@ class PolluxPolicy:
         """The best of the seeds (allocations; None: skipped) each improved by
         :func:`kernels.pollux.search` (with kicks from the first only), by the exact objective (the
         first seed's is ``f_first``)."""
-        from .kernels.pollux import search
+        from .kernels.pollux import scratch, search
 
         table, keep = self._table(base, tabs, factors, maxr)
         J, N = base.shape
+        work = scratch(J, N, table.shape[2])
         best, f_best = seeds[0], f_first
         for s_i, seed in enumerate(seeds):
             if seed is None:
                 continue
             state = np.ascontiguousarray(seed, dtype=np.int64).copy()
             search(state, base, table, keep, maxr.astype(np.int64), self.per_node, min(N, MAX_NODES_PER_JOB),
-                   self.MAX_SWEEPS, self.KICKS if s_i == 0 else 0, np.empty(J),
-                   *(np.empty(N, dtype=np.int64) for _ in range(6)),
-                   np.empty((4, N), dtype=np.int64), np.empty(2 * table.shape[2]), np.empty((J, N), dtype=np.int64),
-                   np.empty(J),
-                   np.empty(J, dtype=np.int64))
+                   self.MAX_SWEEPS, self.KICKS if s_i == 0 else 0, self.PAIR_CAP, *work)
             f = self.objective(state, base, tabs, factors)
             if best is None or f > f_best:
                 best, f_best = state, f
