@@ -133,17 +133,20 @@ def _options(j, table, keep, fits, maxfree, per_node, max_nodes, used, order, m,
     """Values of job ``j``'s options into ``opt_v`` (returns their count), in this order: its base
     row (inf when it does not fit), no GPUs, then for r = 1 .. ``top``: r on one node (the fullest
     that takes it), r on the fewest nodes without another multi-node job, the freest first (inf
-    when it needs one node only, or more than ``max_nodes``, or does not fit)."""
+    when it needs one node only, or more than ``max_nodes``, or does not fit); the options of more
+    GPUs than any row can take (all inf) are left out."""
     inf = math.inf
     opt_v[0] = keep[j] if fits else inf
     opt_v[1] = table[j, 0, 0]
     p = 0  # (the nodes of order a row of r GPUs spreads over: the fewest whose free GPUs hold r)
     cum = 0
     for r in range(1, top + 1):
-        opt_v[2 * r] = table[j, 1, r] if r <= maxfree else inf
         while p < m and cum < r:
             cum += per_node - used[order[p]]
             p += 1
+        if r > maxfree and cum < r:
+            return 2 * r  # (neither fits r GPUs, nor any more)
+        opt_v[2 * r] = table[j, 1, r] if r <= maxfree else inf
         nn = p if cum >= r else 0
         opt_v[2 * r + 1] = table[j, nn, r] if 1 < nn <= max_nodes else inf
     return 2 + 2 * top
