@@ -462,6 +462,7 @@ class ElasticJob:
         self.placement, self.atomic, self.accum = (), 0, 0
         self.finish, self.attained_gpu, self.restarts, self.first = None, 0.0, None, None
         self.preempted = 0
+        self._batch_memo = None
 
     @property
     def max_profiled_replicas(self) -> int:
@@ -484,9 +485,12 @@ class ElasticJob:
         if bs is None and self.pp is None:
             bs = max(p.init_batch_size, p.min_local_bsz * r)
         if bs is None:
-            _, a, k = elastic.best_batch(self.pp, self.grad, p.init_batch_size, [n], [r], p.max_batch_size,
-                                         p.min_local_bsz, p.max_local_bsz)
-            atomic, accum = int(a[0]), int(k[0])
+            memo = self._batch_memo  # (the last choice: a job between epochs asks again with the same model)
+            if memo is None or memo[0] is not self.pp or memo[1] != self.grad or memo[2] != (n, r):
+                _, a, k = elastic.best_batch(self.pp, self.grad, p.init_batch_size, [n], [r], p.max_batch_size,
+                                             p.min_local_bsz, p.max_local_bsz)
+                self._batch_memo = memo = (self.pp, self.grad, (n, r), int(a[0]), int(k[0]))
+            atomic, accum = memo[3], memo[4]
         else:
             a, k = elastic.fixed_batch_config(bs, r, p.init_batch_size, p.max_batch_size, p.max_local_bsz)
             atomic, accum = int(a), int(k)
@@ -591,6 +595,19 @@ class Speedups:
             job._lgood = self._goodputs(n_r[:count, 0], n_r[:count, 1])
         return job._lgood[:count] / self.base
 
+    def one(self, nodes: int, reps: int) -> float:
+        """The speedup at one (nodes, GPUs) pair: ``self([nodes], [reps])[0]`` (the same bits) without
+        the arrays when the job's goodput there is remembered."""
+        if reps <= 0:
+            return 0.0
+        job = self.job
+        if job.pp is None:
+            return reps / self.fair
+        memo = getattr(job, "_gmemo", None)
+        if memo is None or job._gkey != (job.pp.tobytes(), job.grad) or (nodes, reps) not in memo:
+            return self([nodes], [reps])[0]
+        return memo[nodes, reps] / self.base
+
     def __call__(self, nodes, reps) -> np.ndarray:
         """Speedups at (nodes, GPUs) pairs (arrays; 0 where GPUs is 0)."""
         nodes, reps = np.asarray(nodes, dtype=np.int64), np.asarray(reps, dtype=np.int64)
@@ -657,7 +674,7 @@ class PolluxPolicy:
         """Pollux's power mean (p = -1) of the scaled speedups of allocation ``state`` [job, node]."""
         reps = state.sum(axis=1)
         nn = np.count_nonzero(state, axis=1)
-        s = np.array([tabs[j](nn[j:j + 1], reps[j:j + 1])[0] for j in range(len(reps))]) / self.per_node
+        s = np.array([tabs[j].one(n, r) for j, (n, r) in enumerate(zip(nn.tolist(), reps.tolist()))]) / self.per_node
         changed = (state != base).any(axis=1)
         s = s * np.where(changed, factors, 1.0)
         return float((np.sum((s + 1e-3) ** POLLUX_P) / len(s)) ** (1.0 / POLLUX_P))
@@ -674,7 +691,7 @@ class PolluxPolicy:
             rb, keep = int(base[j].sum()), None
             if 0 < rb <= self._maxr[j]:  # (keeping more GPUs than it may have is not an option)
                 nb = int(np.count_nonzero(base[j]))
-                keep = (rb, 1.0 / (tabs[j]([nb], [rb])[0] / self.per_node + 1e-3))
+                keep = (rb, 1.0 / (tabs[j].one(nb, rb) / self.per_node + 1e-3))
             out.append((vals, keep))
         return out
 
@@ -809,7 +826,7 @@ class PolluxPolicy:
                 table[j, :, 1:self._gang[j]] = np.inf
                 table[j, :, self._gang[j] + 1:] = np.inf
             rb = int(base[j].sum())
-            sb = tabs[j]([np.count_nonzero(base[j])], [rb])[0] / P if rb else 0.0
+            sb = tabs[j].one(int(np.count_nonzero(base[j])), rb) / P if rb else 0.0
             keep[j] = 1.0 / (sb + 1e-3)
         return table, keep
 

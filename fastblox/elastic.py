@@ -542,8 +542,9 @@ def lbfgsb(fun, x0, lo, hi, tol: float | None = None) -> np.ndarray:
     while True:
         _lbfgsb.setulb(m, x, low, up, nbd, f, g, factr, pgtol, wa, iwa, task, lsave, isave, dsave, maxls, ln_task)
         if task[0] == 3:  # f and g at x (scipy evaluates each new x once)
-            if last_x is None or not np.array_equal(x, last_x):
-                last_x, last = x.copy(), fun(x.copy())
+            xl = x.tolist()  # (a list compares as np.array_equal does, faster)
+            if last_x is None or xl != last_x:
+                last_x, last = xl, fun(x.copy())
                 nfev += 1
             f, g = last[0], np.atleast_1d(last[1]).astype(np.float64)
         elif task[0] == 1:  # a new iteration
