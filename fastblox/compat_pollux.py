@@ -462,7 +462,24 @@ class ElasticJob:
         self.placement, self.atomic, self.accum = (), 0, 0
         self.finish, self.attained_gpu, self.restarts, self.first = None, 0.0, None, None
         self.preempted = 0
-        self._batch_memo = None
+        self._bkey = self._bmemo = None
+
+    def best_batches(self, pairs: list) -> dict:
+        """(nodes, GPUs) -> (goodput, atomic batch, accumulation steps) of the best batch size there
+        (``elastic.best_batch``) under the job's model and gradient statistics, for ``pairs`` and
+        any other pair asked for since they last changed (remembered until then)."""
+        key = (self.pp.tobytes(), self.grad)
+        if self._bkey != key:
+            self._bkey, self._bmemo = key, {}
+        memo = self._bmemo
+        miss = sorted({pr for pr in pairs if pr not in memo})
+        if miss:
+            p = self.prof
+            m = np.array(miss, dtype=np.float64)
+            good, a, k = elastic.best_batch(self.pp, self.grad, p.init_batch_size, m[:, 0], m[:, 1], p.max_batch_size,
+                                            p.min_local_bsz, p.max_local_bsz)
+            memo.update(zip(miss, zip(good.tolist(), a.tolist(), k.tolist())))
+        return memo
 
     @property
     def max_profiled_replicas(self) -> int:
@@ -485,12 +502,7 @@ class ElasticJob:
         if bs is None and self.pp is None:
             bs = max(p.init_batch_size, p.min_local_bsz * r)
         if bs is None:
-            memo = self._batch_memo  # (the last choice: a job between epochs asks again with the same model)
-            if memo is None or memo[0] is not self.pp or memo[1] != self.grad or memo[2] != (n, r):
-                _, a, k = elastic.best_batch(self.pp, self.grad, p.init_batch_size, [n], [r], p.max_batch_size,
-                                             p.min_local_bsz, p.max_local_bsz)
-                self._batch_memo = memo = (self.pp, self.grad, (n, r), int(a[0]), int(k[0]))
-            atomic, accum = memo[3], memo[4]
+            _, atomic, accum = self.best_batches([(n, r)])[n, r]
         else:
             a, k = elastic.fixed_batch_config(bs, r, p.init_batch_size, p.max_batch_size, p.max_local_bsz)
             atomic, accum = int(a), int(k)
@@ -567,20 +579,9 @@ class Speedups:
             self.base = self._goodputs(np.array([1]), np.array([int(fair)]))[0]
 
     def _goodputs(self, nodes, reps) -> np.ndarray:
-        job = self.job
-        key = (job.pp.tobytes(), job.grad)
-        if getattr(job, "_gkey", None) != key:
-            job._gkey, job._gmemo = key, {}
-        memo = job._gmemo
         pairs = list(zip(nodes.tolist(), reps.tolist()))
-        miss = sorted({pr for pr in pairs if pr not in memo})
-        if miss:
-            p = job.prof
-            m = np.array(miss, dtype=np.float64)
-            good = elastic.best_batch(job.pp, job.grad, p.init_batch_size, m[:, 0], m[:, 1], p.max_batch_size,
-                                      p.min_local_bsz, p.max_local_bsz)[0]
-            memo.update(zip(miss, good.tolist()))
-        return np.array([memo[pr] for pr in pairs])
+        memo = self.job.best_batches(pairs)
+        return np.array([memo[pr][0] for pr in pairs])
 
     def at_layouts(self, n_r: np.ndarray, count: int) -> np.ndarray:
         """Speedups at the first ``count`` (nodes, GPUs) pairs of ``n_r`` (a read-only array of
@@ -603,10 +604,7 @@ class Speedups:
         job = self.job
         if job.pp is None:
             return reps / self.fair
-        memo = getattr(job, "_gmemo", None)
-        if memo is None or job._gkey != (job.pp.tobytes(), job.grad) or (nodes, reps) not in memo:
-            return self([nodes], [reps])[0]
-        return memo[nodes, reps] / self.base
+        return job.best_batches([(nodes, reps)])[nodes, reps][0] / self.base
 
     def __call__(self, nodes, reps) -> np.ndarray:
         """Speedups at (nodes, GPUs) pairs (arrays; 0 where GPUs is 0)."""
@@ -668,7 +666,12 @@ class PolluxPolicy:
         gang = getattr(sp, "gang", 0)
         if gang:  # (a rigid job: its gang or nothing)
             v = np.where((r == 0) | (r == gang), v, np.inf)
-        return np.where((r > self.per_node) & (r % self.per_node != 0), np.inf, v) if whole else v
+        return self._whole(v) if whole else v
+
+    def _whole(self, v: np.ndarray) -> np.ndarray:
+        """Values ``v`` of 0.. GPUs with the multi-node sizes of part of a node ruled out (inf)."""
+        r = np.arange(len(v))
+        return np.where((r > self.per_node) & (r % self.per_node != 0), np.inf, v)
 
     def objective(self, state: np.ndarray, base: np.ndarray, tabs: list, factors: np.ndarray) -> float:
         """Pollux's power mean (p = -1) of the scaled speedups of allocation ``state`` [job, node]."""
@@ -684,16 +687,23 @@ class PolluxPolicy:
         """Each job's options: (values of 0..maxr GPUs, (GPUs, value) of keeping its allocation or None)."""
         out = []
         for j in range(len(tabs)):
-            key = (j, whole)  # (a job's values up to its cap, computed once a round; a lower cap: a prefix)
+            key = (j, whole)  # (a job's values up to its cap and its keep, computed once a round; a lower cap: a prefix)
             if key not in self._vals:
-                self._vals[key] = self._values(tabs[j], int(self._maxr[j]), factors[j], whole)
-            vals = self._vals[key][:int(maxr[j]) + 1]
-            rb, keep = int(base[j].sum()), None
-            if 0 < rb <= self._maxr[j]:  # (keeping more GPUs than it may have is not an option)
-                nb = int(np.count_nonzero(base[j]))
-                keep = (rb, 1.0 / (tabs[j].one(nb, rb) / self.per_node + 1e-3))
-            out.append((vals, keep))
+                if j not in self._vals:
+                    self._vals[j] = self._values(tabs[j], int(self._maxr[j]), factors[j], False), self._keep(j, base,
+                                                                                                               tabs)
+                v, keep = self._vals[j]
+                self._vals[key] = (self._whole(v) if whole else v), keep
+            vals, keep = self._vals[key]
+            out.append((vals[:int(maxr[j]) + 1], keep))
         return out
+
+    def _keep(self, j: int, base: np.ndarray, tabs: list):
+        """(GPUs, value) of job ``j`` keeping its allocation, or None."""
+        rb = int(base[j].sum())
+        if not 0 < rb <= self._maxr[j]:  # (keeping more GPUs than it may have is not an option)
+            return None
+        return rb, 1.0 / (tabs[j].one(int(np.count_nonzero(base[j])), rb) / self.per_node + 1e-3)
 
     def _sizes(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray, whole: bool) -> list:
         """Each job's (GPUs, keep its current allocation) minimising the sum of 1/(speedup + 1e-3):

@@ -474,6 +474,13 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
     return p
 
 
+@functools.cache
+def _fit_kernels() -> tuple:
+    from .kernels.elastic import fit_sums, fit_terms
+
+    return fit_sums, fit_terms
+
+
 class FitLoss:
     """``_fit_objective`` over the free parameters, bit for bit, about ten times faster: numpy
     computes its powers and logs (on the same values, so with the same bits: numpy's SIMD log and
@@ -488,8 +495,7 @@ class FitLoss:
         self.AN, self.work, self.sums = np.empty(2 * n), np.empty(9 * n), np.empty(9)
 
     def __call__(self, x):
-        from .kernels.elastic import fit_sums, fit_terms
-
+        fit_sums, fit_terms = _fit_kernels()
         p = self.p0.copy()
         p[self.free] = x
         n, AN, s = self.n, self.AN, self.sums
@@ -499,11 +505,13 @@ class FitLoss:
         S = P[:n] + P[n:]
         fit_sums(g, g ** 2, AN, P, np.log(AN), S, np.log(S), self.log_acc, self.log_step, self.nodes, self.reps,
                  self.atomic, self.work, s)
-        f = s[0] + s[1] + 1e-3 * (g - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
+        # (the scalar terms on Python floats: the same IEEE operations and libm pow as on numpy's scalars, faster)
+        s, (_, _, p2, p3, p4, p5, g) = s.tolist(), p.tolist()
+        f = s[0] + s[1] + 1e-3 * (g - 1) ** 2 + 1e-2 * ((p3 / p2) ** 2 + (p5 / p4) ** 2)
         grad = np.array([
             s[2], s[3],
-            s[4] - 2e-2 * p[3] ** 2 / p[2] ** 3, s[5] + 2e-2 * p[3] / p[2] ** 2,
-            s[6] - 2e-2 * p[5] ** 2 / p[4] ** 3, s[7] + 2e-2 * p[5] / p[4] ** 2,
+            s[4] - 2e-2 * p3 ** 2 / p2 ** 3, s[5] + 2e-2 * p3 / p2 ** 2,
+            s[6] - 2e-2 * p5 ** 2 / p4 ** 3, s[7] + 2e-2 * p5 / p4 ** 2,
             s[8] + 2e-3 * (g - 1),
         ])
         return f, grad[self.free]
