@@ -326,9 +326,16 @@ def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomi
     arrays); a job on one GPU above the initial batch accumulates at least once."""
     nodes = np.asarray(nodes, dtype=np.float64)
     reps = np.asarray(reps, dtype=np.float64)
-    atomic, accum, batch, ok = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic, nodes.tobytes(),
-                                           reps.tobytes())
-    good = model_throughput(pp, nodes, reps, atomic, accum) * model_efficiency(grad, init_batch_size, batch)
+    atomic, accum, batch, ok, scale, link, spread = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic,
+                                                                nodes.tobytes(), reps.tobytes())
+    # (model_throughput(pp, nodes, reps, atomic, accum) * model_efficiency(grad, init_batch_size, batch), the same
+    # operations on the same values, those that depend on the configurations only taken from the grid)
+    accum_time = pp[0] + pp[1] * atomic
+    network = np.array((pp[2], pp[4], TINY))[link] + np.array((pp[3], pp[5], TINY))[link] * spread
+    throughput = batch / (accum * accum_time + np.exp(_log_optim_time(pp[6], accum_time, network)))
+    sqr, var = grad
+    denom = var / scale + sqr
+    good = throughput * (np.where(denom > 0, (var + sqr) / np.where(denom > 0, denom, 1.0), 1.0) / scale)
     good = np.where(ok, good, 0.0)
     k = np.argmax(good, axis=0)
     cols = np.arange(good.shape[1])
@@ -337,16 +344,20 @@ def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomi
 
 @functools.lru_cache(maxsize=1 << 14)
 def _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic, nodes: bytes, reps: bytes) -> tuple:
-    """(atomic batch, accumulation steps, global batch, allowed) of best_batch's candidates: they
-    depend on the job's limits and configurations only, not on its model (computed once; read-only)."""
-    reps = np.frombuffer(reps, dtype=np.float64)
+    """(atomic batch, accumulation steps, global batch, allowed, global batch / initial, the link
+    (0: inter-node, 1: intra-node, 2: none), GPUs beyond 2 (at least TINY)) of best_batch's
+    candidates: they depend on the job's limits and configurations only, not on its model (computed
+    once; read-only)."""
+    nodes, reps = np.frombuffer(nodes, dtype=np.float64), np.frombuffer(reps, dtype=np.float64)
     lo = np.maximum(init_batch_size, min_atomic * reps)
     bs = np.geomspace(lo, max_batch_size, GEOM_POINTS)  # (points, jobs)
     local = bs / reps
     accum = np.ceil(local / max_atomic - TINY) - 1
     accum = np.where((reps == 1) & (local > init_batch_size + TINY), np.maximum(accum, 1), accum).astype(np.int64)
     atomic = np.ceil(local / (accum + 1) - TINY).astype(np.int64)
-    out = atomic, accum, reps * atomic * (accum + 1), (min_atomic <= atomic) & (atomic <= max_atomic)
+    batch = reps * atomic * (accum + 1)
+    out = (atomic, accum, batch, (min_atomic <= atomic) & (atomic <= max_atomic), batch / init_batch_size,
+           np.where(nodes > 1, 0, np.where(reps > 1, 1, 2)), np.maximum(reps - 2, TINY))
     for a in out:
         a.flags.writeable = False
     return out
@@ -549,13 +560,14 @@ def lbfgsb(fun, x0, lo, hi, tol: float | None = None) -> np.ndarray:
     last_x, last, nfev, nit = None, None, 0, 0
     while True:
         _lbfgsb.setulb(m, x, low, up, nbd, f, g, factr, pgtol, wa, iwa, task, lsave, isave, dsave, maxls, ln_task)
-        if task[0] == 3:  # f and g at x (scipy evaluates each new x once)
+        t = int(task[0])
+        if t == 3:  # f and g at x (scipy evaluates each new x once)
             xl = x.tolist()  # (a list compares as np.array_equal does, faster)
             if last_x is None or xl != last_x:
                 last_x, last = xl, fun(x.copy())
                 nfev += 1
-            f, g = last[0], np.atleast_1d(last[1]).astype(np.float64)
-        elif task[0] == 1:  # a new iteration
+            f, g = last[0], np.array(last[1], dtype=np.float64, ndmin=1)  # (a copy, as atleast_1d + astype)
+        elif t == 1:  # a new iteration
             nit += 1
             if nit >= maxiter:
                 task[0], task[1] = 5, 504
