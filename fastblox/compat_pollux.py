@@ -468,9 +468,11 @@ class ElasticJob:
         """(nodes, GPUs) -> (goodput, atomic batch, accumulation steps) of the best batch size there
         (``elastic.best_batch``) under the job's model and gradient statistics, for ``pairs`` and
         any other pair asked for since they last changed (remembered until then)."""
-        key = (self.pp.tobytes(), self.grad)
-        if self._bkey != key:
-            self._bkey, self._bmemo = key, {}
+        if self._bkey is None or self._bkey[0] is not self.pp or self._bkey[1] != self.grad:
+            key = (self.pp, self.grad, self.pp.tobytes())  # (the same model: the same object, or the same bytes)
+            if self._bkey is None or self._bkey[1:] != key[1:]:
+                self._bmemo = {}
+            self._bkey = key
         memo = self._bmemo
         miss = sorted({pr for pr in pairs if pr not in memo})
         if miss:

@@ -323,19 +323,37 @@ def model_efficiency(grad, init_batch_size, batch_size):
 def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic):
     """(goodput, atomic batch, accumulation steps) of the best of :data:`GEOM_POINTS` global batch
     sizes (geometric, from the smallest allowed to ``max_batch_size``) on ``nodes``/``reps`` (1-D
-    arrays); a job on one GPU above the initial batch accumulates at least once."""
+    arrays); a job on one GPU above the initial batch accumulates at least once. The arithmetic
+    between numpy's powers, log and exp is compiled (``kernels.elastic.batch_times``,
+    ``batch_pick``): :func:`best_batch_numpy`'s bits (the tests compare them)."""
+    from .kernels.elastic import batch_pick, batch_times
+
     nodes = np.asarray(nodes, dtype=np.float64)
     reps = np.asarray(reps, dtype=np.float64)
     atomic, accum, batch, ok, scale, link, spread = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic,
                                                                 nodes.tobytes(), reps.tobytes())
-    # (model_throughput(pp, nodes, reps, atomic, accum) * model_efficiency(grad, init_batch_size, batch), the same
-    # operations on the same values, those that depend on the configurations only taken from the grid)
-    accum_time = pp[0] + pp[1] * atomic
-    network = np.array((pp[2], pp[4], TINY))[link] + np.array((pp[3], pp[5], TINY))[link] * spread
-    throughput = batch / (accum * accum_time + np.exp(_log_optim_time(pp[6], accum_time, network)))
+    P, K = atomic.shape
+    accum_time, network = np.empty((P, K)), np.empty(K)
+    batch_times(pp, atomic, link, spread, accum_time, network)
+    g = pp[6]
+    optim = accum_time ** g  # (numpy's powers, log and exp on _log_optim_time's values, in its order)
+    optim += network ** g
+    np.log(optim, out=optim)
+    optim /= g
+    np.exp(optim, out=optim)
+    out = np.empty(K), np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64)
     sqr, var = grad
-    denom = var / scale + sqr
-    good = throughput * (np.where(denom > 0, (var + sqr) / np.where(denom > 0, denom, 1.0), 1.0) / scale)
+    batch_pick(batch, accum, accum_time, optim, scale, ok, float(sqr), float(var), atomic, *out)
+    return out
+
+
+def best_batch_numpy(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic):
+    """:func:`best_batch` in numpy (its twin): :func:`model_throughput` x :func:`model_efficiency`."""
+    nodes = np.asarray(nodes, dtype=np.float64)
+    reps = np.asarray(reps, dtype=np.float64)
+    atomic, accum, batch, ok = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic, nodes.tobytes(),
+                                           reps.tobytes())[:4]
+    good = model_throughput(pp, nodes, reps, atomic, accum) * model_efficiency(grad, init_batch_size, batch)
     good = np.where(ok, good, 0.0)
     k = np.argmax(good, axis=0)
     cols = np.arange(good.shape[1])
