@@ -1,7 +1,7 @@
 """Pollux's allocation search, the local part (``fastblox.compat_pollux.PolluxPolicy._refine``): from
 a start allocation, each job's best allocation given the others' (a best response), and each pair
-of jobs (one gives up its GPUs, the other answers, then the first answers), while a move lowers the
-sum of the jobs' values. Its plain-Python twin is ``fastblox.reference.pollux.refine``; the tests
+of jobs (one gives up its GPUs, the other answers, then the first answers; the other one of at most
+``pair_cap`` jobs: :func:`_partners`), while a move lowers the sum of the jobs' values. Its plain-Python twin is ``fastblox.reference.pollux.refine``; the tests
 compare them, and both against ``fastblox.reference.pollux.brute_force`` on tiny clusters.
 
 A job's value is ``keep[j]`` when its row (GPUs per node) is its base row, else ``table[j, n, r]``
