@@ -689,11 +689,11 @@ class PolluxPolicy:
         """Each job's options: (values of 0..maxr GPUs, (GPUs, value) of keeping its allocation or None)."""
         out = []
         for j in range(len(tabs)):
-            key = (j, whole)  # (a job's values up to its cap and its keep, computed once a round; a lower cap: a prefix)
+            key = (j, whole)  # (a job's values up to its cap, and its keep: once a round; a lower cap: a prefix)
             if key not in self._vals:
                 if j not in self._vals:
-                    self._vals[j] = self._values(tabs[j], int(self._maxr[j]), factors[j], False), self._keep(j, base,
-                                                                                                               tabs)
+                    v = self._values(tabs[j], int(self._maxr[j]), factors[j], False)
+                    self._vals[j] = v, self._keep(j, base, tabs)
                 v, keep = self._vals[j]
                 self._vals[key] = (self._whole(v) if whole else v), keep
             vals, keep = self._vals[key]

@@ -1,8 +1,9 @@
 """Pollux's allocation search, the local part (``fastblox.compat_pollux.PolluxPolicy._refine``): from
 a start allocation, each job's best allocation given the others' (a best response), and each pair
 of jobs (one gives up its GPUs, the other answers, then the first answers; the other one of at most
-``pair_cap`` jobs: :func:`_partners`), while a move lowers the sum of the jobs' values. Its plain-Python twin is ``fastblox.reference.pollux.refine``; the tests
-compare them, and both against ``fastblox.reference.pollux.brute_force`` on tiny clusters.
+``pair_cap`` jobs: :func:`_partners`), while a move lowers the sum of the jobs' values. Its
+plain-Python twin is ``fastblox.reference.pollux.refine``; the tests compare them, and both against
+``fastblox.reference.pollux.brute_force`` on tiny clusters.
 
 A job's value is ``keep[j]`` when its row (GPUs per node) is its base row, else ``table[j, n, r]``
 for a row of ``r`` GPUs on ``n`` nodes (inf: not an allocation it may take). The constraints are
@@ -464,8 +465,8 @@ def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kick
     with :func:`refine`'s, and ``lows`` (jobs) for :func:`lowest` (all of it: :func:`scratch`)."""
     J, N = state.shape
     lowest(table, keep, lows)
-    refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair_cap, lows, vals, cand, tot, used, multi,
-           order, row, row2, best_j, save, opt_v, opt_w, ctx)
+    refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair_cap, lows, vals, cand, tot, used,
+           multi, order, row, row2, best_j, save, opt_v, opt_w, ctx)
     total = 0.0
     for j in range(J):
         total += vals[j]
