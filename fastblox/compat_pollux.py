@@ -508,6 +508,26 @@ class ElasticJob:
         self.placement, self.atomic, self.accum = (), 0, 0
         self.finish, self.attained_gpu, self.restarts, self.first = None, 0.0, None, None
         self.preempted = 0
+        self._bkey = self._bmemo = None
+
+    def best_batches(self, pairs: list) -> dict:
+        """(nodes, GPUs) -> (goodput, atomic batch, accumulation steps) of the best batch size there
+        (``elastic.best_batch``) under the job's model and gradient statistics, for ``pairs`` and
+        any other pair asked for since they last changed (remembered until then)."""
+        if self._bkey is None or self._bkey[0] is not self.pp or self._bkey[1] != self.grad:
+            key = (self.pp, self.grad, self.pp.tobytes())  # (the same model: the same object, or the same bytes)
+            if self._bkey is None or self._bkey[1:] != key[1:]:
+                self._bmemo = {}
+            self._bkey = key
+        memo = self._bmemo
+        miss = sorted({pr for pr in pairs if pr not in memo})
+        if miss:
+            p = self.prof
+            m = np.array(miss, dtype=np.float64)
+            good, a, k = elastic.best_batch(self.pp, self.grad, p.init_batch_size, m[:, 0], m[:, 1], p.max_batch_size,
+                                            p.min_local_bsz, p.max_local_bsz)
+            memo.update(zip(miss, zip(good.tolist(), a.tolist(), k.tolist())))
+        return memo
 
     @property
     def max_profiled_replicas(self) -> int:
@@ -530,9 +550,7 @@ class ElasticJob:
         if bs is None and self.pp is None:
             bs = max(p.init_batch_size, p.min_local_bsz * r)
         if bs is None:
-            _, a, k = elastic.best_batch(self.pp, self.grad, p.init_batch_size, [n], [r], p.max_batch_size,
-                                         p.min_local_bsz, p.max_local_bsz)
-            atomic, accum = int(a[0]), int(k[0])
+            _, atomic, accum = self.best_batches([(n, r)])[n, r]
         else:
             a, k = elastic.fixed_batch_config(bs, r, p.init_batch_size, p.max_batch_size, p.max_local_bsz)
             atomic, accum = int(a), int(k)
@@ -609,20 +627,9 @@ class Speedups:
             self.base = self._goodputs(np.array([1]), np.array([int(fair)]))[0]
 
     def _goodputs(self, nodes, reps) -> np.ndarray:
-        job = self.job
-        key = (job.pp.tobytes(), job.grad)
-        if getattr(job, "_gkey", None) != key:
-            job._gkey, job._gmemo = key, {}
-        memo = job._gmemo
         pairs = list(zip(nodes.tolist(), reps.tolist()))
-        miss = sorted({pr for pr in pairs if pr not in memo})
-        if miss:
-            p = job.prof
-            m = np.array(miss, dtype=np.float64)
-            good = elastic.best_batch(job.pp, job.grad, p.init_batch_size, m[:, 0], m[:, 1], p.max_batch_size,
-                                      p.min_local_bsz, p.max_local_bsz)[0]
-            memo.update(zip(miss, good.tolist()))
-        return np.array([memo[pr] for pr in pairs])
+        memo = self.job.best_batches(pairs)
+        return np.array([memo[pr][0] for pr in pairs])
 
     def at_layouts(self, n_r: np.ndarray, count: int) -> np.ndarray:
         """Speedups at the first ``count`` (nodes, GPUs) pairs of ``n_r`` (a read-only array of
@@ -636,6 +643,16 @@ class Speedups:
         if job._lgood is None or len(job._lgood) < count:
             job._lgood = self._goodputs(n_r[:count, 0], n_r[:count, 1])
         return job._lgood[:count] / self.base
+
+    def one(self, nodes: int, reps: int) -> float:
+        """The speedup at one (nodes, GPUs) pair: ``self([nodes], [reps])[0]`` (the same bits) without
+        the arrays when the job's goodput there is remembered."""
+        if reps <= 0:
+            return 0.0
+        job = self.job
+        if job.pp is None:
+            return reps / self.fair
+        return job.best_batches([(nodes, reps)])[nodes, reps][0] / self.base
 
     def __call__(self, nodes, reps) -> np.ndarray:
         """Speedups at (nodes, GPUs) pairs (arrays; 0 where GPUs is 0)."""
@@ -679,6 +696,8 @@ class PolluxPolicy:
     MAX_SWEEPS = 50  # of the local search (it stops sooner when a sweep moves nothing)
     KICKS = 3  # jobs put back on their base row, then jobs put on their best GPUs on one node (the jobs in
     # the way emptied), each followed by the search again
+    PAIR_CAP = 64  # a round of more active jobs: the search's pair moves give GPUs only to the 64 jobs furthest
+    # above the least value they could have (kernels.pollux._partners), so a sweep costs jobs x 64, not jobs^2
 
     def __init__(self, jobs: list, nodes: int, per_node: int, restart_s: float = elastic.RESTART_S):
         self.jobs, self.nodes, self.per_node, self.restart_s = jobs, nodes, per_node, float(restart_s)
@@ -695,13 +714,18 @@ class PolluxPolicy:
         gang = getattr(sp, "gang", 0)
         if gang:  # (a rigid job: its gang or nothing)
             v = np.where((r == 0) | (r == gang), v, np.inf)
-        return np.where((r > self.per_node) & (r % self.per_node != 0), np.inf, v) if whole else v
+        return self._whole(v) if whole else v
+
+    def _whole(self, v: np.ndarray) -> np.ndarray:
+        """Values ``v`` of 0.. GPUs with the multi-node sizes of part of a node ruled out (inf)."""
+        r = np.arange(len(v))
+        return np.where((r > self.per_node) & (r % self.per_node != 0), np.inf, v)
 
     def objective(self, state: np.ndarray, base: np.ndarray, tabs: list, factors: np.ndarray) -> float:
         """Pollux's power mean (p = -1) of the scaled speedups of allocation ``state`` [job, node]."""
         reps = state.sum(axis=1)
         nn = np.count_nonzero(state, axis=1)
-        s = np.array([tabs[j](nn[j:j + 1], reps[j:j + 1])[0] for j in range(len(reps))]) / self.per_node
+        s = np.array([tabs[j].one(n, r) for j, (n, r) in enumerate(zip(nn.tolist(), reps.tolist()))]) / self.per_node
         changed = (state != base).any(axis=1)
         s = s * np.where(changed, factors, 1.0)
         return float((np.sum((s + 1e-3) ** POLLUX_P) / len(s)) ** (1.0 / POLLUX_P))
@@ -711,16 +735,23 @@ class PolluxPolicy:
         """Each job's options: (values of 0..maxr GPUs, (GPUs, value) of keeping its allocation or None)."""
         out = []
         for j in range(len(tabs)):
-            key = (j, whole)  # (a job's values up to its cap, computed once a round; a lower cap: a prefix)
+            key = (j, whole)  # (a job's values up to its cap, and its keep: once a round; a lower cap: a prefix)
             if key not in self._vals:
-                self._vals[key] = self._values(tabs[j], int(self._maxr[j]), factors[j], whole)
-            vals = self._vals[key][:int(maxr[j]) + 1]
-            rb, keep = int(base[j].sum()), None
-            if 0 < rb <= self._maxr[j]:  # (keeping more GPUs than it may have is not an option)
-                nb = int(np.count_nonzero(base[j]))
-                keep = (rb, 1.0 / (tabs[j]([nb], [rb])[0] / self.per_node + 1e-3))
-            out.append((vals, keep))
+                if j not in self._vals:
+                    v = self._values(tabs[j], int(self._maxr[j]), factors[j], False)
+                    self._vals[j] = v, self._keep(j, base, tabs)
+                v, keep = self._vals[j]
+                self._vals[key] = (self._whole(v) if whole else v), keep
+            vals, keep = self._vals[key]
+            out.append((vals[:int(maxr[j]) + 1], keep))
         return out
+
+    def _keep(self, j: int, base: np.ndarray, tabs: list):
+        """(GPUs, value) of job ``j`` keeping its allocation, or None."""
+        rb = int(base[j].sum())
+        if not 0 < rb <= self._maxr[j]:  # (keeping more GPUs than it may have is not an option)
+            return None
+        return rb, 1.0 / (tabs[j].one(int(np.count_nonzero(base[j])), rb) / self.per_node + 1e-3)
 
     def _sizes(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray, whole: bool) -> list:
         """Each job's (GPUs, keep its current allocation) minimising the sum of 1/(speedup + 1e-3):
@@ -853,7 +884,7 @@ class PolluxPolicy:
                 table[j, :, 1:self._gang[j]] = np.inf
                 table[j, :, self._gang[j] + 1:] = np.inf
             rb = int(base[j].sum())
-            sb = tabs[j]([np.count_nonzero(base[j])], [rb])[0] / P if rb else 0.0
+            sb = tabs[j].one(int(np.count_nonzero(base[j])), rb) / P if rb else 0.0
             keep[j] = 1.0 / (sb + 1e-3)
         return table, keep
 
@@ -861,21 +892,18 @@ class PolluxPolicy:
         """The best of the seeds (allocations; None: skipped) each improved by
         :func:`kernels.pollux.search` (with kicks from the first only), by the exact objective (the
         first seed's is ``f_first``)."""
-        from .kernels.pollux import search
+        from .kernels.pollux import scratch, search
 
         table, keep = self._table(base, tabs, factors, maxr)
         J, N = base.shape
+        work = scratch(J, N, table.shape[2])
         best, f_best = seeds[0], f_first
         for s_i, seed in enumerate(seeds):
             if seed is None:
                 continue
             state = np.ascontiguousarray(seed, dtype=np.int64).copy()
             search(state, base, table, keep, maxr.astype(np.int64), self.per_node, min(N, MAX_NODES_PER_JOB),
-                   self.MAX_SWEEPS, self.KICKS if s_i == 0 else 0, np.empty(J),
-                   *(np.empty(N, dtype=np.int64) for _ in range(6)),
-                   np.empty((4, N), dtype=np.int64), np.empty(2 * table.shape[2]), np.empty((J, N), dtype=np.int64),
-                   np.empty(J),
-                   np.empty(J, dtype=np.int64))
+                   self.MAX_SWEEPS, self.KICKS if s_i == 0 else 0, self.PAIR_CAP, *work)
             f = self.objective(state, base, tabs, factors)
             if best is None or f > f_best:
                 best, f_best = state, f

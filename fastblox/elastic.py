@@ -323,11 +323,36 @@ def model_efficiency(grad, init_batch_size, batch_size):
 def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic):
     """(goodput, atomic batch, accumulation steps) of the best of :data:`GEOM_POINTS` global batch
     sizes (geometric, from the smallest allowed to ``max_batch_size``) on ``nodes``/``reps`` (1-D
-    arrays); a job on one GPU above the initial batch accumulates at least once."""
+    arrays); a job on one GPU above the initial batch accumulates at least once. The arithmetic
+    between numpy's powers, log and exp is compiled (``kernels.elastic.batch_times``,
+    ``batch_pick``): :func:`best_batch_numpy`'s bits (the tests compare them)."""
+    from .kernels.elastic import batch_pick, batch_times
+
+    nodes = np.asarray(nodes, dtype=np.float64)
+    reps = np.asarray(reps, dtype=np.float64)
+    atomic, accum, batch, ok, scale, link, spread = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic,
+                                                                nodes.tobytes(), reps.tobytes())
+    P, K = atomic.shape
+    accum_time, network = np.empty((P, K)), np.empty(K)
+    batch_times(pp, atomic, link, spread, accum_time, network)
+    g = pp[6]
+    optim = accum_time ** g  # (numpy's powers, log and exp on _log_optim_time's values, in its order)
+    optim += network ** g
+    np.log(optim, out=optim)
+    optim /= g
+    np.exp(optim, out=optim)
+    out = np.empty(K), np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64)
+    sqr, var = grad
+    batch_pick(batch, accum, accum_time, optim, scale, ok, float(sqr), float(var), atomic, *out)
+    return out
+
+
+def best_batch_numpy(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic):
+    """:func:`best_batch` in numpy (its twin): :func:`model_throughput` x :func:`model_efficiency`."""
     nodes = np.asarray(nodes, dtype=np.float64)
     reps = np.asarray(reps, dtype=np.float64)
     atomic, accum, batch, ok = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic, nodes.tobytes(),
-                                           reps.tobytes())
+                                           reps.tobytes())[:4]
     good = model_throughput(pp, nodes, reps, atomic, accum) * model_efficiency(grad, init_batch_size, batch)
     good = np.where(ok, good, 0.0)
     k = np.argmax(good, axis=0)
@@ -337,16 +362,20 @@ def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomi
 
 @functools.lru_cache(maxsize=1 << 14)
 def _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic, nodes: bytes, reps: bytes) -> tuple:
-    """(atomic batch, accumulation steps, global batch, allowed) of best_batch's candidates: they
-    depend on the job's limits and configurations only, not on its model (computed once; read-only)."""
-    reps = np.frombuffer(reps, dtype=np.float64)
+    """(atomic batch, accumulation steps, global batch, allowed, global batch / initial, the link
+    (0: inter-node, 1: intra-node, 2: none), GPUs beyond 2 (at least TINY)) of best_batch's
+    candidates: they depend on the job's limits and configurations only, not on its model (computed
+    once; read-only)."""
+    nodes, reps = np.frombuffer(nodes, dtype=np.float64), np.frombuffer(reps, dtype=np.float64)
     lo = np.maximum(init_batch_size, min_atomic * reps)
     bs = np.geomspace(lo, max_batch_size, GEOM_POINTS)  # (points, jobs)
     local = bs / reps
     accum = np.ceil(local / max_atomic - TINY) - 1
     accum = np.where((reps == 1) & (local > init_batch_size + TINY), np.maximum(accum, 1), accum).astype(np.int64)
     atomic = np.ceil(local / (accum + 1) - TINY).astype(np.int64)
-    out = atomic, accum, reps * atomic * (accum + 1), (min_atomic <= atomic) & (atomic <= max_atomic)
+    batch = reps * atomic * (accum + 1)
+    out = (atomic, accum, batch, (min_atomic <= atomic) & (atomic <= max_atomic), batch / init_batch_size,
+           np.where(nodes > 1, 0, np.where(reps > 1, 1, 2)), np.maximum(reps - 2, TINY))
     for a in out:
         a.flags.writeable = False
     return out
@@ -474,6 +503,13 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
     return p
 
 
+@functools.cache
+def _fit_kernels() -> tuple:
+    from .kernels.elastic import fit_sums, fit_terms
+
+    return fit_sums, fit_terms
+
+
 class FitLoss:
     """``_fit_objective`` over the free parameters, bit for bit, about ten times faster: numpy
     computes its powers and logs (on the same values, so with the same bits: numpy's SIMD log and
@@ -488,8 +524,7 @@ class FitLoss:
         self.AN, self.work, self.sums = np.empty(2 * n), np.empty(9 * n), np.empty(9)
 
     def __call__(self, x):
-        from .kernels.elastic import fit_sums, fit_terms
-
+        fit_sums, fit_terms = _fit_kernels()
         p = self.p0.copy()
         p[self.free] = x
         n, AN, s = self.n, self.AN, self.sums
@@ -499,11 +534,13 @@ class FitLoss:
         S = P[:n] + P[n:]
         fit_sums(g, g ** 2, AN, P, np.log(AN), S, np.log(S), self.log_acc, self.log_step, self.nodes, self.reps,
                  self.atomic, self.work, s)
-        f = s[0] + s[1] + 1e-3 * (g - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
+        # (the scalar terms on Python floats: the same IEEE operations and libm pow as on numpy's scalars, faster)
+        s, (_, _, p2, p3, p4, p5, g) = s.tolist(), p.tolist()
+        f = s[0] + s[1] + 1e-3 * (g - 1) ** 2 + 1e-2 * ((p3 / p2) ** 2 + (p5 / p4) ** 2)
         grad = np.array([
             s[2], s[3],
-            s[4] - 2e-2 * p[3] ** 2 / p[2] ** 3, s[5] + 2e-2 * p[3] / p[2] ** 2,
-            s[6] - 2e-2 * p[5] ** 2 / p[4] ** 3, s[7] + 2e-2 * p[5] / p[4] ** 2,
+            s[4] - 2e-2 * p3 ** 2 / p2 ** 3, s[5] + 2e-2 * p3 / p2 ** 2,
+            s[6] - 2e-2 * p5 ** 2 / p4 ** 3, s[7] + 2e-2 * p5 / p4 ** 2,
             s[8] + 2e-3 * (g - 1),
         ])
         return f, grad[self.free]
@@ -541,12 +578,14 @@ def lbfgsb(fun, x0, lo, hi, tol: float | None = None) -> np.ndarray:
     last_x, last, nfev, nit = None, None, 0, 0
     while True:
         _lbfgsb.setulb(m, x, low, up, nbd, f, g, factr, pgtol, wa, iwa, task, lsave, isave, dsave, maxls, ln_task)
-        if task[0] == 3:  # f and g at x (scipy evaluates each new x once)
-            if last_x is None or not np.array_equal(x, last_x):
-                last_x, last = x.copy(), fun(x.copy())
+        t = int(task[0])
+        if t == 3:  # f and g at x (scipy evaluates each new x once)
+            xl = x.tolist()  # (a list compares as np.array_equal does, faster)
+            if last_x is None or xl != last_x:
+                last_x, last = xl, fun(x.copy())
                 nfev += 1
-            f, g = last[0], np.atleast_1d(last[1]).astype(np.float64)
-        elif task[0] == 1:  # a new iteration
+            f, g = last[0], np.array(last[1], dtype=np.float64, ndmin=1)  # (a copy, as atleast_1d + astype)
+        elif t == 1:  # a new iteration
             nit += 1
             if nit >= maxiter:
                 task[0], task[1] = 5, 504

@@ -215,6 +215,10 @@ class RigidSpeedups:
         reps = np.asarray(reps, dtype=np.int64)
         return np.where(reps == self.gang, self.gang / self.fair, 0.0)
 
+    def one(self, nodes: int, reps: int) -> float:
+        """The speedup at one (nodes, GPUs) pair (``compat_pollux.Speedups``' interface)."""
+        return self.gang / self.fair if reps == self.gang else 0.0
+
     def at_layouts(self, n_r: np.ndarray, count: int) -> np.ndarray:
         """Speedups at the first ``count`` (nodes, GPUs) pairs of ``n_r`` (``compat_pollux.Speedups``'
         interface; the local search's table also rules out every size but the gang)."""

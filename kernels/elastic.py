@@ -1,5 +1,6 @@
 """Kernels of the elastic job models: the fit's loss and exact gradient (``fastblox.elastic.FitLoss``,
-whose plain-numpy twin is ``fastblox.elastic._fit_objective``) and Sia's allocation search
+whose plain-numpy twin is ``fastblox.elastic._fit_objective``), the best batch size's arithmetic
+(``fastblox.elastic.best_batch``, whose twin is ``fastblox.elastic.best_batch_numpy``) and Sia's allocation search
 (``fastblox.compat_sia.certain_allocation``, whose twins are HiGHS and
 ``fastblox.reference.sia.best_allocation``); the tests compare them."""
 
@@ -66,6 +67,51 @@ def fit_terms(p, nodes, reps, atomic, out):
         else:
             a, b = TINY, TINY
         out[n + i] = a + b * max(reps[i] - 2.0, TINY)
+
+
+@jit(nrt=False)
+def batch_times(pp, atomic, link, spread, accum_time, network):
+    """``fastblox.elastic.best_batch``'s compute times ``accum_time`` [point, config] = alpha_c +
+    beta_c * atomic and network times ``network`` [config] (``_network_time``; ``link`` 0:
+    inter-node, 1: intra-node, 2: none; ``spread``: GPUs beyond 2, at least TINY)."""
+    P, K = atomic.shape
+    for i in range(P):
+        for c in range(K):
+            accum_time[i, c] = pp[0] + pp[1] * atomic[i, c]
+    for c in range(K):
+        if link[c] == 0:
+            a, b = pp[2], pp[3]
+        elif link[c] == 1:
+            a, b = pp[4], pp[5]
+        else:
+            a, b = TINY, TINY
+        network[c] = a + b * spread[c]
+
+
+@jit(nrt=False)
+def batch_pick(batch, accum, accum_time, optim, scale, ok, sqr, var, atomic, good_out, atomic_out, accum_out):
+    """The rest of ``best_batch`` given numpy's ``optim`` (= exp(log(A^g + N^g) / g)): each config's
+    goodput (throughput x statistical efficiency, 0 where not ``ok``) at its best point (the first
+    of the greatest, or the first NaN, as numpy's argmax), and that point's atomic batch and
+    accumulation steps."""
+    P, K = batch.shape
+    vs = var + sqr
+    for c in range(K):
+        best = 0.0
+        k = -1
+        for i in range(P):
+            if ok[i, c]:
+                thr = batch[i, c] / (accum[i, c] * accum_time[i, c] + optim[i, c])
+                denom = var / scale[i, c] + sqr
+                eff = (vs / denom if denom > 0 else 1.0) / scale[i, c]
+                g = thr * eff
+            else:
+                g = 0.0
+            if k < 0 or g > best or (math.isnan(g) and not math.isnan(best)):
+                best, k = g, i
+        good_out[c] = best
+        atomic_out[c] = atomic[k, c]
+        accum_out[c] = accum[k, c]
 
 
 @jit(nrt=False)

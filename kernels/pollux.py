@@ -1,8 +1,9 @@
 """Pollux's allocation search, the local part (``fastblox.compat_pollux.PolluxPolicy._refine``): from
 a start allocation, each job's best allocation given the others' (a best response), and each pair
-of jobs (one gives up its GPUs, the other answers, then the first answers), while a move lowers the
-sum of the jobs' values. Its plain-Python twin is ``fastblox.reference.pollux.refine``; the tests
-compare them, and both against ``fastblox.reference.pollux.brute_force`` on tiny clusters.
+of jobs (one gives up its GPUs, the other answers, then the first answers; the other one of at most
+``pair_cap`` jobs: :func:`_partners`), while a move lowers the sum of the jobs' values. Its
+plain-Python twin is ``fastblox.reference.pollux.refine``; the tests compare them, and both against
+``fastblox.reference.pollux.brute_force`` on tiny clusters.
 
 A job's value is ``keep[j]`` when its row (GPUs per node) is its base row, else ``table[j, n, r]``
 for a row of ``r`` GPUs on ``n`` nodes (inf: not an allocation it may take). The constraints are
@@ -13,6 +14,8 @@ Pollux's: a node's GPUs at most, at most one multi-node job per node, a job's ``
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from ._jit import jit
 
@@ -36,46 +39,72 @@ def row_value(j, state, base, table, keep):
 
 
 @jit(nrt=False)
-def _others(j, state, used, multi):
-    """GPUs and multi-node jobs on each node, job ``j`` left out."""
-    J, N = state.shape
+def _add_row(j, state, tot, sign):
+    """Add (``sign`` 1) or take away (-1) job ``j``'s row of ``state`` to the totals ``tot``: GPUs
+    (``tot[0]``) and multi-node jobs (``tot[1]``) per node."""
+    N = state.shape[1]
+    c = 0
     for k in range(N):
-        used[k] = 0
-        multi[k] = 0
-    for i in range(J):
-        if i == j:
-            continue
-        c = 0
+        tot[0, k] += sign * state[j, k]
+        if state[j, k] > 0:
+            c += 1
+    if c > 1:
         for k in range(N):
-            used[k] += state[i, k]
-            if state[i, k] > 0:
-                c += 1
-        if c > 1:
-            for k in range(N):
-                if state[i, k] > 0:
-                    multi[k] += 1
+            if state[j, k] > 0:
+                tot[1, k] += sign
 
 
 @jit(nrt=False)
-def _context(j, state, per_node, used, multi, order):
+def _set_row(j, row, state, tot):
+    """Job ``j``'s row of ``state`` set to ``row``, the totals kept."""
+    _add_row(j, state, tot, -1)
+    for k in range(state.shape[1]):
+        state[j, k] = row[k]
+    _add_row(j, state, tot, 1)
+
+
+@jit(nrt=False)
+def _totals(state, tot):
+    for k in range(state.shape[1]):
+        tot[0, k] = 0
+        tot[1, k] = 0
+    for j in range(state.shape[0]):
+        _add_row(j, state, tot, 1)
+
+
+@jit(nrt=False)
+def _others(j, state, tot, used, multi):
+    """GPUs and multi-node jobs on each node, job ``j`` left out (the totals less its row)."""
+    N = state.shape[1]
+    c = 0
+    for k in range(N):
+        used[k] = tot[0, k] - state[j, k]
+        multi[k] = tot[1, k]
+        if state[j, k] > 0:
+            c += 1
+    if c > 1:
+        for k in range(N):
+            if state[j, k] > 0:
+                multi[k] -= 1
+
+
+@jit(nrt=False)
+def _context(j, state, tot, per_node, used, multi, order):
     """The others' ``used`` GPUs and ``multi``-node jobs per node; ``order``: the nodes a multi-node row
     may use (free, no other multi-node job), freest first (lowest index among equals). Returns
     (their number, the most free GPUs of a node)."""
     N = state.shape[1]
-    _others(j, state, used, multi)
-    m = 0
+    _others(j, state, tot, used, multi)
     maxfree = 0
     for k in range(N):
-        f = per_node - used[k]
-        if f > maxfree:
-            maxfree = f
-        if f > 0 and multi[k] == 0:
-            p = m
-            while p > 0 and per_node - used[order[p - 1]] < f:
-                order[p] = order[p - 1]
-                p -= 1
-            order[p] = k
-            m += 1
+        if per_node - used[k] > maxfree:
+            maxfree = per_node - used[k]
+    m = 0
+    for f in range(maxfree, 0, -1):  # (a counting sort: free GPUs are 1..per_node)
+        for k in range(N):
+            if per_node - used[k] == f and multi[k] == 0:
+                order[m] = k
+                m += 1
     return m, maxfree
 
 
@@ -101,29 +130,27 @@ def _keep_fits(j, base, maxr, per_node, used, multi):
 
 
 @jit(nrt=False)
-def _spread(r, per_node, used, order, m):
-    """Nodes a multi-node row of ``r`` GPUs takes (the freest first); 0: it does not fit."""
-    cum = 0
-    for p in range(m):
-        cum += per_node - used[order[p]]
-        if cum >= r:
-            return p + 1
-    return 0
-
-
-@jit(nrt=False)
-def _option_value(j, kind, r, table, keep, fits, maxfree, per_node, max_nodes, used, order, m):
-    """Value of job ``j``'s option (kind 0: no GPUs, 1: its base row, 2: ``r`` on one node, 3: ``r``
-    on the fewest nodes without another multi-node job); inf when it does not fit."""
+def _options(j, table, keep, fits, maxfree, per_node, max_nodes, used, order, m, top, opt_v):
+    """Values of job ``j``'s options into ``opt_v`` (returns their count), in this order: its base
+    row (inf when it does not fit), no GPUs, then for r = 1 .. ``top``: r on one node (the fullest
+    that takes it), r on the fewest nodes without another multi-node job, the freest first (inf
+    when it needs one node only, or more than ``max_nodes``, or does not fit); the options of more
+    GPUs than any row can take (all inf) are left out."""
     inf = math.inf
-    if kind == 0:
-        return table[j, 0, 0]
-    if kind == 1:
-        return keep[j] if fits else inf
-    if kind == 2:
-        return table[j, 1, r] if r <= maxfree else inf
-    nn = _spread(r, per_node, used, order, m)
-    return table[j, nn, r] if 1 < nn <= max_nodes else inf
+    opt_v[0] = keep[j] if fits else inf
+    opt_v[1] = table[j, 0, 0]
+    p = 0  # (the nodes of order a row of r GPUs spreads over: the fewest whose free GPUs hold r)
+    cum = 0
+    for r in range(1, top + 1):
+        while p < m and cum < r:
+            cum += per_node - used[order[p]]
+            p += 1
+        if r > maxfree and cum < r:
+            return 2 * r  # (neither fits r GPUs, nor any more)
+        opt_v[2 * r] = table[j, 1, r] if r <= maxfree else inf
+        nn = p if cum >= r else 0
+        opt_v[2 * r + 1] = table[j, nn, r] if 1 < nn <= max_nodes else inf
+    return 2 + 2 * top
 
 
 @jit(nrt=False)
@@ -155,6 +182,13 @@ def _write_row(j, kind, r, base, per_node, used, order, m, row):
 
 
 @jit(nrt=False)
+def _kind(o):
+    """The kind of option ``o`` of :func:`_options` (0: no GPUs, 1: the base row, 2: one node, 3:
+    several nodes); its GPUs: ``o // 2``."""
+    return 1 if o == 0 else (0 if o == 1 else 2 + (o % 2))
+
+
+@jit(nrt=False)
 def _top(j, maxr, table):
     top = maxr[j]
     if top > table.shape[2] - 1:
@@ -163,55 +197,48 @@ def _top(j, maxr, table):
 
 
 @jit(nrt=False)
-def best_response(j, state, base, table, keep, maxr, per_node, max_nodes, used, multi, order, row):
-    """Job ``j``'s best row given the other rows of ``state`` (into ``row``) and its value. Options in
-    this order, a later one taken only when strictly better: its base row (when it fits), no GPUs,
-    then for r = 1, 2, ..: r on one node (the fullest that takes it), r on several nodes.
-    ``used``, ``multi``, ``order``: scratch (nodes)."""
-    m, maxfree = _context(j, state, per_node, used, multi, order)
+def best_response(j, state, tot, base, table, keep, maxr, per_node, max_nodes, used, multi, order, row, opt_w):
+    """Job ``j``'s best row given the other rows of ``state`` (into ``row``) and its value: the
+    first option of :func:`_options` of the least value. ``tot``: the totals of ``state``
+    (:func:`_add_row`); ``used``, ``multi``, ``order``: scratch (nodes); ``opt_w``: (options)."""
+    m, maxfree = _context(j, state, tot, per_node, used, multi, order)
     fits = _keep_fits(j, base, maxr, per_node, used, multi)
-    best = _option_value(j, 1, 0, table, keep, fits, maxfree, per_node, max_nodes, used, order, m)
-    kind, best_r = 1, 0
-    v = table[j, 0, 0]
-    if v < best:
-        best, kind = v, 0
-    for r in range(1, _top(j, maxr, table) + 1):
-        for k in (2, 3):
-            v = _option_value(j, k, r, table, keep, fits, maxfree, per_node, max_nodes, used, order, m)
-            if v < best:
-                best, kind, best_r = v, k, r
-    _write_row(j, kind, best_r, base, per_node, used, order, m, row)
+    count = _options(j, table, keep, fits, maxfree, per_node, max_nodes, used, order, m, _top(j, maxr, table), opt_w)
+    best = opt_w[0]
+    o_best = 0
+    for o in range(1, count):
+        if opt_w[o] < best:
+            best, o_best = opt_w[o], o
+    _write_row(j, _kind(o_best), o_best // 2, base, per_node, used, order, m, row)
     return best
 
 
 @jit(nrt=False)
-def pair_move(i, j, state, base, table, keep, maxr, per_node, max_nodes, low, cur, used, multi, order, row, row2,
-              best_j, opt_v):
+def pair_move(i, j, state, tot, base, table, keep, maxr, per_node, max_nodes, low, cur, used, multi, order, row,
+              row2, best_j, opt_v, opt_w, ctx):
     """Jobs ``i`` and ``j`` together, ``i``'s row emptied: every option of ``j`` (the order of
-    :func:`best_response`), each followed by ``i``'s best response; ``j``'s and ``i``'s rows of the
+    :func:`_options`), each followed by ``i``'s best response; ``j``'s and ``i``'s rows of the
     least sum below ``cur`` (their sum now) are left in ``best_j`` and ``row2``. ``low``: a lower
     bound of ``i``'s value (options of ``j`` that cannot beat the best sum with it are skipped).
-    Returns that least sum (``cur``: none is lower)."""
+    Returns that least sum (``cur``: none is lower). ``state`` and ``tot``: ``i``'s and ``j``'s
+    rows changed (the caller puts them back). ``ctx``: scratch (3 x nodes: j's context)."""
     N = state.shape[1]
     for k in range(N):
-        state[i, k] = 0
-    m, maxfree = _context(j, state, per_node, used, multi, order)
-    fits = _keep_fits(j, base, maxr, per_node, used, multi)
+        row[k] = 0
+    _set_row(i, row, state, tot)
+    used_j, multi_j, order_j = ctx[0], ctx[1], ctx[2]
+    m, maxfree = _context(j, state, tot, per_node, used_j, multi_j, order_j)
+    fits = _keep_fits(j, base, maxr, per_node, used_j, multi_j)
+    count = _options(j, table, keep, fits, maxfree, per_node, max_nodes, used_j, order_j, m, _top(j, maxr, table),
+                     opt_v)
     best = cur
-    count = 2 + 2 * _top(j, maxr, table)
-    for o in range(count):  # (the values first: i's best responses below overwrite the context)
-        kind = 1 if o == 0 else (0 if o == 1 else 2 + (o % 2))
-        opt_v[o] = _option_value(j, kind, o // 2, table, keep, fits, maxfree, per_node, max_nodes, used, order, m)
     for o in range(count):
         vj = opt_v[o]
         if not vj + low < best:
             continue
-        kind = 1 if o == 0 else (0 if o == 1 else 2 + (o % 2))
-        m, maxfree = _context(j, state, per_node, used, multi, order)
-        _write_row(j, kind, o // 2, base, per_node, used, order, m, row)
-        for k in range(N):
-            state[j, k] = row[k]
-        vi = best_response(i, state, base, table, keep, maxr, per_node, max_nodes, used, multi, order, row)
+        _write_row(j, _kind(o), o // 2, base, per_node, used_j, order_j, m, row)
+        _set_row(j, row, state, tot)
+        vi = best_response(i, state, tot, base, table, keep, maxr, per_node, max_nodes, used, multi, order, row, opt_w)
         if vj + vi < best:
             best = vj + vi
             for k in range(N):
@@ -228,15 +255,62 @@ def _better(new, old):
 
 
 @jit(nrt=False)
-def refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, vals, used, multi, order, row, row2,
-           best_j, save, opt_v):
+def _partners(J, pair_cap, vals, lows, cand):
+    """The jobs a pair move may give GPUs to (into ``cand``; returns their number): all (in index
+    order) when there are at most ``pair_cap`` (0: no cap), else the ``pair_cap`` whose value is
+    furthest above the least they could have (``vals - lows``; the lowest index among equals), in
+    index order."""
+    if pair_cap <= 0 or J <= pair_cap:
+        for j in range(J):
+            cand[j] = j
+        return J
+    n = 0
+    for j in range(J):  # (insertion into the best pair_cap so far, by room then index)
+        room = vals[j] - lows[j]
+        p = n
+        while p > 0 and vals[cand[p - 1]] - lows[cand[p - 1]] < room:
+            if p < pair_cap:
+                cand[p] = cand[p - 1]
+            p -= 1
+        if p < pair_cap:
+            cand[p] = j
+            if n < pair_cap:
+                n += 1
+    for a in range(1, n):  # (index order)
+        x = cand[a]
+        p = a
+        while p > 0 and cand[p - 1] > x:
+            cand[p] = cand[p - 1]
+            p -= 1
+        cand[p] = x
+    return n
+
+
+@jit(nrt=False)
+def lowest(table, keep, lows):
+    """Each job's least value (of its base row and every row of the table) into ``lows``."""
+    for j in range(table.shape[0]):
+        low = keep[j]
+        for r in range(table.shape[2]):
+            for n in range(table.shape[1]):
+                if table[j, n, r] < low:
+                    low = table[j, n, r]
+        lows[j] = low
+
+
+@jit(nrt=False)
+def refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair_cap, lows, vals, cand, tot, used,
+           multi, order, row, row2, best_j, save, opt_v, opt_w, ctx):
     """Improve ``state`` [job, node] in place; returns the sweeps made. Each sweep: every job's best
-    response (taken when better), then every pair (i, j), i holding GPUs: i gives them up, then each
-    option of j with i's best response to it (:func:`pair_move`); of all pairs, the one lowering the
-    sum most is taken (the first among equals). Stops after a sweep without a move. Scratch:
-    ``vals`` (jobs); ``used``, ``multi``, ``order``, ``row``, ``row2``, ``best_j`` (nodes); ``save``
-    (4 x nodes); ``opt_v`` (2 + 2 x the table's last axis)."""
+    response (taken when better), then every pair (i, j), i holding GPUs and j one of the
+    partners (:func:`_partners`: every job when there are at most ``pair_cap``): i gives them up,
+    then each option of j with i's best response to it (:func:`pair_move`); of all pairs, the one
+    lowering the sum most is taken (the first among equals). Stops after a sweep without a move.
+    ``lows``: each job's least value (:func:`lowest`). Scratch: ``vals``, ``cand`` (jobs); ``tot``
+    (2 x nodes); ``used``, ``multi``, ``order``, ``row``, ``row2``, ``best_j`` (nodes); ``save`` (4 x
+    nodes); ``opt_v``, ``opt_w`` (2 x the table's last axis); ``ctx`` (3 x nodes)."""
     J, N = state.shape
+    _totals(state, tot)
     for j in range(J):
         vals[j] = row_value(j, state, base, table, keep)
     sweeps = 0
@@ -245,12 +319,15 @@ def refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, vals
         moved = False
         sweeps += 1
         for j in range(J):
-            v = best_response(j, state, base, table, keep, maxr, per_node, max_nodes, used, multi, order, row)
+            if not _better(lows[j], vals[j]):  # (no row of j is better: its best response is not taken)
+                continue
+            v = best_response(j, state, tot, base, table, keep, maxr, per_node, max_nodes, used, multi, order, row,
+                              opt_w)
             if _better(v, vals[j]):
-                for k in range(N):
-                    state[j, k] = row[k]
+                _set_row(j, row, state, tot)
                 vals[j] = v
                 moved = True
+        n_cand = _partners(J, pair_cap, vals, lows, cand)
         pick_i = -1
         pick_j = -1
         gain = 0.0
@@ -261,21 +338,19 @@ def refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, vals
                     has = True
             if not has:
                 continue
-            low = keep[i]
-            for r in range(table.shape[2]):
-                for n in range(table.shape[1]):
-                    if table[i, n, r] < low:
-                        low = table[i, n, r]
             for k in range(N):
                 save[0, k] = state[i, k]
-            for j in range(J):
+            for c in range(n_cand):
+                j = cand[c]
                 if i == j:
                     continue
                 for k in range(N):
                     save[1, k] = state[j, k]
                 cur = vals[i] + vals[j]
-                v = pair_move(i, j, state, base, table, keep, maxr, per_node, max_nodes, low, cur, used, multi, order,
-                              row, row2, best_j, opt_v)
+                if not (_better(lows[i] + lows[j], cur) and cur - (lows[i] + lows[j]) > gain):
+                    continue  # (no move of the pair can be taken: it lowers their sum to lows[i] + lows[j] at most)
+                v = pair_move(i, j, state, tot, base, table, keep, maxr, per_node, max_nodes, lows[i], cur, used,
+                              multi, order, row, row2, best_j, opt_v, opt_w, ctx)
                 if _better(v, cur) and cur - v > gain:
                     gain = cur - v
                     pick_i = i
@@ -284,12 +359,18 @@ def refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, vals
                         save[2, k] = row2[k]
                         save[3, k] = best_j[k]
                 for k in range(N):
-                    state[i, k] = save[0, k]
-                    state[j, k] = save[1, k]
+                    row[k] = save[0, k]
+                _set_row(i, row, state, tot)
+                for k in range(N):
+                    row[k] = save[1, k]
+                _set_row(j, row, state, tot)
         if pick_i >= 0:
             for k in range(N):
-                state[pick_i, k] = save[2, k]
-                state[pick_j, k] = save[3, k]
+                row[k] = save[2, k]
+            _set_row(pick_i, row, state, tot)
+            for k in range(N):
+                row[k] = save[3, k]
+            _set_row(pick_j, row, state, tot)
             vals[pick_i] = row_value(pick_i, state, base, table, keep)
             vals[pick_j] = row_value(pick_j, state, base, table, keep)
             moved = True
@@ -373,18 +454,19 @@ def _grow_target(i, table, maxr, per_node):
 
 
 @jit(nrt=False)
-def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kicks, vals, used, multi, order, row,
-           row2, best_j, save, opt_v, trial, tvals, done):
+def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kicks, pair_cap, lows, vals, cand, tot,
+           used, multi, order, row, row2, best_j, save, opt_v, opt_w, ctx, trial, tvals, done):
     """:func:`refine`, then kicks, each refined and taken when the sum is lower: up to ``kicks``
     times, the job not tried yet whose base row would lower its value most (its row not its base
     row, the base row within its GPUs) put back on it, the jobs in its way emptied (:func:`_kick`);
     then up to ``kicks`` times, the job not tried yet whose best count of GPUs on one node would
     lower its value most given that count there (:func:`_kick_to_node`). ``state`` improved in
     place; returns the kicks taken. ``trial`` (jobs x nodes), ``tvals``, ``done`` (jobs): scratch,
-    with :func:`refine`'s."""
+    with :func:`refine`'s, and ``lows`` (jobs) for :func:`lowest` (all of it: :func:`scratch`)."""
     J, N = state.shape
-    refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, vals, used, multi, order, row, row2,
-           best_j, save, opt_v)
+    lowest(table, keep, lows)
+    refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair_cap, lows, vals, cand, tot, used,
+           multi, order, row, row2, best_j, save, opt_v, opt_w, ctx)
     total = 0.0
     for j in range(J):
         total += vals[j]
@@ -427,8 +509,8 @@ def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kick
                 _kick(pick, trial, base, per_node)
             else:
                 _kick_to_node(pick, r_pick, trial, per_node)
-            refine(trial, base, table, keep, maxr, per_node, max_nodes, max_sweeps, tvals, used, multi, order, row,
-                   row2, best_j, save, opt_v)
+            refine(trial, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair_cap, lows, tvals, cand, tot,
+                   used, multi, order, row, row2, best_j, save, opt_v, opt_w, ctx)
             t = 0.0
             for j in range(J):
                 t += tvals[j]
@@ -440,3 +522,12 @@ def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kick
                 total = t
                 taken += 1
     return taken
+
+
+def scratch(jobs: int, nodes: int, sizes: int) -> tuple:
+    """:func:`search`'s scratch arrays after ``pair_cap`` (``sizes``: the table's last axis)."""
+    i64 = np.int64
+    return (np.empty(jobs), np.empty(jobs), np.empty(jobs, dtype=i64), np.empty((2, nodes), dtype=i64),
+            *(np.empty(nodes, dtype=i64) for _ in range(6)), np.empty((4, nodes), dtype=i64), np.empty(2 * sizes),
+            np.empty(2 * sizes), np.empty((3, nodes), dtype=i64), np.empty((jobs, nodes), dtype=i64), np.empty(jobs),
+            np.empty(jobs, dtype=i64))

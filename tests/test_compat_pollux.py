@@ -398,6 +398,42 @@ def test_best_batch_beats_every_fixed_candidate():
             assert good[i] >= g * (1 - 1e-12) or rr * b < p.init_batch_size
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(sorted(elastic.APPLICATIONS)), st.integers(1, 40), st.integers(0, 2**32 - 1),
+       st.sampled_from([1.0, 1.001, 3.7]), st.sampled_from([0, 1, 2]))
+def test_compiled_best_batch_is_the_numpy_one_bit_for_bit(app, k, seed, gamma, zero):
+    # (zero 1: no gradient noise; 2: a negative noise scale, the efficiency's denominator <= 0 somewhere)
+    p = elastic.profile(app)
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(1, 5, k).astype(float)
+    reps = nodes * rng.integers(1, 5, k)
+    pp = np.concatenate([rng.uniform(1e-4, 1, 6), [gamma]])
+    sqr, var = (float(x) for x in p.grad_stats(p.init_batch_size, int(rng.integers(0, p.max_epochs))))
+    grad = (sqr, 0.0) if zero == 1 else ((sqr, -var * 1e6) if zero == 2 else (sqr, var))
+    args = (pp, grad, p.init_batch_size, nodes, reps, p.max_batch_size, p.min_local_bsz, p.max_local_bsz)
+    got, want = elastic.best_batch(*args), elastic.best_batch_numpy(*args)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
+
+
+def test_compiled_best_batch_picks_as_numpys_argmax():
+    # among equal goodputs the first point, where no point is allowed the first (goodput 0), a NaN wins
+    from fastblox.kernels.elastic import batch_pick
+
+    P, K = 4, 3
+    optim = np.ones((P, K))
+    optim[2, 2] = np.nan
+    ok = np.ones((P, K), dtype=bool)
+    ok[:, 1] = False
+    atomic = np.arange(P * K).reshape(P, K)
+    out = np.empty(K), np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64)
+    batch_pick(np.full((P, K), 8.0), np.zeros((P, K), dtype=np.int64), np.ones((P, K)), optim, np.ones((P, K)), ok,
+               0.5, 0.5, atomic, *out)
+    good = np.where(ok, 8.0 / optim, 0.0)  # (no accumulation: throughput 8 / optim; efficiency 1)
+    k = np.argmax(good, axis=0)
+    assert out[1].tolist() == atomic[k, range(K)].tolist() == [0, 1, 8]
+    assert out[0][:2].tolist() == [8.0, 0.0] and np.isnan(out[0][2])
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 140), st.integers(0, 2**32 - 1), st.sampled_from([1.0, 1.001, 3.7]))
 def test_compiled_loss_is_the_numpy_loss_bit_for_bit(n, seed, gamma):

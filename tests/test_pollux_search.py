@@ -53,13 +53,10 @@ def problem(draw, max_jobs=6, max_nodes=4, max_per_node=4):
     return base, table, keep, maxr, P
 
 
-def run_kernel(start, base, table, keep, maxr, P, kicks=3):
+def run_kernel(start, base, table, keep, maxr, P, kicks=3, pair_cap=0):
     J, N = start.shape
     state = start.copy()
-    taken = kp.search(state, base, table, keep, maxr, P, N, 50, kicks, np.empty(J),
-                      *(np.empty(N, dtype=np.int64) for _ in range(6)), np.empty((4, N), dtype=np.int64),
-                      np.empty(2 * table.shape[2]), np.empty((J, N), dtype=np.int64), np.empty(J),
-                      np.empty(J, dtype=np.int64))
+    taken = kp.search(state, base, table, keep, maxr, P, N, 50, kicks, pair_cap, *kp.scratch(J, N, table.shape[2]))
     return state, taken
 
 
@@ -68,13 +65,14 @@ def total(rows, base, table, keep):
 
 
 @settings(max_examples=150, deadline=None)
-@given(problem(), st.booleans())
-def test_search_is_its_plain_python_twin(case, from_base):
+@given(problem(), st.booleans(), st.integers(0, 4))
+def test_search_is_its_plain_python_twin(case, from_base, pair_cap):
+    # (pair_cap 1..4 below the jobs: pair moves to the jobs furthest above their least value only)
     base, table, keep, maxr, P = case
     start = base if from_base else np.zeros_like(base)
-    state, taken = run_kernel(start, base, table, keep, maxr, P)
+    state, taken = run_kernel(start, base, table, keep, maxr, P, pair_cap=pair_cap)
     rows, taken_ref = ref.search(start.tolist(), base.tolist(), table.tolist(), keep.tolist(), maxr.tolist(), P,
-                                 base.shape[1], 50, 3)
+                                 base.shape[1], 50, 3, pair_cap)
     assert state.tolist() == rows and taken == taken_ref
     assert ref.feasible(rows, maxr.tolist(), P, base.shape[1])
     assert total(rows, base, table, keep) <= total(start, base, table, keep)
@@ -144,7 +142,9 @@ def _policy_on(rnd):
             app=jd["app"], prof=elastic.profile(jd["app"]), pp=None if jd["pp"] is None else np.array(jd["pp"]),
             grad=None if jd["grad"] is None else tuple(jd["grad"]), attained_gpu=jd["attained"], submit=jd["submit"],
             restarts=jd["restarts"], max_replicas=functools.partial(lambda m, g: m, jd["max_replicas"]), gang=0)
-        jobs[jd["key"]].speedups = functools.partial(cp.ElasticJob.speedups, jobs[jd["key"]])
+        jobs[jd["key"]]._bkey = jobs[jd["key"]]._bmemo = None
+        for m in ("speedups", "best_batches"):
+            setattr(jobs[jd["key"]], m, functools.partial(getattr(cp.ElasticJob, m), jobs[jd["key"]]))
     pol = cp.PolluxPolicy(jobs, rnd["nodes"], rnd["per_node"])
     prev = {jd["key"]: jd["base"] for jd in rnd["jobs"] if jd["base"]}
     with elastic.one_blas_thread():

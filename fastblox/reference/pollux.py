@@ -90,11 +90,21 @@ def _better(new, old) -> bool:
     return new < old - EPS * abs(old) - 1e-15
 
 
-def refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps):
+def partners(vals, lows, pair_cap) -> list:
+    """The jobs a pair move may give GPUs to, in index order: all when there are at most ``pair_cap``
+    (0: no cap), else the ``pair_cap`` whose value is furthest above the least they could have."""
+    J = len(vals)
+    if pair_cap <= 0 or J <= pair_cap:
+        return list(range(J))
+    return sorted(sorted(range(J), key=lambda j: (-(vals[j] - lows[j]), j))[:pair_cap])
+
+
+def refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair_cap=0):
     """The kernel's local search on lists: returns (rows, sweeps)."""
     rows = [list(r) for r in state]
     J = len(rows)
     vals = [value(j, rows[j], base, table, keep) for j in range(J)]
+    lows = [min(keep[j], min(min(x) for x in table[j])) for j in range(J)]
     sweeps, moved = 0, True
     while moved and sweeps < max_sweeps:
         moved, sweeps = False, sweeps + 1
@@ -103,7 +113,7 @@ def refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps):
             if _better(v, vals[j]):
                 rows[j], vals[j], moved = row, v, True
         best = None  # (gain, i, j, i's row, j's row): the pair lowering the sum most, the first among equals
-        for i, j in itertools.product(range(J), range(J)):
+        for i, j in itertools.product(range(J), partners(vals, lows, pair_cap)):
             if i == j or not any(rows[i]):
                 continue
             cur = vals[i] + vals[j]
@@ -183,9 +193,9 @@ def grow_target(i, table, maxr, per_node):
     return best
 
 
-def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kicks):
+def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kicks, pair_cap=0):
     """The kernel's :func:`refine` and kicks: returns (rows, kicks taken)."""
-    rows, _ = refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps)
+    rows, _ = refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair_cap)
     vals = [value(j, rows[j], base, table, keep) for j in range(len(rows))]
     taken = 0
     for phase in (0, 1):
@@ -203,7 +213,7 @@ def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kick
             p = max(gains, key=lambda i: (gains[i][0], -i))
             done.add(p)
             start = kick(p, rows, base, per_node) if phase == 0 else kick_to_node(p, gains[p][1], rows, per_node)
-            trial, _ = refine(start, base, table, keep, maxr, per_node, max_nodes, max_sweeps)
+            trial, _ = refine(start, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair_cap)
             tv = [value(j, trial[j], base, table, keep) for j in range(len(rows))]
             if _better(sum(tv), sum(vals)):
                 rows, vals, taken = trial, tv, taken + 1
