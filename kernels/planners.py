@@ -7,7 +7,7 @@ import numpy as np
 
 from ._calls import helper
 from ._jit import jit
-from .enums import NO_RUN
+from .enums import NO_RUN, RUNNING
 
 
 @jit
@@ -252,3 +252,62 @@ def uniform_rate_allocation(s, c, types, order, w, k, fill_order, x):
             spare -= amt
             if c[t] <= 0.0:
                 t += 1
+
+
+@jit
+def sia_round(idx, thr_all, gpus, submit, status, launch_t, held, held_type, attained_gpu, n_preempt, now, restart_s,
+              penalty_s, p, lambda_n, clip, cap, cost, best, pin):
+    """Sia's costs of the active jobs ``idx`` (``fastblox.policies.sia``: ``job_costs`` of
+    ``restart_factor``, its plain twin) into ``cost[a, T]`` (``inf``: not offered), each job's
+    cheapest choice on its own into ``best`` (ties: the type it holds, then the first; -1: waiting
+    is as cheap; a pinned job: its type) and the pinned type into ``pin`` (-1: none; a running job
+    inside its restart delay). Returns whether every type holds the cheapest choices' gangs."""
+    a = idx.shape[0]
+    T = cap.shape[0]
+    used = np.zeros(T, dtype=np.int64)
+    for i in range(a):
+        j = idx[i]
+        k = gpus[j]
+        running = status[j] == RUNNING
+        h = held_type[j] if running else -1
+        el = now - launch_t[j] if running else 0.0
+        pinned = running and el < restart_s
+        pin[i] = h if pinned else -1
+        f = 1.0
+        if not pinned and attained_gpu[j] + el * held[j] >= penalty_s:
+            age = now - submit[j]
+            f = max(age - n_preempt[j] * penalty_s, 0.0) / (age + penalty_s)
+        low = np.inf
+        for t in range(T):
+            if thr_all[j, t] > 0.0 and thr_all[j, t] < low:
+                low = thr_all[j, t]
+        b = -1
+        bc = np.inf
+        for t in range(T):
+            x = thr_all[j, t]
+            if x <= 0.0 or k > cap[t]:
+                cost[i, t] = np.inf
+                continue
+            g = k * x / low
+            if h >= 0 and t != h:
+                g = g * f
+            c = clip if g == 0.0 else np.rint(g ** p * 100.0) / 100.0
+            if c > clip:
+                c = clip
+            cost[i, t] = c
+            if c < bc or (c == bc and t == h):
+                b, bc = t, c
+        if pinned and cost[i, h] < np.inf:
+            b = h
+        else:
+            if pinned:
+                pin[i] = -1  # (not offered the type it holds any more: not kept there)
+            if bc >= lambda_n:
+                b = -1
+        best[i] = b
+        if b >= 0:
+            used[b] += k
+    for t in range(T):
+        if used[t] > cap[t]:
+            return False
+    return True

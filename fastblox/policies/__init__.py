@@ -34,3 +34,4 @@ from . import tiresias  # noqa: E402,F401
 from . import themis  # noqa: E402,F401
 from . import gavel  # noqa: E402,F401
 from . import optimus  # noqa: E402,F401
+from . import sia  # noqa: E402,F401

@@ -1,0 +1,404 @@
+"""Sia (Jayaram Subramanya et al., SOSP'23) for rigid jobs on a cluster of several GPU types, in
+the native engine: each round, every active job gets one GPU type for its whole gang, or waits.
+
+**The rule** (the Sia simulator's ``sia.py``: ``_compute_rigid_job_goodput_single`` and
+``__solve_mip_rescaled``, its rigid-job branch). A rigid job's gang size ``k_j`` is fixed; its
+goodput on type ``t`` is its throughput there (the run's throughput table, the one the Gavel
+policies use: ``thr[j, t]`` for the whole gang on one node) normalised so that its slowest
+type gives ``k_j``: ``g[j, t] = k_j * thr[j, t] / min_t thr[j, t]``. A job that ran in the last
+round keeps ``g`` on the type it holds and has every other type's ``g`` multiplied by its
+restart factor ``max(age - restarts * penalty_s, 0) / (age + penalty_s)`` (``age``: seconds since
+it was submitted; ``restarts``: its preemptions; 1 while its attained GPU-seconds are below
+``penalty_s``; Sia's ``get_restart_penalty`` gives 30 s to jobs not named after its
+applications). The cost of ``t`` is ``round(g ** p, 2)`` (float32, capped at 3,000:
+``compat_sia.power_costs``), of waiting ``lambda_n``; Sia minimises the sum of the costs (``p <
+0``) with each type's GPUs in service as its capacity. A job still inside its restart delay
+(``--restart-s``) keeps its type (Sia's "checkpoint-restore underway" constraint). Types where a
+job has no throughput, or fewer GPUs than its gang, are not offered to it.
+
+**How it is solved** (``solve``): exactly, as a multiple-choice knapsack over the types. Jobs
+alike in gang size, costs and pinned type are interchangeable, so the problem is solved over
+classes of alike jobs (tens of classes, not thousands of jobs), in three ways, the first that
+applies: (1) every job's cheapest choice fits every type: that is the optimum; (2) the same
+class problem as the last one solved: its answer; (3) an integer programme over classes x types
+(HiGHS, ``scipy.optimize.milp``) with its gap set below half a hundredth of the objective's
+bound: the costs are whole hundredths, so the answer is an exact optimum. Inside a class, the
+jobs that hold a type keep it first, then the earlier arrivals get the rest. ``fastblox.reference.
+sia.best_rigid_choice`` (every choice tried) is the plain twin hypothesis compares it with.
+
+**The round.** Jobs that keep their type keep their GPUs; the others are placed by the run's
+placement part (``--placement``) on nodes of their type, largest gang first, and a gang that does
+not fit the type's free nodes (fragmentation) waits for the next round. Admission
+(``--admission``) decides which arrivals become active, as for every policy. Rounds of 60 s
+(Sia's interval) by default.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import parts
+from ..compat_sia import CLIP, LAMBDA_N, MIP_GAP, P_FAIRNESS, policy_restart_s
+from ..errors import ConfigError
+from ..kernels import enums
+from ..kernels import planners as kplanners
+from ..planning import PlanContext
+from ._opts import positive
+
+INTERVAL_S = 60.0  # the Sia simulator's --interval
+PENALTY_S = policy_restart_s("")  # sia.py's get_restart_penalty for a name it does not know: 30 s
+
+
+def negative(v) -> float:
+    x = float(v)
+    if not x < 0:
+        raise ValueError(f"must be negative (Sia minimises sum goodput ** p; its default -0.5), got {x:g}")
+    return x
+
+
+# ------------------------------------------------------------------------------------------ costs
+def normalised_goodput(thr: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """``k_j * thr[j, t] / (the job's smallest positive thr)``; 0 where ``thr <= 0``."""
+    pos = thr > 0
+    low = np.where(pos, thr, np.inf).min(axis=1)
+    low = np.where(np.isfinite(low), low, 1.0)
+    return np.where(pos, k[:, None] * thr / low[:, None], 0.0)
+
+
+def restart_factor(age_s, restarts, attained_gpu_s, penalty_s: float) -> np.ndarray:
+    """Sia's re-allocation factor of rigid jobs: ``max(age - restarts * penalty, 0) / (age +
+    penalty)``, 1 while the attained GPU-seconds are below ``penalty``."""
+    f = np.maximum(age_s - restarts * penalty_s, 0.0) / (age_s + penalty_s)
+    return np.where(attained_gpu_s < penalty_s, 1.0, f)
+
+
+def job_costs(thr, k, held, factor, cap, p: float = P_FAIRNESS) -> np.ndarray:
+    """Cost ``[job, type]`` of Sia's objective (whole hundredths, ``inf`` where not offered):
+    ``round(g ** p, 2)`` capped at ``CLIP`` (float64, as Sia's rigid branch), every type but the
+    held one (``held[j] >= 0``) with ``g`` scaled by ``factor[j]``."""
+    g = normalised_goodput(thr, k)
+    T = g.shape[1]
+    move = (held[:, None] >= 0) & (np.arange(T)[None, :] != held[:, None])
+    g = np.where(move, g * factor[:, None], g)
+    with np.errstate(divide="ignore"):
+        c = np.round(np.power(g, p), 2)
+    c[c > CLIP] = CLIP
+    offered = (thr > 0) & (k[:, None] <= cap[None, :])
+    return np.where(offered, c, np.inf)
+
+
+def cheapest(cost, pin, held, lambda_n: float = LAMBDA_N) -> np.ndarray:
+    """Each job's cheapest choice on its own (ties: the held type, then the first; -1: waiting is
+    as cheap; a pinned job: its type)."""
+    a, T = cost.shape
+    c = cost.copy()
+    rows = np.flatnonzero(held >= 0)
+    c[rows, held[rows]] -= 1e-9  # (costs are whole hundredths: this only breaks ties)
+    best = np.argmin(c, axis=1) if T else np.zeros(a, dtype=np.int64)
+    best = np.where(cost[np.arange(a), best] < lambda_n, best, -1)
+    return np.where(pin >= 0, pin, best)
+
+
+def objective(cost, choice, lambda_n: float = LAMBDA_N) -> float:
+    """Sia's objective of a choice (type per job, -1: waits)."""
+    on = choice >= 0
+    return float(cost[np.flatnonzero(on), choice[on]].sum() + lambda_n * (~on).sum())
+
+
+# ------------------------------------------------------------------------------------------ the optimum
+#: a choice within this of a proven bound is optimal: costs are whole hundredths (float margin kept)
+CERTAIN = 0.01 - 1e-6
+
+
+class SiaSolver:
+    """``solve``: the exact choice. Over classes of alike jobs, the first way that proves its
+    answer optimal: every job's cheapest choice fits; the last class problem again; a greedy fill
+    by value less the type's GPU price ``mu`` (the last LP's duals) within a hundredth of the
+    Lagrangian bound at ``mu``; the same from the class LP (HiGHS) with its duals; the class
+    integer programme (HiGHS). ``how`` counts the answers by way."""
+
+    def __init__(self, lambda_n: float = LAMBDA_N):
+        self.lambda_n = lambda_n
+        self._last = None
+        self._last_rows = None
+        self.mu = None
+        self.how = {"fit": 0, "same": 0, "bound": 0, "lp": 0, "milp": 0}
+        self.solve_s = 0.0
+
+    def solve(self, cost, k, pin, held, cap, best=None) -> np.ndarray:
+        """Type per job (-1: waits) minimising :func:`objective` with ``sum k_j <= cap[t]`` per type
+        and ``pin[j] >= 0`` kept. ``held``: the type each job holds (-1), kept among equals.
+        ``best``: :func:`cheapest`, if known to fit (``kernels.planners.sia_round``)."""
+        if best is not None:
+            self.how["fit"] += 1
+            return best
+        T = cost.shape[1]
+        cap = np.asarray(cap, dtype=np.int64)
+        pin = _drop_pins_over(pin, k, cap, cost)
+        best = cheapest(cost, pin, held, self.lambda_n)
+        on = best >= 0
+        if (np.bincount(best[on], weights=k[on], minlength=T) <= cap).all():
+            self.how["fit"] += 1
+            return best
+        t0 = time.perf_counter()
+        uniq, inv, counts = _classes(cost, k, pin)
+        key = (uniq.tobytes(), counts.tobytes(), cap.tobytes())
+        if self._last is not None and self._last[0] == key:
+            self.how["same"] += 1
+            y = self._last[1]
+        else:
+            k_c, pin_c = uniq[:, 0].astype(np.int64), uniq[:, 1].astype(np.int64)
+            warm = carry_over(uniq, counts, cap, k_c, self._last_rows)
+            y, how, self.mu = class_optimum(uniq[:, 2:], k_c, pin_c, counts, cap, self.lambda_n, self.mu, warm)
+            self.how[how] += 1
+            self._last = (key, y)
+            self._last_rows = (uniq, y)
+        self.solve_s += time.perf_counter() - t0
+        return spread(y, inv, held)
+
+
+def _drop_pins_over(pin, k, cap, cost):
+    """Pins to a type not offered, or of a type whose pinned gangs exceed its capacity (nodes went
+    out of service), are dropped."""
+    T = len(cap)
+    pin = np.where((pin >= 0) & np.isfinite(cost[np.arange(len(pin)), np.maximum(pin, 0)]), pin, -1)
+    on = pin >= 0
+    used = np.bincount(pin[on], weights=k[on], minlength=T)
+    over = used > cap
+    if not over.any():
+        return pin
+    return np.where(on & over[np.maximum(pin, 0)], -1, pin)
+
+
+def _classes(cost, k, pin):
+    """``(rows [k, pin, cost...], class of each job, jobs per class)`` of the jobs alike in all three."""
+    key = np.concatenate([k[:, None].astype(np.float64), pin[:, None].astype(np.float64), cost], axis=1)
+    order = np.lexsort(key.T[::-1])
+    srt = key[order]
+    new = np.ones(len(srt), dtype=bool)
+    new[1:] = (srt[1:] != srt[:-1]).any(axis=1)
+    cls_sorted = np.cumsum(new) - 1
+    inv = np.empty(len(srt), dtype=np.int64)
+    inv[order] = cls_sorted
+    return srt[new], inv, np.bincount(cls_sorted).astype(np.int64)
+
+
+def class_optimum(cost, k, pin, count, cap, lambda_n: float = LAMBDA_N, mu=None, warm=None) -> tuple:
+    """``(y, how, mu)``: jobs per class and type ``y[c, t]`` minimising ``sum (cost - lambda_n) * y``
+    with ``sum_t y[c] <= count[c]`` (all of a pinned class on its type) and ``sum_c k[c] y[c, t]
+    <= cap[t]``, proven optimal; ``how`` the way (``bound``, ``lp``, ``milp``); ``mu`` the GPU
+    prices (per type) to try first next time. ``mu`` and ``warm`` (a feasible start, e.g. the last
+    answer carried over: :func:`carry_over`) are only tried: they change the answer's proof, never
+    its optimality."""
+    C, T = cost.shape
+    gain = np.where(np.isfinite(cost), lambda_n - cost, -np.inf)
+    pinned = np.zeros((C, T), dtype=bool)
+    pc = np.flatnonzero(pin >= 0)
+    pinned[pc, pin[pc]] = True
+    base = np.zeros((C, T), dtype=np.int64)
+    base[pinned] = count[pc]
+    free = pin < 0
+    if mu is not None and len(mu) == T:
+        bound = lagrangian_bound(gain, k, count, cap, mu, pin)
+        for start in (base, None if warm is None else base + warm):
+            if start is None or ((start * k[:, None]).sum(axis=0) > cap).any():
+                continue
+            y = greedy_fill(gain, k, count, cap, mu, start, free)
+            if _value(gain, y) >= bound - CERTAIN:
+                return y, "bound", mu
+    lp = _class_lp(gain, k, count, cap, pinned, free)
+    if lp is not None:
+        x, mu_lp = lp
+        start = base.copy()
+        start[free] = np.floor(x[free] + 1e-9).astype(np.int64)
+        y = greedy_fill(gain, k, count, cap, mu_lp, start, free)
+        if _value(gain, y) >= lagrangian_bound(gain, k, count, cap, mu_lp, pin) - CERTAIN:
+            return y, "lp", mu_lp
+        mu = mu_lp
+    return _class_milp(gain, k, pin, count, cap, pinned), "milp", mu
+
+
+def carry_over(rows, count, cap, k, last) -> np.ndarray | None:
+    """The last answer (``(rows, y)`` of the last class problem) on these classes: each class
+    alike a last one keeps its jobs per type, fewer where it has fewer jobs (from its last types
+    first); None if that does not fit ``cap`` (pinned classes are left to the caller's start)."""
+    if last is None or last[0].shape[1] != rows.shape[1]:
+        return None
+    idx = {r.tobytes(): i for i, r in enumerate(last[0])}
+    y = np.zeros((len(rows), len(cap)), dtype=np.int64)
+    for c in range(len(rows)):
+        i = idx.get(rows[c].tobytes())
+        if i is None or rows[c, 1] >= 0:
+            continue
+        y[c] = last[1][i]
+        for t in range(len(cap) - 1, -1, -1):
+            extra = int(y[c].sum() - count[c])
+            if extra <= 0:
+                break
+            y[c, t] -= min(extra, y[c, t])
+    return y if ((y * k[:, None]).sum(axis=0) <= cap).all() else None
+
+
+def _value(gain, y) -> float:
+    return float((np.where(y > 0, gain, 0.0) * y).sum())
+
+
+def lagrangian_bound(gain, k, count, cap, mu, pin) -> float:
+    """An upper bound on the total gain of any feasible ``y`` (pinned classes on their type): each
+    class's best of ``gain - k * mu`` (or 0: waiting), times its jobs, plus ``mu`` times the GPUs."""
+    red = gain - k[:, None] * mu[None, :]
+    per = np.maximum(np.max(red, axis=1, initial=-np.inf), 0.0)
+    pc = np.flatnonzero(pin >= 0)
+    per[pc] = red[pc, pin[pc]]
+    return float(per @ count + mu @ cap)
+
+
+def greedy_fill(gain, k, count, cap, mu, start, free) -> np.ndarray:
+    """``start`` (pinned classes and a partial answer) then, by decreasing ``gain - k * mu`` (ties:
+    more gain, then class and type order), as many more jobs of each free class on each type as
+    its jobs left and the type's GPUs left allow (choices that gain something only)."""
+    y = start.copy()
+    left = cap - (y * k[:, None]).sum(axis=0)
+    rest = count - y.sum(axis=1)
+    red = gain - k[:, None] * mu[None, :]
+    cls, typ = np.nonzero(free[:, None] & (gain > 0))
+    order = np.lexsort((typ, cls, -gain[cls, typ], -red[cls, typ]))
+    for c, t in zip(cls[order], typ[order]):
+        n = min(rest[c], left[t] // k[c])
+        if n > 0:
+            y[c, t] += n
+            rest[c] -= n
+            left[t] -= n * k[c]
+    return y
+
+
+def _class_lp(gain, k, count, cap, pinned, free):
+    """``(x, mu)``: the class LP's optimum (free classes; pinned ones take their GPUs first) and
+    its capacity duals (GPU prices, >= 0), or None if HiGHS fails."""
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    C, T = gain.shape
+    left = cap - (np.where(pinned, 1, 0) * count[:, None] * k[:, None]).sum(axis=0)
+    cls, typ = np.nonzero(free[:, None] & (gain > 0))
+    n = len(cls)
+    if n == 0:
+        return np.zeros((C, T)), np.zeros(T)
+    var = np.arange(n)
+    m = coo_matrix((np.concatenate([np.ones(n), k[cls].astype(np.float64)]),
+                    (np.concatenate([cls, C + typ]), np.concatenate([var, var]))), shape=(C + T, n)).tocsr()
+    b = np.concatenate([count.astype(np.float64), np.maximum(left, 0).astype(np.float64)])
+    res = linprog(-gain[cls, typ], A_ub=m, b_ub=b, bounds=(0, None), method="highs")
+    if res.status != 0:
+        return None
+    x = np.zeros((C, T))
+    x[cls, typ] = res.x
+    return x, np.maximum(-res.ineqlin.marginals[C:], 0.0)
+
+
+def _class_milp(gain, k, pin, count, cap, pinned) -> np.ndarray:
+    """The class integer programme (HiGHS) with a gap below half a hundredth of its bound: an
+    exact optimum of costs in whole hundredths."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    C, T = gain.shape
+    use = ((gain > 0) & (pin[:, None] < 0)) | pinned  # (a choice no cheaper than waiting is never needed)
+    cls, typ = np.nonzero(use)
+    y = np.zeros((C, T), dtype=np.int64)
+    n = len(cls)
+    if n == 0:
+        return y
+    var = np.arange(n)
+    m = coo_matrix((np.concatenate([np.ones(n), k[cls].astype(np.float64)]),
+                    (np.concatenate([cls, C + typ]), np.concatenate([var, var]))), shape=(C + T, n)).tocsr()
+    ub = np.concatenate([count.astype(np.float64), cap.astype(np.float64)])
+    lo = np.where(pinned[cls, typ], count[cls], 0).astype(np.float64)
+    c = np.where(pinned[cls, typ], 0.0, -gain[cls, typ])  # (a pinned class's gain is the same in every answer)
+    bound = float(np.minimum(c, 0.0) @ count[cls].astype(np.float64))
+    gap = min(MIP_GAP, 0.004 / max(1.0, abs(bound)))
+    res = milp(c, constraints=LinearConstraint(m, -np.inf, ub), bounds=Bounds(lo, count[cls].astype(np.float64)),
+               integrality=np.ones(n), options={"mip_rel_gap": gap})
+    if res.x is None:
+        raise ConfigError(f"the Sia allocation over GPU types has no solution (HiGHS: {res.message}); "
+                          "this should not happen, please report it")
+    y[cls, typ] = np.rint(res.x).astype(np.int64)
+    return y
+
+
+def spread(y, inv, held) -> np.ndarray:
+    """The jobs' types from the classes' counts ``y[c, t]``: in each class the jobs holding ``t``
+    take its places first, then the rest in arrival (index) order."""
+    choice = np.full(len(inv), -1, dtype=np.int64)
+    for c in np.flatnonzero(y.sum(axis=1)):
+        members = np.flatnonzero(inv == c)
+        for t in np.flatnonzero(y[c]):
+            stay = members[held[members] == t][: y[c, t]]
+            choice[stay] = t
+        left = members[choice[members] < 0]
+        for t in np.flatnonzero(y[c]):
+            need = y[c, t] - int((choice[members] == t).sum())
+            choice[left[:need]] = t
+            left = left[need:]
+    return choice
+
+
+# ------------------------------------------------------------------------------------------ the planner
+class SiaPlanner:
+    def __init__(self, state, opts: dict):
+        self.ctx = PlanContext(state)
+        self.p = float(opts["p"])
+        self.penalty_s = float(opts["penalty_s"])
+        self.solver = SiaSolver(float(opts["lambda_n"]))
+        n, T = len(state.w), self.ctx.n_types
+        allj = np.arange(n, dtype=np.int64)
+        self.thr_all = np.ascontiguousarray(
+            np.stack([self.ctx.rate(allj, t, state.jobs.gpus) for t in range(T)], axis=1) if n else np.zeros((0, T)))
+        self.gpus = state.jobs.gpus.astype(np.int64)
+        self.plan_s = 0.0
+        self.rounds = 0
+
+    def plan(self, idx: np.ndarray, now: float):
+        t0 = time.perf_counter()
+        st = self.ctx.st
+        r = st.run
+        a, T = len(idx), self.ctx.n_types
+        cap = self.ctx.type_gpus()
+        cost = np.empty((a, T))
+        best = np.empty(a, dtype=np.int64)
+        pin = np.empty(a, dtype=np.int64)
+        fits = kplanners.sia_round(idx, self.thr_all, self.gpus, st.jobs.submit, r.status, r.launch_t, r.held,
+                                   r.held_type, r.attained_gpu, r.n_preempt, now, st.restart_s, self.penalty_s,
+                                   self.p, self.solver.lambda_n, CLIP, cap, cost, best, pin)
+        k = self.gpus[idx]
+        running = r.status[idx] == enums.RUNNING
+        held = np.where(running, r.held_type[idx], -1)
+        choice = self.solver.solve(cost, k, pin, held, cap, best if fits else None)
+        stay = running & (choice == held)
+        keys = np.where(stay, 0.0, 1e7) - k  # (jobs that keep their type first, then the largest gangs)
+        types = np.where(choice >= 0, choice, enums.NO_RUN)
+        self.rounds += 1
+        self.plan_s += time.perf_counter() - t0
+        return keys, types, k
+
+    def stats(self) -> dict:
+        s = self.solver
+        return {"allocations": self.rounds, "answers": dict(s.how), "lp_solves": s.how["lp"] + s.how["milp"],
+                "lp_s": round(s.solve_s, 6), "lp_ms_per_allocation": round(1e3 * s.solve_s / max(self.rounds, 1), 3),
+                "plan_s": round(self.plan_s, 6)}
+
+
+POLICY = parts.POLICIES.register("sia", parts.Policy(
+    "sia", enums.POL_PLAN, True, True,
+    "Sia's objective for rigid jobs over GPU types: each round one type per job (or wait) minimising sum "
+    "round(goodput ** p, 2) with a restart penalty for a type change; exact (classes of alike jobs, HiGHS)",
+    kind=enums.KIND_PLAN, planner=SiaPlanner, default_time_model="rounds", default_round_s=INTERVAL_S,
+    options=(
+        parts.Option("p", P_FAIRNESS, negative, "Sia's fairness power p (--policy_p_val; negative: it minimises)"),
+        parts.Option("lambda_n", LAMBDA_N, positive, "cost of a job left waiting (Sia's --mip_lambda_n)"),
+        parts.Option("penalty_s", PENALTY_S, positive,
+                     "restart penalty in seconds of Sia's re-allocation factor (its get_restart_penalty: 30)"),
+    ),
+))
