@@ -196,3 +196,11 @@ def test_spec_keeps_native_sia_apart_from_compat_sia():
     assert native.compat is None and native.round_s == 60.0 and native.time_model == "rounds"
     with pytest.raises(fastblox.errors.ConfigError, match="p"):
         RunSpec(policy="sia", policy_opts={"p": 0.5}).resolved(source=False)
+
+
+def test_options_are_checked():
+    from fastblox.spec import RunSpec
+
+    for opts, what in (({"lambda_n": 1.123}, "hundredths"), ({"penalty_s": -1}, "positive"), ({"q": 1}, "no option")):
+        with pytest.raises(fastblox.errors.ConfigError, match=what):
+            RunSpec(policy="sia", policy_opts=opts).resolved(source=False)

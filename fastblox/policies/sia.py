@@ -10,21 +10,25 @@ round keeps ``g`` on the type it holds and has every other type's ``g`` multipli
 restart factor ``max(age - restarts * penalty_s, 0) / (age + penalty_s)`` (``age``: seconds since
 it was submitted; ``restarts``: its preemptions; 1 while its attained GPU-seconds are below
 ``penalty_s``; Sia's ``get_restart_penalty`` gives 30 s to jobs not named after its
-applications). The cost of ``t`` is ``round(g ** p, 2)`` (float32, capped at 3,000:
-``compat_sia.power_costs``), of waiting ``lambda_n``; Sia minimises the sum of the costs (``p <
-0``) with each type's GPUs in service as its capacity. A job still inside its restart delay
-(``--restart-s``) keeps its type (Sia's "checkpoint-restore underway" constraint). Types where a
-job has no throughput, or fewer GPUs than its gang, are not offered to it.
+applications). The cost of ``t`` is ``round(g ** p, 2)`` (float64, as Sia's rigid branch; capped
+at 3,000), of waiting ``lambda_n``; Sia minimises the sum of the costs (``p < 0``) with each
+type's GPUs in service as its capacity. A job still inside its restart delay (``--restart-s``)
+keeps its type (Sia's "checkpoint-restore underway" constraint) if it is still offered. Types
+where a job has no throughput, or fewer GPUs than its gang, are not offered to it. Like Sia, a
+job is not penalised for being preempted to wait, only for changing type.
 
-**How it is solved** (``solve``): exactly, as a multiple-choice knapsack over the types. Jobs
-alike in gang size, costs and pinned type are interchangeable, so the problem is solved over
-classes of alike jobs (tens of classes, not thousands of jobs), in three ways, the first that
-applies: (1) every job's cheapest choice fits every type: that is the optimum; (2) the same
-class problem as the last one solved: its answer; (3) an integer programme over classes x types
-(HiGHS, ``scipy.optimize.milp``) with its gap set below half a hundredth of the objective's
-bound: the costs are whole hundredths, so the answer is an exact optimum. Inside a class, the
-jobs that hold a type keep it first, then the earlier arrivals get the rest. ``fastblox.reference.
-sia.best_rigid_choice`` (every choice tried) is the plain twin hypothesis compares it with.
+**How it is solved** (``SiaSolver``): exactly. Jobs alike in gang size, costs and pinned type
+are interchangeable, so the integer programme is solved over classes of alike jobs (tens of
+classes, not thousands of jobs), and each answer comes with a proof, the first of: (1) every
+job's cheapest choice fits every type (compiled: ``kernels.planners.sia_round``); (2) the same
+class problem as the last one solved: its answer; (3) a greedy fill by gain less the type's GPU
+price ``mu`` (from scratch, or from the last answer carried over) within a hundredth of the
+Lagrangian bound at ``mu``: the costs are whole hundredths, so that is an optimum; ``mu`` the
+last LP's duals, then (4) the class LP's (HiGHS) with its floor as the start; (5) the class
+integer programme (HiGHS) with its gap below half a hundredth of the objective's bound. Inside a
+class, the jobs that hold a type keep it first, then the earlier arrivals get the rest.
+``fastblox.reference.sia.best_rigid_choice`` (every choice tried) is the plain twin hypothesis
+compares the solver with; ``fastblox.reference.planners.sia_round_reference`` the kernel's.
 
 **The round.** Jobs that keep their type keep their GPUs; the others are placed by the run's
 placement part (``--placement``) on nodes of their type, largest gang first, and a gang that does
@@ -55,6 +59,13 @@ def negative(v) -> float:
     x = float(v)
     if not x < 0:
         raise ValueError(f"must be negative (Sia minimises sum goodput ** p; its default -0.5), got {x:g}")
+    return x
+
+
+def hundredths(v) -> float:
+    x = positive(v)
+    if abs(x * 100 - round(x * 100)) > 1e-9:
+        raise ValueError(f"must be a whole number of hundredths, as Sia's rounded costs are (its default 1.1), got {x!r}")
     return x
 
 
@@ -397,7 +408,7 @@ POLICY = parts.POLICIES.register("sia", parts.Policy(
     kind=enums.KIND_PLAN, planner=SiaPlanner, default_time_model="rounds", default_round_s=INTERVAL_S,
     options=(
         parts.Option("p", P_FAIRNESS, negative, "Sia's fairness power p (--policy_p_val; negative: it minimises)"),
-        parts.Option("lambda_n", LAMBDA_N, positive, "cost of a job left waiting (Sia's --mip_lambda_n)"),
+        parts.Option("lambda_n", LAMBDA_N, hundredths, "cost of a job left waiting (Sia's --mip_lambda_n; in hundredths)"),
         parts.Option("penalty_s", PENALTY_S, positive,
                      "restart penalty in seconds of Sia's re-allocation factor (its get_restart_penalty: 30)"),
     ),
