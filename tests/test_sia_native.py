@@ -75,9 +75,15 @@ def test_class_optimum_with_any_hint_equals_the_milp(case, mu, warm_from_greedy)
     warm = None
     if warm_from_greedy:
         warm = sia.greedy_fill(gain, kc, counts, cap, np.zeros(T), np.zeros(cc.shape, dtype=np.int64), pc < 0)
-    y, how, _ = sia.class_optimum(cc, kc, pc, counts, cap, sia.LAMBDA_N, mu, warm)
+    y, how, _, slack = sia.class_optimum(cc, kc, pc, counts, cap, sia.LAMBDA_N, mu, warm)
     y_milp = sia._class_milp(gain, kc, pc, counts, cap, pinned)
-    assert sia._value(gain, y) == pytest.approx(sia._value(gain, y_milp), abs=1e-9)
+    best = sia._value(gain, y_milp)
+    assert sia._value(gain, y) == pytest.approx(best, abs=1e-9) and slack < sia.CERTAIN
+    # with a gap: an answer within it, and its proven slack covers the true one
+    yg, _, _, slack = sia.class_optimum(cc, kc, pc, counts, cap, sia.LAMBDA_N, mu, warm, gap=0.05)
+    v, total = sia._value(gain, yg), sia.LAMBDA_N * counts.sum()
+    assert best - v <= slack + 1e-9 and best - v <= max(sia.CERTAIN, 0.05 * (total - v)) + 1e-9
+    assert (yg.sum(axis=1) <= counts).all() and ((yg * kc[:, None]).sum(axis=0) <= cap).all()
     choice = sia.spread(y, inv, held)
     _check(choice, cost, k, pin, cap)
     assert (y.sum(axis=1) <= counts).all()
@@ -204,3 +210,36 @@ def test_options_are_checked():
     for opts, what in (({"lambda_n": 1.123}, "hundredths"), ({"penalty_s": -1}, "positive"), ({"q": 1}, "no option")):
         with pytest.raises(fastblox.errors.ConfigError, match=what):
             RunSpec(policy="sia", policy_opts=opts).resolved(source=False)
+
+
+@given(rigid_case(max_jobs=30, max_types=3, max_cap=30), st.lists(st.floats(0, 0.2), min_size=3, max_size=3))
+@settings(max_examples=100, deadline=None)
+def test_class_kernels_equal_their_plain_twins(case, mu):
+    from fastblox.kernels import planners as kp
+    from fastblox.reference.planners import sia_prices_reference
+
+    cost, k, pin, held, cap = case
+    uniq, inv, counts = sia._classes(cost, k, pin)
+    kc, pc, cc = uniq[:, 0].astype(np.int64), uniq[:, 1].astype(np.int64), uniq[:, 2:]
+    C, T = cc.shape
+    gain = np.where(np.isfinite(cc), sia.LAMBDA_N - cc, -np.inf)
+    mu = np.array(mu[:T])
+    bound = kp.sia_bound(gain, kc, counts, cap, mu, pc)
+    assert bound == pytest.approx(sia.lagrangian_bound(gain, kc, counts, cap, mu, pc), abs=1e-9)
+    start = np.zeros((C, T), dtype=np.int64)
+    start[np.flatnonzero(pc >= 0), pc[pc >= 0]] = counts[pc >= 0]
+    y = np.empty_like(start)
+    kp.sia_greedy(gain, kc, counts, cap, mu, start, pc < 0, y)
+    np.testing.assert_array_equal(y, sia.greedy_fill(gain, kc, counts, cap, mu, start, pc < 0))
+    assert sia._value(gain, y) <= bound + 1e-9  # (the bound is one)
+    choice = np.empty(len(inv), dtype=np.int64)
+    kp.sia_spread(y, inv, held, choice)
+    np.testing.assert_array_equal(choice, sia.spread(y, inv, held))
+    m = mu.copy()
+    b2 = kp.sia_prices(gain, kc, counts, cap, m, pc, 2)
+    rm, rb = sia_prices_reference(gain.tolist(), kc.tolist(), counts.tolist(), cap.tolist(), mu.tolist(), pc.tolist(), 2)
+    np.testing.assert_allclose(m, rm, atol=1e-12)
+    assert b2 == pytest.approx(rb, abs=1e-9) and b2 <= bound + 1e-9
+    pinned = np.zeros((C, T), dtype=bool)
+    pinned[np.flatnonzero(pc >= 0), pc[pc >= 0]] = True
+    assert sia._value(gain, sia._class_milp(gain, kc, pc, counts, cap, pinned)) <= b2 + 1e-9  # (still a bound)

@@ -49,9 +49,10 @@ from ..errors import ConfigError
 from ..kernels import enums
 from ..kernels import planners as kplanners
 from ..planning import PlanContext
-from ._opts import positive
+from ._opts import fraction, positive
 
 INTERVAL_S = 60.0  # the Sia simulator's --interval
+GAP = 0.001  # the optimality gap accepted by default (docs/policies.md: why)
 PENALTY_S = policy_restart_s("")  # sia.py's get_restart_penalty for a name it does not know: 30 s
 
 
@@ -119,6 +120,8 @@ def objective(cost, choice, lambda_n: float = LAMBDA_N) -> float:
 
 
 # ------------------------------------------------------------------------------------------ the optimum
+#: passes over the types of the price search before an LP is solved
+PRICE_SWEEPS = 2
 #: a choice within this of a proven bound is optimal: costs are whole hundredths (float margin kept)
 CERTAIN = 0.01 - 1e-6
 
@@ -130,12 +133,14 @@ class SiaSolver:
     Lagrangian bound at ``mu``; the same from the class LP (HiGHS) with its duals; the class
     integer programme (HiGHS). ``how`` counts the answers by way."""
 
-    def __init__(self, lambda_n: float = LAMBDA_N):
-        self.lambda_n = lambda_n
+    def __init__(self, lambda_n: float = LAMBDA_N, gap: float = 0.0):
+        self.lambda_n, self.gap = lambda_n, gap
+        self.inexact = 0  # answers not proven optimal (only with gap > 0)
+        self.worst_gap = 0.0  # the largest proven gap of those, relative to the objective
         self._last = None
         self._last_rows = None
         self.mu = None
-        self.how = {"fit": 0, "same": 0, "bound": 0, "lp": 0, "milp": 0}
+        self.how = {"fit": 0, "same": 0, "bound": 0, "prices": 0, "lp": 0, "milp": 0}
         self.solve_s = 0.0
 
     def solve(self, cost, k, pin, held, cap, best=None) -> np.ndarray:
@@ -162,12 +167,19 @@ class SiaSolver:
         else:
             k_c, pin_c = uniq[:, 0].astype(np.int64), uniq[:, 1].astype(np.int64)
             warm = carry_over(uniq, counts, cap, k_c, self._last_rows)
-            y, how, self.mu = class_optimum(uniq[:, 2:], k_c, pin_c, counts, cap, self.lambda_n, self.mu, warm)
+            y, how, self.mu, slack = class_optimum(uniq[:, 2:], k_c, pin_c, counts, cap, self.lambda_n, self.mu, warm,
+                                                   self.gap)
             self.how[how] += 1
+            if slack > CERTAIN:
+                self.inexact += 1
+                obj = float(self.lambda_n * counts.sum() - _value(self.lambda_n - uniq[:, 2:], y))
+                self.worst_gap = max(self.worst_gap, slack / max(obj - slack, 1e-12))  # (opt >= obj - slack)
             self._last = (key, y)
             self._last_rows = (uniq, y)
+        choice = np.empty(len(inv), dtype=np.int64)
+        kplanners.sia_spread(y, inv, held, choice)
         self.solve_s += time.perf_counter() - t0
-        return spread(y, inv, held)
+        return choice
 
 
 def _drop_pins_over(pin, k, cap, cost):
@@ -196,13 +208,15 @@ def _classes(cost, k, pin):
     return srt[new], inv, np.bincount(cls_sorted).astype(np.int64)
 
 
-def class_optimum(cost, k, pin, count, cap, lambda_n: float = LAMBDA_N, mu=None, warm=None) -> tuple:
-    """``(y, how, mu)``: jobs per class and type ``y[c, t]`` minimising ``sum (cost - lambda_n) * y``
-    with ``sum_t y[c] <= count[c]`` (all of a pinned class on its type) and ``sum_c k[c] y[c, t]
-    <= cap[t]``, proven optimal; ``how`` the way (``bound``, ``lp``, ``milp``); ``mu`` the GPU
-    prices (per type) to try first next time. ``mu`` and ``warm`` (a feasible start, e.g. the last
-    answer carried over: :func:`carry_over`) are only tried: they change the answer's proof, never
-    its optimality."""
+def class_optimum(cost, k, pin, count, cap, lambda_n: float = LAMBDA_N, mu=None, warm=None, gap: float = 0.0) -> tuple:
+    """``(y, how, mu, slack)``: jobs per class and type ``y[c, t]`` minimising ``sum (cost -
+    lambda_n) * y`` with ``sum_t y[c] <= count[c]`` (all of a pinned class on its type) and
+    ``sum_c k[c] y[c, t] <= cap[t]``; ``how`` the way (``bound``, ``lp``, ``milp``), ``mu`` the GPU
+    prices (per type) to try first next time, ``slack`` how far its objective is proven to be at
+    most from the optimum (under a hundredth: it is an optimum; the MILP's: 0). With ``gap`` 0
+    the answer is an optimum; with ``gap > 0`` it may be any answer proven within ``gap`` times
+    its objective of the optimum. ``mu`` and ``warm`` (a feasible start, e.g. the last answer
+    carried over: :func:`carry_over`) are only tried: they change the proof, never the guarantee."""
     C, T = cost.shape
     gain = np.where(np.isfinite(cost), lambda_n - cost, -np.inf)
     pinned = np.zeros((C, T), dtype=bool)
@@ -211,24 +225,43 @@ def class_optimum(cost, k, pin, count, cap, lambda_n: float = LAMBDA_N, mu=None,
     base = np.zeros((C, T), dtype=np.int64)
     base[pinned] = count[pc]
     free = pin < 0
-    if mu is not None and len(mu) == T:
-        bound = lagrangian_bound(gain, k, count, cap, mu, pin)
-        for start in (base, None if warm is None else base + warm):
-            if start is None or ((start * k[:, None]).sum(axis=0) > cap).any():
+    total = lambda_n * float(count.sum())
+
+    def proven(starts, prices, bound=None):
+        if bound is None:
+            bound = kplanners.sia_bound(gain, k, count, cap, prices, pin)
+        best, best_v = None, -np.inf
+        for st in starts:
+            if st is None or ((st * k[:, None]).sum(axis=0) > cap).any():
                 continue
-            y = greedy_fill(gain, k, count, cap, mu, start, free)
-            if _value(gain, y) >= bound - CERTAIN:
-                return y, "bound", mu
+            y = np.empty_like(st)
+            kplanners.sia_greedy(gain, k, count, cap, prices, st, free, y)
+            v = _value(gain, y)
+            if v > best_v:
+                best, best_v = y, v
+        if best is None:
+            return None, np.inf
+        slack = max(bound - best_v, 0.0)
+        return (best, slack) if slack <= max(CERTAIN, gap * (total - best_v)) else (None, slack)
+
+    starts = (base, None if warm is None else base + warm)
+    if mu is not None and len(mu) == T:
+        y, slack = proven(starts, mu)
+        if y is not None:
+            return y, "bound", mu, slack
+        mu = mu.copy()  # (better prices, one type at a time: no LP)
+        y, slack = proven(starts, mu, kplanners.sia_prices(gain, k, count, cap, mu, pin, PRICE_SWEEPS))
+        if y is not None:
+            return y, "prices", mu, slack
     lp = _class_lp(gain, k, count, cap, pinned, free)
     if lp is not None:
-        x, mu_lp = lp
+        x, mu = lp
         start = base.copy()
         start[free] = np.floor(x[free] + 1e-9).astype(np.int64)
-        y = greedy_fill(gain, k, count, cap, mu_lp, start, free)
-        if _value(gain, y) >= lagrangian_bound(gain, k, count, cap, mu_lp, pin) - CERTAIN:
-            return y, "lp", mu_lp
-        mu = mu_lp
-    return _class_milp(gain, k, pin, count, cap, pinned), "milp", mu
+        y, slack = proven((start, starts[1]), mu)
+        if y is not None:
+            return y, "lp", mu, slack
+    return _class_milp(gain, k, pin, count, cap, pinned), "milp", mu, 0.0
 
 
 def carry_over(rows, count, cap, k, last) -> np.ndarray | None:
@@ -362,7 +395,7 @@ class SiaPlanner:
         self.ctx = PlanContext(state)
         self.p = float(opts["p"])
         self.penalty_s = float(opts["penalty_s"])
-        self.solver = SiaSolver(float(opts["lambda_n"]))
+        self.solver = SiaSolver(float(opts["lambda_n"]), float(opts["gap"]))
         n, T = len(state.w), self.ctx.n_types
         allj = np.arange(n, dtype=np.int64)
         self.thr_all = np.ascontiguousarray(
@@ -396,7 +429,8 @@ class SiaPlanner:
 
     def stats(self) -> dict:
         s = self.solver
-        return {"allocations": self.rounds, "answers": dict(s.how), "lp_solves": s.how["lp"] + s.how["milp"],
+        return {"allocations": self.rounds, "answers": dict(s.how), "not_proven_optimal": s.inexact,
+                "largest_proven_gap": s.worst_gap, "lp_solves": s.how["lp"] + s.how["milp"],
                 "lp_s": round(s.solve_s, 6), "lp_ms_per_allocation": round(1e3 * s.solve_s / max(self.rounds, 1), 3),
                 "plan_s": round(self.plan_s, 6)}
 
@@ -409,6 +443,8 @@ POLICY = parts.POLICIES.register("sia", parts.Policy(
     options=(
         parts.Option("p", P_FAIRNESS, negative, "Sia's fairness power p (--policy_p_val; negative: it minimises)"),
         parts.Option("lambda_n", LAMBDA_N, hundredths, "cost of a job left waiting (Sia's --mip_lambda_n; in hundredths)"),
+        parts.Option("gap", GAP, fraction, "accept an answer proven within this share of its objective of the "
+                     "optimum (0: every round exact; Sia's own solver stops at 0.0001)"),
         parts.Option("penalty_s", PENALTY_S, positive,
                      "restart penalty in seconds of Sia's re-allocation factor (its get_restart_penalty: 30)"),
     ),

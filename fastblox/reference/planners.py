@@ -168,3 +168,37 @@ def sia_round_reference(idx, thr_all, gpus, submit, status, launch_t, held, held
     on = best >= 0
     fits = bool((np.bincount(best[on], weights=k[on], minlength=len(cap)) <= cap).all())
     return cost, best, pin, fits
+
+
+def sia_prices_reference(gain, k, count, cap, mu, pin, sweeps):
+    """``(mu, bound)`` as ``kernels.planners.sia_prices`` computes them: per type in turn, the
+    price among 0 and the kinks of the bound along it with the least bound (the first on ties)."""
+    from ..policies.sia import lagrangian_bound
+
+    mu = [float(v) for v in mu]
+    C, T = len(gain), len(cap)
+
+    def bound(m):
+        import numpy as np
+
+        return lagrangian_bound(np.asarray(gain), np.asarray(k), np.asarray(count), np.asarray(cap), np.asarray(m),
+                                np.asarray(pin))
+
+    best = bound(mu)
+    for _ in range(sweeps):
+        for t in range(T):
+            cands = []
+            for c in range(C):
+                if pin[c] >= 0 or not gain[c][t] > 0:
+                    continue
+                other = max([0.0] + [gain[c][s] - k[c] * mu[s] for s in range(T) if s != t])
+                cand = (gain[c][t] - other) / k[c]
+                if cand >= 0:
+                    cands.append(cand)
+            at = mu[t]
+            for cand in cands + [0.0]:
+                d = bound(mu[:t] + [cand] + mu[t + 1:])
+                if d < best - 1e-12:
+                    best, at = d, cand
+            mu[t] = at
+    return mu, best
