@@ -256,12 +256,13 @@ def uniform_rate_allocation(s, c, types, order, w, k, fill_order, x):
 
 @jit
 def sia_round(idx, thr_all, gpus, submit, status, launch_t, held, held_type, attained_gpu, n_preempt, now, restart_s,
-              penalty_s, p, lambda_n, clip, cap, cost, best, pin):
+              penalty_s, p, lambda_n, clip, cap, cost, best, pin, keys, types):
     """Sia's costs of the active jobs ``idx`` (``fastblox.policies.sia``: ``job_costs`` of
     ``restart_factor``, its plain twin) into ``cost[a, T]`` (``inf``: not offered), each job's
     cheapest choice on its own into ``best`` (ties: the type it holds, then the first; -1: waiting
     is as cheap; a pinned job: its type) and the pinned type into ``pin`` (-1: none; a running job
-    inside its restart delay). Returns whether every type holds the cheapest choices' gangs."""
+    inside its restart delay). Returns whether every type holds the cheapest choices' gangs; then
+    ``keys`` and ``types`` are the plan of these choices (``fastblox.policies.sia.plan_of``)."""
     a = idx.shape[0]
     T = cap.shape[0]
     used = np.zeros(T, dtype=np.int64)
@@ -307,6 +308,8 @@ def sia_round(idx, thr_all, gpus, submit, status, launch_t, held, held_type, att
         best[i] = b
         if b >= 0:
             used[b] += k
+        keys[i] = (0.0 if running and b == h else 1e7) - k
+        types[i] = b if b >= 0 else NO_RUN
     for t in range(T):
         if used[t] > cap[t]:
             return False

@@ -142,14 +142,19 @@ def test_compiled_costs_equal_their_array_definitions(case, p):
     idx, thr, gpus, submit, status, launch_t, held, held_type, att, npre, now, restart_s, cap = case
     a, T = len(idx), thr.shape[1]
     cost, best, pin = np.empty((a, T)), np.empty(a, dtype=np.int64), np.empty(a, dtype=np.int64)
+    keys, types = np.empty(a), np.empty(a, dtype=np.int64)
     fits = sia_round(idx, thr, gpus, submit, status, launch_t, held, held_type, att, npre, now, restart_s, 30.0, p,
-                     sia.LAMBDA_N, sia.CLIP, cap, cost, best, pin)
+                     sia.LAMBDA_N, sia.CLIP, cap, cost, best, pin, keys, types)
     rc, rb, rp, rf = sia_round_reference(idx, thr, gpus, submit, status, launch_t, held, held_type, att, npre, now,
                                          restart_s, 30.0, p, sia.LAMBDA_N, cap)
     np.testing.assert_array_equal(cost, rc)
     np.testing.assert_array_equal(best, rb)
     np.testing.assert_array_equal(pin, rp)
     assert fits == rf
+    running = status[idx] == 3
+    rk, rt = sia.plan_of(rb, running, np.where(running, held_type[idx], -1), gpus[idx])
+    np.testing.assert_array_equal(keys, rk)
+    np.testing.assert_array_equal(types, rt)
 
 
 def test_costs_follow_sias_rule():

@@ -143,13 +143,9 @@ class SiaSolver:
         self.how = {"fit": 0, "same": 0, "bound": 0, "prices": 0, "lp": 0, "milp": 0}
         self.solve_s = 0.0
 
-    def solve(self, cost, k, pin, held, cap, best=None) -> np.ndarray:
+    def solve(self, cost, k, pin, held, cap) -> np.ndarray:
         """Type per job (-1: waits) minimising :func:`objective` with ``sum k_j <= cap[t]`` per type
-        and ``pin[j] >= 0`` kept. ``held``: the type each job holds (-1), kept among equals.
-        ``best``: :func:`cheapest`, if known to fit (``kernels.planners.sia_round``)."""
-        if best is not None:
-            self.how["fit"] += 1
-            return best
+        and ``pin[j] >= 0`` kept. ``held``: the type each job holds (-1), kept among equals."""
         T = cost.shape[1]
         cap = np.asarray(cap, dtype=np.int64)
         pin = _drop_pins_over(pin, k, cap, cost)
@@ -389,6 +385,13 @@ def spread(y, inv, held) -> np.ndarray:
     return choice
 
 
+def plan_of(choice, running, held, k) -> tuple:
+    """``(keys, types)`` of a choice for the engine: the jobs that keep their type first, then the
+    largest gangs (ties: arrival), each on its type or ``NO_RUN``."""
+    stay = running & (choice == held)
+    return np.where(stay, 0.0, 1e7) - k, np.where(choice >= 0, choice, enums.NO_RUN)
+
+
 # ------------------------------------------------------------------------------------------ the planner
 class SiaPlanner:
     def __init__(self, state, opts: dict):
@@ -411,18 +414,18 @@ class SiaPlanner:
         a, T = len(idx), self.ctx.n_types
         cap = self.ctx.type_gpus()
         cost = np.empty((a, T))
-        best = np.empty(a, dtype=np.int64)
-        pin = np.empty(a, dtype=np.int64)
+        best, pin, types = np.empty(a, dtype=np.int64), np.empty(a, dtype=np.int64), np.empty(a, dtype=np.int64)
+        keys = np.empty(a)
         fits = kplanners.sia_round(idx, self.thr_all, self.gpus, st.jobs.submit, r.status, r.launch_t, r.held,
                                    r.held_type, r.attained_gpu, r.n_preempt, now, st.restart_s, self.penalty_s,
-                                   self.p, self.solver.lambda_n, CLIP, cap, cost, best, pin)
+                                   self.p, self.solver.lambda_n, CLIP, cap, cost, best, pin, keys, types)
         k = self.gpus[idx]
-        running = r.status[idx] == enums.RUNNING
-        held = np.where(running, r.held_type[idx], -1)
-        choice = self.solver.solve(cost, k, pin, held, cap, best if fits else None)
-        stay = running & (choice == held)
-        keys = np.where(stay, 0.0, 1e7) - k  # (jobs that keep their type first, then the largest gangs)
-        types = np.where(choice >= 0, choice, enums.NO_RUN)
+        if fits:
+            self.solver.how["fit"] += 1
+        else:
+            running = r.status[idx] == enums.RUNNING
+            held = np.where(running, r.held_type[idx], -1)
+            keys, types = plan_of(self.solver.solve(cost, k, pin, held, cap), running, held, k)
         self.rounds += 1
         self.plan_s += time.perf_counter() - t0
         return keys, types, k
