@@ -257,7 +257,8 @@ def class_optimum(cost, k, pin, count, cap, lambda_n: float = LAMBDA_N, mu=None,
         y, slack = proven((start, starts[1]), mu)
         if y is not None:
             return y, "lp", mu, slack
-    return _class_milp(gain, k, pin, count, cap, pinned), "milp", mu, 0.0
+    y, slack = _class_milp(gain, k, pin, count, cap, pinned, gap, lambda_n)
+    return y, "milp", mu, slack
 
 
 def carry_over(rows, count, cap, k, last) -> np.ndarray | None:
@@ -338,9 +339,10 @@ def _class_lp(gain, k, count, cap, pinned, free):
     return x, np.maximum(-res.ineqlin.marginals[C:], 0.0)
 
 
-def _class_milp(gain, k, pin, count, cap, pinned) -> np.ndarray:
-    """The class integer programme (HiGHS) with a gap below half a hundredth of its bound: an
-    exact optimum of costs in whole hundredths."""
+def _class_milp(gain, k, pin, count, cap, pinned, gap: float = 0.0, lambda_n: float = LAMBDA_N) -> tuple:
+    """``(y, slack)``: the class integer programme (HiGHS) with a gap below half a hundredth of its
+    bound (an exact optimum of costs in whole hundredths), or ``gap`` of the objective if that is
+    wider; ``slack`` bounds how far it is from the optimum (HiGHS's dual bound)."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
@@ -350,22 +352,30 @@ def _class_milp(gain, k, pin, count, cap, pinned) -> np.ndarray:
     y = np.zeros((C, T), dtype=np.int64)
     n = len(cls)
     if n == 0:
-        return y
+        return y, 0.0
     var = np.arange(n)
     m = coo_matrix((np.concatenate([np.ones(n), k[cls].astype(np.float64)]),
                     (np.concatenate([cls, C + typ]), np.concatenate([var, var]))), shape=(C + T, n)).tocsr()
     ub = np.concatenate([count.astype(np.float64), cap.astype(np.float64)])
     lo = np.where(pinned[cls, typ], count[cls], 0).astype(np.float64)
     c = np.where(pinned[cls, typ], 0.0, -gain[cls, typ])  # (a pinned class's gain is the same in every answer)
+    lambda_total = lambda_n * float(count.sum())
     bound = float(np.minimum(c, 0.0) @ count[cls].astype(np.float64))
-    gap = min(MIP_GAP, 0.004 / max(1.0, abs(bound)))
+    rel = min(MIP_GAP, 0.004 / max(1.0, abs(bound)))
+    # HiGHS's relative gap is on its own objective f = -(gain of the free jobs), |f| <= |bound|; Sia's
+    # objective of any answer is at least the gain bound's complement, ``headroom``: a gap of ``gap`` of it
+    headroom = lambda_total - abs(bound)
+    if gap > 0 and headroom > 0:
+        rel = max(rel, gap * headroom / max(1.0, abs(bound)))
     res = milp(c, constraints=LinearConstraint(m, -np.inf, ub), bounds=Bounds(lo, count[cls].astype(np.float64)),
-               integrality=np.ones(n), options={"mip_rel_gap": gap})
+               integrality=np.ones(n), options={"mip_rel_gap": rel})
     if res.x is None:
         raise ConfigError(f"the Sia allocation over GPU types has no solution (HiGHS: {res.message}); "
                           "this should not happen, please report it")
     y[cls, typ] = np.rint(res.x).astype(np.int64)
-    return y
+    dual = getattr(res, "mip_dual_bound", None)
+    slack = rel * abs(res.fun) if dual is None or not np.isfinite(dual) else max(res.fun - dual, 0.0)
+    return y, slack
 
 
 def spread(y, inv, held) -> np.ndarray:
