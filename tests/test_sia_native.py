@@ -248,3 +248,11 @@ def test_class_kernels_equal_their_plain_twins(case, mu):
     pinned = np.zeros((C, T), dtype=bool)
     pinned[np.flatnonzero(pc >= 0), pc[pc >= 0]] = True
     assert sia._value(gain, sia._class_milp(gain, kc, pc, counts, cap, pinned)[0]) <= b2 + 1e-9  # (still a bound)
+
+
+def test_pollux_refuses_gpu_types_and_names_sia():
+    """Decision (docs/policies.md): Pollux over several GPU types stays refused, pointing at sia."""
+    from fastblox.spec import RunSpec
+
+    with pytest.raises(fastblox.errors.ConfigError, match="policy sia"):
+        RunSpec(policy="pollux", cluster="v100:2x4,k80:2x4").resolved(source=False)
