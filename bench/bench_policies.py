@@ -86,6 +86,7 @@ def bench(label, path, head, cluster, policies, repeats):
             "steps": s["num_steps"], "avg_jct_h": s["avg_jct_s"] / 3600, "preemptions": s["num_preemptions"],
             "allocations": p.get("allocations"), "lp_ms_per_allocation": p.get("lp_ms_per_allocation"),
             "lp_s": p.get("lp_s"), "us_per_step": 1e6 * statistics.median(times) / max(s["num_steps"], 1),
+            "planner": p,
         })
         print(f"{label:18s} {pol:20s} {rows[-1]['sim_s']:8.3f} s  {s['num_steps']:7d} steps  "
               f"JCT {rows[-1]['avg_jct_h']:.2f} h  LP {p.get('lp_ms_per_allocation', '-')} ms/alloc", flush=True)
@@ -141,7 +142,19 @@ def merge(old: str, d: dict) -> str:
             lines.insert(same[-1] + 1 if same else len(lines), line)
     names = ", ".join(f"`{p}`" for p in dict.fromkeys(r["policy"] for r in d["rows"]))
     return "\n".join(lines) + (f"\n\nRows of {names} measured by `python bench/bench_policies.py --only "
-                               f"{','.join(dict.fromkeys(r['policy'] for r in d['rows']))}` on {d['machine']} ({d['date']}).")
+                               f"{','.join(dict.fromkeys(r['policy'] for r in d['rows']))}` on {d['machine']} ({d['date']})."
+                               + "".join(proofs(r) for r in d["rows"]))
+
+
+def proofs(r) -> str:
+    """What a row's planner proved of its answers (``sia``: rounds not proven optimal, largest gap)."""
+    p = r.get("planner") or {}
+    if "not_proven_optimal" not in p:
+        return ""
+    a = p["allocations"]
+    return (f" {r['workload']}, `{r['policy']}`: {a - p['not_proven_optimal']:,} of {a:,} rounds proven optimal, the "
+            f"others within {100 * p['largest_proven_gap']:.3f} % of the optimum (answers: "
+            + ", ".join(f"{k} {v:,}" for k, v in p["answers"].items()) + ").")
 
 
 def main(argv=None) -> int:

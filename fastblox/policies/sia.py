@@ -52,7 +52,7 @@ from ..planning import PlanContext
 from ._opts import fraction, positive
 
 INTERVAL_S = 60.0  # the Sia simulator's --interval
-GAP = 0.001  # the optimality gap accepted by default (docs/policies.md: why)
+GAP = 0.005  # the optimality gap accepted by default (docs/policies.md: why)
 PENALTY_S = policy_restart_s("")  # sia.py's get_restart_penalty for a name it does not know: 30 s
 
 
