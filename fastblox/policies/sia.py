@@ -17,15 +17,17 @@ keeps its type (Sia's "checkpoint-restore underway" constraint) if it is still o
 where a job has no throughput, or fewer GPUs than its gang, are not offered to it. Like Sia, a
 job is not penalised for being preempted to wait, only for changing type.
 
-**How it is solved** (``SiaSolver``): exactly. Jobs alike in gang size, costs and pinned type
+**How it is solved** (``SiaSolver``): with a proof of how far each answer is from the optimum, at
+most ``gap`` (default 0.5 %) of Sia's objective, or exactly (``gap=0``). Jobs alike in gang size, costs and pinned type
 are interchangeable, so the integer programme is solved over classes of alike jobs (tens of
 classes, not thousands of jobs), and each answer comes with a proof, the first of: (1) every
 job's cheapest choice fits every type (compiled: ``kernels.planners.sia_round``); (2) the same
 class problem as the last one solved: its answer; (3) a greedy fill by gain less the type's GPU
 price ``mu`` (from scratch, or from the last answer carried over) within a hundredth of the
-Lagrangian bound at ``mu``: the costs are whole hundredths, so that is an optimum; ``mu`` the
-last LP's duals, then (4) the class LP's (HiGHS) with its floor as the start; (5) the class
-integer programme (HiGHS) with its gap below half a hundredth of the objective's bound. Inside a
+Lagrangian bound at ``mu`` (the costs are whole hundredths, so that is an optimum), or within
+``gap``; ``mu`` the last prices, then a search along each type's price, then (4) the class LP's
+duals (HiGHS) with its floor as the start; (5) the class integer programme (HiGHS) with its gap
+below half a hundredth of the objective's bound, or ``gap`` where that is wider. Inside a
 class, the jobs that hold a type keep it first, then the earlier arrivals get the rest.
 ``fastblox.reference.sia.best_rigid_choice`` (every choice tried) is the plain twin hypothesis
 compares the solver with; ``fastblox.reference.planners.sia_round_reference`` the kernel's.
