@@ -67,7 +67,7 @@ def test_class_optimum_with_any_hint_equals_the_milp(case, mu, warm_from_greedy)
     cost, k, pin, held, cap = case
     T = cost.shape[1]
     uniq, inv, counts = sia._classes(cost, k, pin)
-    kc, pc, cc = uniq[:, 0].astype(np.int64), uniq[:, 1].astype(np.int64), uniq[:, 2:]
+    kc, pc, cc = uniq[:, 0].astype(np.int64), uniq[:, 1].astype(np.int64), uniq[:, 3:]
     gain = np.where(np.isfinite(cc), sia.LAMBDA_N - cc, -np.inf)
     pinned = np.zeros(cc.shape, dtype=bool)
     pinned[np.flatnonzero(pc >= 0), pc[pc >= 0]] = True
@@ -225,7 +225,7 @@ def test_class_kernels_equal_their_plain_twins(case, mu):
 
     cost, k, pin, held, cap = case
     uniq, inv, counts = sia._classes(cost, k, pin)
-    kc, pc, cc = uniq[:, 0].astype(np.int64), uniq[:, 1].astype(np.int64), uniq[:, 2:]
+    kc, pc, cc = uniq[:, 0].astype(np.int64), uniq[:, 1].astype(np.int64), uniq[:, 3:]
     C, T = cc.shape
     gain = np.where(np.isfinite(cc), sia.LAMBDA_N - cc, -np.inf)
     mu = np.array(mu[:T])
@@ -256,3 +256,16 @@ def test_pollux_refuses_gpu_types_and_names_sia():
 
     with pytest.raises(fastblox.errors.ConfigError, match="policy sia"):
         RunSpec(policy="pollux", cluster="v100:2x4,k80:2x4").resolved(source=False)
+
+
+def test_among_optima_running_jobs_keep_their_type():
+    """Two alike 1-GPU jobs want one GPU of type 0: the one running there (its other type
+    penalised, so a class of its own) keeps it, not the waiting one, whatever their order."""
+    thr = np.array([[2.0, 1.0], [2.0, 1.0]])
+    k = np.array([1, 1])
+    for held in ([-1, 0], [0, -1]):
+        held = np.array(held)
+        cap = np.array([1, 0])
+        cost = sia.job_costs(thr, k, held, np.array([0.5, 0.5]), cap)
+        choice = sia.SiaSolver().solve(cost, k, np.full(2, -1), held, cap)
+        assert choice.tolist() == [0 if h == 0 else -1 for h in held]

@@ -124,8 +124,11 @@ def objective(cost, choice, lambda_n: float = LAMBDA_N) -> float:
 # ------------------------------------------------------------------------------------------ the optimum
 #: passes over the types of the price search before an LP is solved
 PRICE_SWEEPS = 2
-#: a choice within this of a proven bound is optimal: costs are whole hundredths (float margin kept)
-CERTAIN = 0.01 - 1e-6
+#: a choice within this of a proven bound is optimal: costs are whole hundredths, and the tie-break
+#: below adds less than ``STAY_TOTAL`` to any choice (0.005 + 0.004 < 0.01)
+CERTAIN = 0.005
+#: among optima, keep running jobs on their type: a job that stays gains ``STAY_TOTAL / jobs`` more
+STAY_TOTAL = 0.004
 
 
 class SiaSolver:
@@ -157,20 +160,20 @@ class SiaSolver:
             self.how["fit"] += 1
             return best
         t0 = time.perf_counter()
-        uniq, inv, counts = _classes(cost, k, pin)
+        uniq, inv, counts = _classes(cost, k, pin, held)
         key = (uniq.tobytes(), counts.tobytes(), cap.tobytes())
         if self._last is not None and self._last[0] == key:
             self.how["same"] += 1
             y = self._last[1]
         else:
-            k_c, pin_c = uniq[:, 0].astype(np.int64), uniq[:, 1].astype(np.int64)
+            k_c, pin_c, held_c = (uniq[:, i].astype(np.int64) for i in range(3))
             warm = carry_over(uniq, counts, cap, k_c, self._last_rows)
-            y, how, self.mu, slack = class_optimum(uniq[:, 2:], k_c, pin_c, counts, cap, self.lambda_n, self.mu, warm,
-                                                   self.gap)
+            y, how, self.mu, slack = class_optimum(uniq[:, 3:], k_c, pin_c, counts, cap, self.lambda_n, self.mu, warm,
+                                                   self.gap, held_c)
             self.how[how] += 1
             if slack > CERTAIN:
                 self.inexact += 1
-                obj = float(self.lambda_n * counts.sum() - _value(self.lambda_n - uniq[:, 2:], y))
+                obj = float(self.lambda_n * counts.sum() - _value(self.lambda_n - uniq[:, 3:], y))
                 self.worst_gap = max(self.worst_gap, slack / max(obj - slack, 1e-12))  # (opt >= obj - slack)
             self._last = (key, y)
             self._last_rows = (uniq, y)
@@ -193,9 +196,12 @@ def _drop_pins_over(pin, k, cap, cost):
     return np.where(on & over[np.maximum(pin, 0)], -1, pin)
 
 
-def _classes(cost, k, pin):
-    """``(rows [k, pin, cost...], class of each job, jobs per class)`` of the jobs alike in all three."""
-    key = np.concatenate([k[:, None].astype(np.float64), pin[:, None].astype(np.float64), cost], axis=1)
+def _classes(cost, k, pin, held=None):
+    """``(rows [k, pin, held, cost...], class of each job, jobs per class)`` of the jobs alike in
+    all four (``held`` None: all -1)."""
+    held = np.full(len(k), -1) if held is None else held
+    key = np.concatenate([k[:, None].astype(np.float64), pin[:, None].astype(np.float64),
+                          held[:, None].astype(np.float64), cost], axis=1)
     order = np.lexsort(key.T[::-1])
     srt = key[order]
     new = np.ones(len(srt), dtype=bool)
@@ -206,7 +212,8 @@ def _classes(cost, k, pin):
     return srt[new], inv, np.bincount(cls_sorted).astype(np.int64)
 
 
-def class_optimum(cost, k, pin, count, cap, lambda_n: float = LAMBDA_N, mu=None, warm=None, gap: float = 0.0) -> tuple:
+def class_optimum(cost, k, pin, count, cap, lambda_n: float = LAMBDA_N, mu=None, warm=None, gap: float = 0.0,
+                  held=None) -> tuple:
     """``(y, how, mu, slack)``: jobs per class and type ``y[c, t]`` minimising ``sum (cost -
     lambda_n) * y`` with ``sum_t y[c] <= count[c]`` (all of a pinned class on its type) and
     ``sum_c k[c] y[c, t] <= cap[t]``; ``how`` the way (``bound``, ``lp``, ``milp``), ``mu`` the GPU
@@ -214,9 +221,14 @@ def class_optimum(cost, k, pin, count, cap, lambda_n: float = LAMBDA_N, mu=None,
     most from the optimum (under a hundredth: it is an optimum; the MILP's: 0). With ``gap`` 0
     the answer is an optimum; with ``gap > 0`` it may be any answer proven within ``gap`` times
     its objective of the optimum. ``mu`` and ``warm`` (a feasible start, e.g. the last answer
-    carried over: :func:`carry_over`) are only tried: they change the proof, never the guarantee."""
+    carried over: :func:`carry_over`) are only tried: they change the proof, never the guarantee.
+    ``held``: the type each class's jobs hold (-1): among optima, the one keeping most of them there
+    (a gain of ``STAY_TOTAL / jobs`` each, too small to outweigh a hundredth)."""
     C, T = cost.shape
     gain = np.where(np.isfinite(cost), lambda_n - cost, -np.inf)
+    if held is not None and (held >= 0).any():
+        hc = np.flatnonzero((held >= 0) & (pin < 0))
+        gain[hc, held[hc]] += STAY_TOTAL / max(1.0, float(count.sum()))
     pinned = np.zeros((C, T), dtype=bool)
     pc = np.flatnonzero(pin >= 0)
     pinned[pc, pin[pc]] = True
