@@ -267,5 +267,8 @@ def test_among_optima_running_jobs_keep_their_type():
         held = np.array(held)
         cap = np.array([1, 0])
         cost = sia.job_costs(thr, k, held, np.array([0.5, 0.5]), cap)
-        choice = sia.SiaSolver().solve(cost, k, np.full(2, -1), held, cap)
-        assert choice.tolist() == [0 if h == 0 else -1 for h in held]
+        for mu in (None, np.zeros(2)):  # (from the LP, and from the greedy at given prices)
+            solver = sia.SiaSolver()
+            solver.mu = mu
+            choice = solver.solve(cost, k, np.full(2, -1), held, cap)
+            assert choice.tolist() == [0 if h == 0 else -1 for h in held]
