@@ -198,6 +198,10 @@ def test_native_run_on_types_is_deterministic_and_composes_with_parts():
     assert a.summary["planner"]["allocations"] > 0
     c = fastblox.simulate(w, placement="consolidated", admission="load:0.9", **kw)
     assert c.summary["num_finished"] == len(w) and not c.jobs.equals(a.jobs)
+    p = a.summary["planner"]
+    assert 0 <= p["largest_proven_gap"] <= sia.GAP / (1 - sia.GAP) + 1e-12 and p["not_proven_optimal"] <= p["allocations"]
+    exact = fastblox.simulate(w, policy_opts={"gap": 0}, **kw).summary["planner"]
+    assert exact["not_proven_optimal"] == 0 and exact["largest_proven_gap"] == 0
 
 
 def test_spec_keeps_native_sia_apart_from_compat_sia():

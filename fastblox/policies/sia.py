@@ -132,11 +132,9 @@ STAY_TOTAL = 0.004
 
 
 class SiaSolver:
-    """``solve``: the exact choice. Over classes of alike jobs, the first way that proves its
-    answer optimal: every job's cheapest choice fits; the last class problem again; a greedy fill
-    by value less the type's GPU price ``mu`` (the last LP's duals) within a hundredth of the
-    Lagrangian bound at ``mu``; the same from the class LP (HiGHS) with its duals; the class
-    integer programme (HiGHS). ``how`` counts the answers by way."""
+    """``solve``: a choice proven optimal, or within ``gap`` of Sia's objective of the optimum
+    (``class_optimum``: the ways, in order). ``how`` counts the answers by way; ``inexact`` those
+    not proven optimal, ``worst_gap`` the largest proven gap among them (relative to the optimum)."""
 
     def __init__(self, lambda_n: float = LAMBDA_N, gap: float = 0.0):
         self.lambda_n, self.gap = lambda_n, gap
@@ -164,19 +162,22 @@ class SiaSolver:
         key = (uniq.tobytes(), counts.tobytes(), cap.tobytes())
         if self._last is not None and self._last[0] == key:
             self.how["same"] += 1
-            y = self._last[1]
+            y, gap = self._last[1], self._last[2]
         else:
             k_c, pin_c, held_c = (uniq[:, i].astype(np.int64) for i in range(3))
             warm = carry_over(uniq, counts, cap, k_c, self._last_rows)
             y, how, self.mu, slack = class_optimum(uniq[:, 3:], k_c, pin_c, counts, cap, self.lambda_n, self.mu, warm,
                                                    self.gap, held_c)
             self.how[how] += 1
+            gap = 0.0
             if slack > CERTAIN:
-                self.inexact += 1
                 obj = float(self.lambda_n * counts.sum() - _value(self.lambda_n - uniq[:, 3:], y))
-                self.worst_gap = max(self.worst_gap, slack / max(obj - slack, 1e-12))  # (opt >= obj - slack)
-            self._last = (key, y)
+                gap = slack / max(obj - slack, 1e-12)  # (the optimum is at least obj - slack)
+            self._last = (key, y, gap)
             self._last_rows = (uniq, y)
+        if gap > 0:
+            self.inexact += 1
+            self.worst_gap = max(self.worst_gap, gap)
         choice = np.empty(len(inv), dtype=np.int64)
         kplanners.sia_spread(y, inv, held, choice)
         self.solve_s += time.perf_counter() - t0
