@@ -466,7 +466,8 @@ class SiaPlanner:
 POLICY = parts.POLICIES.register("sia", parts.Policy(
     "sia", enums.POL_PLAN, True, True,
     "Sia's objective for rigid jobs over GPU types: each round one type per job (or wait) minimising sum "
-    "round(goodput ** p, 2) with a restart penalty for a type change; exact (classes of alike jobs, HiGHS)",
+    "round(goodput ** p, 2) with a restart penalty for a type change; proven within gap= of the optimum (classes of "
+    "alike jobs, Lagrangian bounds, HiGHS)",
     kind=enums.KIND_PLAN, planner=SiaPlanner, default_time_model="rounds", default_round_s=INTERVAL_S,
     options=(
         parts.Option("p", P_FAIRNESS, negative, "Sia's fairness power p (--policy_p_val; negative: it minimises)"),
