@@ -4,6 +4,7 @@ bench/out/policies.json and the README's policy block.
 
     python bench/bench_policies.py              # both workloads (the 100k Gavel runs take minutes)
     python bench/bench_policies.py --quick      # the 2,000-job workload only
+    python bench/bench_policies.py --only sia   # these policies' rows only, merged into the block
 
 The 2,000-job workload (../shared/peer-traces/gavel_n2000_lam400_s0.trace, Gavel's job types) runs
 on Gavel's heterogeneous cluster (36 V100, 36 P100, 36 K80 in 4-GPU servers) with Gavel's
@@ -33,7 +34,7 @@ from fastblox.traces import read_trace  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared")
 POLICIES = ["fifo", "las", "srtf", "tiresias", "tiresias-gittins", "themis", "optimus", "gavel",
-            "gavel-las-agnostic", "gavel-ftf", "gavel-fifo"]
+            "gavel-las-agnostic", "gavel-ftf", "gavel-fifo", "sia"]
 SMALL = ("peer 2,000 jobs", os.path.join(SHARED, "peer-traces", "gavel_n2000_lam400_s0.trace"), None,
          "v100:9x4,p100:9x4,k80:9x4")
 BIG = ("Philly 100k jobs", os.path.join(SHARED, "traces", "philly-rfold", "jobs.csv.gz"), 100_000,
@@ -85,6 +86,7 @@ def bench(label, path, head, cluster, policies, repeats):
             "steps": s["num_steps"], "avg_jct_h": s["avg_jct_s"] / 3600, "preemptions": s["num_preemptions"],
             "allocations": p.get("allocations"), "lp_ms_per_allocation": p.get("lp_ms_per_allocation"),
             "lp_s": p.get("lp_s"), "us_per_step": 1e6 * statistics.median(times) / max(s["num_steps"], 1),
+            "planner": p,
         })
         print(f"{label:18s} {pol:20s} {rows[-1]['sim_s']:8.3f} s  {s['num_steps']:7d} steps  "
               f"JCT {rows[-1]['avg_jct_h']:.2f} h  LP {p.get('lp_ms_per_allocation', '-')} ms/alloc", flush=True)
@@ -110,12 +112,58 @@ def render(d: dict) -> str:
             + table(d["rows"]))
 
 
+def block_text() -> str:
+    """The policies block as the docs hold it now (between its markers)."""
+    import re
+
+    from _util import BLOCK_FILES
+
+    for path in BLOCK_FILES:
+        m = re.search(r"<!-- bench:policies:start -->\n(.*?)\n<!-- bench:policies:end -->", path.read_text(), re.S)
+        if m:
+            return m.group(1)
+    raise SystemExit("no <!-- bench:policies:start --> marker")
+
+
+def merge(old: str, d: dict) -> str:
+    """``old`` (the block) with the rows of ``d``'s policies replaced or added after their
+    workload's last row, and a line saying when and how those rows were measured."""
+    new = {(r["workload"], r["policy"]): line for r, line in zip(d["rows"], table(d["rows"]).splitlines()[2:])}
+    lines = [ln for ln in old.splitlines() if not ln.startswith("Rows of ")]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    for key, line in new.items():
+        row = f"| {key[0]} | `{key[1]}` |"
+        at = [i for i, ln in enumerate(lines) if ln.startswith(row)]
+        if at:
+            lines[at[0]] = line
+        else:
+            same = [i for i, ln in enumerate(lines) if ln.startswith(f"| {key[0]} |")]
+            lines.insert(same[-1] + 1 if same else len(lines), line)
+    names = ", ".join(f"`{p}`" for p in dict.fromkeys(r["policy"] for r in d["rows"]))
+    return "\n".join(lines) + (f"\n\nRows of {names} measured by `python bench/bench_policies.py --only "
+                               f"{','.join(dict.fromkeys(r['policy'] for r in d['rows']))}` on {d['machine']} ({d['date']})."
+                               + "".join(proofs(r) for r in d["rows"]))
+
+
+def proofs(r) -> str:
+    """What a row's planner proved of its answers (``sia``: rounds not proven optimal, largest gap)."""
+    p = r.get("planner") or {}
+    if "not_proven_optimal" not in p:
+        return ""
+    a = p["allocations"]
+    return (f" {r['workload']}, `{r['policy']}`: {a - p['not_proven_optimal']:,} of {a:,} rounds proven optimal, the "
+            f"others within {100 * p['largest_proven_gap']:.3f} % of the optimum (answers: "
+            + ", ".join(f"{k} {v:,}" for k, v in p["answers"].items()) + ").")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the 2,000-job workload only")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-readme", action="store_true")
     ap.add_argument("--budget-s", type=float, default=600.0, help="stop a 100k-job run after this long (default 600)")
+    ap.add_argument("--only", metavar="P1,P2", help="run these policies only and merge their rows into the block")
     ap.add_argument("--child", metavar="POLICY", help=argparse.SUPPRESS)
     ap.add_argument("--from-json", action="store_true", help="re-render the README block from bench/out/policies.json")
     a = ap.parse_args(argv)
@@ -126,12 +174,18 @@ def main(argv=None) -> int:
     if a.child:
         print(json.dumps(bench(*BIG, [a.child], a.repeats)[0]))
         return 0
-    rows = bench(*SMALL, POLICIES, a.repeats)
+    policies = POLICIES
+    if a.only:
+        policies = [p.strip() for p in a.only.split(",")]
+        unknown = [p for p in policies if p not in POLICIES]
+        if unknown:
+            raise SystemExit(f"bench_policies: --only: {', '.join(unknown)} not in {', '.join(POLICIES)}")
+    rows = bench(*SMALL, policies, a.repeats)
     if not a.quick:
-        rows += bench_child(*BIG, POLICIES, a.repeats, a.budget_s)
+        rows += bench_child(*BIG, policies, a.repeats, a.budget_s)
     d = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "rows": rows}
-    save("policies", d)
-    text = render(d)
+    save("policies-only" if a.only else "policies", d)
+    text = merge(block_text(), d) if a.only else render(d)
     print(text)
     if not a.no_readme and not a.quick:
         update_readme("policies", text)

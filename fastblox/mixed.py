@@ -344,8 +344,10 @@ def check_cluster(cluster, any_elastic: bool) -> tuple:
     no racks; with elastic jobs, at most :data:`MAX_GPUS_PER_NODE` GPUs a node. Raises ConfigError."""
     g = np.asarray(cluster.node_gpus)
     if len(cluster.gpu_types) > 1 or cluster.node_rack is not None or (g != g[0]).any():
+        why = (" (Pollux does not model GPU types; for several, --policy sia is Sia's heterogeneity-aware objective "
+               "on rigid jobs: docs/policies.md)" if len(cluster.gpu_types) > 1 else "")
         raise ConfigError(f"--cluster: --policy pollux runs on alike nodes of one GPU type without racks (e.g. 32x4); "
-                          f"not {cluster.spec!r}")
+                          f"not {cluster.spec!r}{why}")
     if any_elastic and g[0] > MAX_GPUS_PER_NODE:
         raise ConfigError(f"--cluster: elastic jobs need nodes of at most {MAX_GPUS_PER_NODE} GPUs (the Pollux "
                           f"profiles measure placements up to {MAX_GPUS_PER_NODE} GPUs a node); {cluster.spec!r} has "

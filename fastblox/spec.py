@@ -756,8 +756,6 @@ def _resolve_gavel(s: RunSpec, c) -> dict:
 
 
 def _resolve_native(s: RunSpec, c, defaults) -> dict:
-    if s.policy == "sia":
-        raise OptionError("policy", "'sia' is the Sia simulator's policy: run it with --compat sia on a Sia workload CSV")
     if isinstance(s.policy, str) and s.policy in _gavel_only():
         raise OptionError("policy", f"{s.policy!r} is one of Gavel's policies, run only with --compat gavel "
                           f"(native Gavel policies: gavel, gavel-fifo, gavel-las-agnostic, gavel-ftf, gavel-ftf-agnostic)")

@@ -7,7 +7,7 @@ import numpy as np
 
 from ._calls import helper
 from ._jit import jit
-from .enums import NO_RUN
+from .enums import NO_RUN, RUNNING
 
 
 @jit
@@ -252,3 +252,188 @@ def uniform_rate_allocation(s, c, types, order, w, k, fill_order, x):
             spare -= amt
             if c[t] <= 0.0:
                 t += 1
+
+
+@jit
+def sia_round(idx, thr_all, gpus, submit, status, launch_t, held, held_type, attained_gpu, n_preempt, now, restart_s,
+              penalty_s, p, lambda_n, clip, cap, cost, best, pin, keys, types):
+    """Sia's costs of the active jobs ``idx`` (``fastblox.policies.sia``: ``job_costs`` of
+    ``restart_factor``, its plain twin) into ``cost[a, T]`` (``inf``: not offered), each job's
+    cheapest choice on its own into ``best`` (ties: the type it holds, then the first; -1: waiting
+    is as cheap; a pinned job: its type) and the pinned type into ``pin`` (-1: none; a running job
+    inside its restart delay). Returns whether every type holds the cheapest choices' gangs; then
+    ``keys`` and ``types`` are the plan of these choices (``fastblox.policies.sia.plan_of``)."""
+    a = idx.shape[0]
+    T = cap.shape[0]
+    used = np.zeros(T, dtype=np.int64)
+    for i in range(a):
+        j = idx[i]
+        k = gpus[j]
+        running = status[j] == RUNNING
+        h = held_type[j] if running else -1
+        el = now - launch_t[j] if running else 0.0
+        pinned = running and el < restart_s
+        pin[i] = h if pinned else -1
+        f = 1.0
+        if not pinned and attained_gpu[j] + el * held[j] >= penalty_s:
+            age = now - submit[j]
+            f = max(age - n_preempt[j] * penalty_s, 0.0) / (age + penalty_s)
+        low = np.inf
+        for t in range(T):
+            if thr_all[j, t] > 0.0 and thr_all[j, t] < low:
+                low = thr_all[j, t]
+        b = -1
+        bc = np.inf
+        for t in range(T):
+            x = thr_all[j, t]
+            if x <= 0.0 or k > cap[t]:
+                cost[i, t] = np.inf
+                continue
+            g = k * x / low
+            if h >= 0 and t != h:
+                g = g * f
+            c = clip if g == 0.0 else np.rint(g ** p * 100.0) / 100.0
+            if c > clip:
+                c = clip
+            cost[i, t] = c
+            if c < bc or (c == bc and t == h):
+                b, bc = t, c
+        if pinned and cost[i, h] < np.inf:
+            b = h
+        else:
+            if pinned:
+                pin[i] = -1  # (not offered the type it holds any more: not kept there)
+            if bc >= lambda_n:
+                b = -1
+        best[i] = b
+        if b >= 0:
+            used[b] += k
+        keys[i] = (0.0 if running and b == h else 1e7) - k
+        types[i] = b if b >= 0 else NO_RUN
+    for t in range(T):
+        if used[t] > cap[t]:
+            return False
+    return True
+
+
+@jit
+def sia_bound(gain, k, count, cap, mu, pin):
+    """The Lagrangian bound on the total gain of Sia's class problem at GPU prices ``mu``
+    (``fastblox.policies.sia.lagrangian_bound``, its plain twin): per class the best of ``gain -
+    k * mu`` or 0 (a pinned class: its type's), times its jobs, plus ``mu`` times the GPUs."""
+    C, T = gain.shape
+    tot = 0.0
+    for t in range(T):
+        tot += mu[t] * cap[t]
+    for c in range(C):
+        if pin[c] >= 0:
+            tot += (gain[c, pin[c]] - k[c] * mu[pin[c]]) * count[c]
+            continue
+        b = 0.0
+        for t in range(T):
+            r = gain[c, t] - k[c] * mu[t]
+            if r > b:
+                b = r
+        tot += b * count[c]
+    return tot
+
+
+@jit
+def sia_greedy(gain, k, count, cap, mu, start, free, y):
+    """``fastblox.policies.sia.greedy_fill`` (its plain twin) into ``y``: ``start``, then by
+    decreasing ``gain - k * mu`` (ties: more gain, then class, then type) as many more jobs of
+    each free class on each type as its jobs left and the type's GPUs left allow."""
+    C, T = gain.shape
+    left = np.empty(T, dtype=np.int64)
+    for t in range(T):
+        left[t] = cap[t]
+    rest = np.empty(C, dtype=np.int64)
+    for c in range(C):
+        rest[c] = count[c]
+        for t in range(T):
+            y[c, t] = start[c, t]
+            left[t] -= start[c, t] * k[c]
+            rest[c] -= start[c, t]
+    n = 0
+    oc = np.empty(C * T, dtype=np.int64)
+    ot = np.empty(C * T, dtype=np.int64)
+    for c in range(C):
+        if free[c]:
+            for t in range(T):
+                if gain[c, t] > 0.0:
+                    oc[n], ot[n] = c, t
+                    n += 1
+    neg_gain = np.empty(n)
+    for i in range(n):
+        neg_gain[i] = -gain[oc[i], ot[i]]
+    o = np.argsort(neg_gain, kind="mergesort")
+    neg_red = np.empty(n)
+    for i in range(n):
+        neg_red[i] = -(gain[oc[o[i]], ot[o[i]]] - k[oc[o[i]]] * mu[ot[o[i]]])
+    o = o[np.argsort(neg_red, kind="mergesort")]
+    for i in range(n):
+        c, t = oc[o[i]], ot[o[i]]
+        m = min(rest[c], left[t] // k[c]) if left[t] > 0 else 0
+        if m > 0:
+            y[c, t] += m
+            rest[c] -= m
+            left[t] -= m * k[c]
+
+
+@jit
+def sia_prices(gain, k, count, cap, mu, pin, sweeps):
+    """Lower ``sia_bound`` by exact minimisation along one type's price at a time (``sweeps``
+    passes over the types): along ``mu[t]`` the bound is convex and piecewise linear, its kinks
+    where a class's best choice changes, so its least value is at a kink or at 0. ``mu`` is
+    updated in place; returns the bound at the final ``mu``."""
+    C, T = gain.shape
+    best = sia_bound(gain, k, count, cap, mu, pin)
+    for _ in range(sweeps):
+        for t in range(T):
+            keep = mu[t]
+            at = keep
+            for c in range(C + 1):
+                if c == C:
+                    cand = 0.0
+                else:
+                    if pin[c] >= 0 or not gain[c, t] > 0.0:
+                        continue
+                    other = 0.0
+                    for s in range(T):
+                        if s != t:
+                            r = gain[c, s] - k[c] * mu[s]
+                            if r > other:
+                                other = r
+                    cand = (gain[c, t] - other) / k[c]
+                    if cand < 0.0:
+                        continue
+                mu[t] = cand
+                d = sia_bound(gain, k, count, cap, mu, pin)
+                if d < best - 1e-12:
+                    best, at = d, cand
+            mu[t] = at
+    return best
+
+
+@jit
+def sia_spread(y, inv, held, choice):
+    """``fastblox.policies.sia.spread`` (its plain twin): each job's type from its class's counts
+    ``y[c, t]``, the jobs that hold ``t`` first, then the rest in index order, types in order."""
+    C, T = y.shape
+    a = inv.shape[0]
+    left = y.copy()
+    for j in range(a):
+        choice[j] = -1
+        c, h = inv[j], held[j]
+        if h >= 0 and left[c, h] > 0:
+            choice[j] = h
+            left[c, h] -= 1
+    for j in range(a):
+        if choice[j] >= 0:
+            continue
+        c = inv[j]
+        for t in range(T):
+            if left[c, t] > 0:
+                choice[j] = t
+                left[c, t] -= 1
+                break

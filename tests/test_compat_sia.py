@@ -128,8 +128,8 @@ def test_spec_defaults_and_checks(tmp_path):
         RunSpec(compat="sia", policy="sia", trace="x.csv").resolved()
     with pytest.raises(OptionError, match="--compat sia runs"):
         RunSpec(compat="sia", policy="fifo", trace="x.csv").resolved()
-    with pytest.raises(OptionError, match="--compat sia"):
-        RunSpec(policy="sia").resolved()
+    native = RunSpec(policy="sia").resolved()  # (without --compat: the native policy, fastblox/policies/sia.py)
+    assert native.compat is None and native.time_model == "rounds" and native.placement is not None
     with pytest.raises(OptionError, match="sia-profiles"):
         RunSpec(compat="pollux", policy="pollux", trace="x.csv", sia_profiles="/tmp").resolved()
 

@@ -3,8 +3,8 @@
 A policy's file holds its rule (the module docstring), its kernel key function and its
 registration in ``fastblox.parts.POLICIES``. The simple orderings (``fifo``, ``las``,
 ``las-gpu``, ``srtf``, ``sjf``) are a key function of one job; Tiresias keeps multi-level
-queues (``tiresias``, ``tiresias-gittins``), Themis orders all active jobs at once, and Gavel
-and Optimus are planners solved in Python. docs/policies.md says how to add one.
+queues (``tiresias``, ``tiresias-gittins``), Themis orders all active jobs at once, and Gavel,
+Optimus and Sia are planners solved in Python. docs/policies.md says how to add one.
 
 ``PREPARE`` maps a policy name to a function ``(options, workload, speed_model) -> options``
 that derives what a policy needs from the workload before a run (e.g. the Gittins index table).
@@ -34,3 +34,4 @@ from . import tiresias  # noqa: E402,F401
 from . import themis  # noqa: E402,F401
 from . import gavel  # noqa: E402,F401
 from . import optimus  # noqa: E402,F401
+from . import sia  # noqa: E402,F401

@@ -144,3 +144,61 @@ def uniform_rate_allocation_reference(s, amax, sf, cap, need):
             if c[t] <= 0:
                 t += 1
     return x
+
+
+def sia_round_reference(idx, thr_all, gpus, submit, status, launch_t, held, held_type, attained_gpu, n_preempt, now,
+                        restart_s, penalty_s, p, lambda_n, cap):
+    """``(cost, best, pin, fits)`` as ``kernels.planners.sia_round`` computes them, from the
+    array definitions of ``fastblox.policies.sia`` (``restart_factor``, ``job_costs``,
+    ``cheapest``)."""
+    import numpy as np
+
+    from ..policies import sia
+
+    running = status[idx] == 3  # RUNNING
+    held_t = np.where(running, held_type[idx], -1)
+    el = np.where(running, now - launch_t[idx], 0.0)
+    inside = running & (el < restart_s)  # (inside its restart delay: factor 1, kept on its type if offered there)
+    factor = sia.restart_factor(now - submit[idx], n_preempt[idx], attained_gpu[idx] + el * held[idx], penalty_s)
+    k = gpus[idx]
+    cost = sia.job_costs(thr_all[idx], k, held_t, np.where(inside, 1.0, factor), cap, p)
+    offered = np.isfinite(cost[np.arange(len(idx)), np.maximum(held_t, 0)])
+    pin = np.where(inside & offered, held_t, -1)
+    best = sia.cheapest(cost, pin, held_t, lambda_n)
+    on = best >= 0
+    fits = bool((np.bincount(best[on], weights=k[on], minlength=len(cap)) <= cap).all())
+    return cost, best, pin, fits
+
+
+def sia_prices_reference(gain, k, count, cap, mu, pin, sweeps):
+    """``(mu, bound)`` as ``kernels.planners.sia_prices`` computes them: per type in turn, the
+    price among 0 and the kinks of the bound along it with the least bound (the first on ties)."""
+    from ..policies.sia import lagrangian_bound
+
+    mu = [float(v) for v in mu]
+    C, T = len(gain), len(cap)
+
+    def bound(m):
+        import numpy as np
+
+        return lagrangian_bound(np.asarray(gain), np.asarray(k), np.asarray(count), np.asarray(cap), np.asarray(m),
+                                np.asarray(pin))
+
+    best = bound(mu)
+    for _ in range(sweeps):
+        for t in range(T):
+            cands = []
+            for c in range(C):
+                if pin[c] >= 0 or not gain[c][t] > 0:
+                    continue
+                other = max([0.0] + [gain[c][s] - k[c] * mu[s] for s in range(T) if s != t])
+                cand = (gain[c][t] - other) / k[c]
+                if cand >= 0:
+                    cands.append(cand)
+            at = mu[t]
+            for cand in cands + [0.0]:
+                d = bound(mu[:t] + [cand] + mu[t + 1:])
+                if d < best - 1e-12:
+                    best, at = d, cand
+            mu[t] = at
+    return mu, best

@@ -64,3 +64,26 @@ def place(allocs: list, nodes: int, per_node: int) -> dict:
         out[job] = got
         cursor = node
     return out
+
+
+def best_rigid_choice(cost, k, pin, cap, lambda_n) -> tuple:
+    """(type per job, -1 waits; objective) minimising ``sum cost[j][type] + lambda_n * (waiting
+    jobs)`` with at most ``cap[t]`` GPUs (gangs ``k``) per type, jobs with ``pin[j] >= 0`` on that
+    type: every choice tried (tiny instances only; the native ``sia`` policy's twin)."""
+    jobs, types = len(cost), len(cap)
+    best, best_val = None, float("inf")
+    options = [[pin[j]] if pin[j] >= 0 else [-1, *range(types)] for j in range(jobs)]
+    for choice in itertools.product(*options):
+        used = [0] * types
+        val = 0.0
+        for j, t in enumerate(choice):
+            if t < 0:
+                val += lambda_n
+            else:
+                used[t] += k[j]
+                val += float(cost[j][t])
+        if any(u > c for u, c in zip(used, cap)) or val == float("inf"):
+            continue
+        if val < best_val:
+            best, best_val = list(choice), val
+    return best, best_val
