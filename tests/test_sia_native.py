@@ -4,6 +4,8 @@ definitions, and runs in the native engine."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -276,3 +278,17 @@ def test_among_optima_running_jobs_keep_their_type():
             solver.mu = mu
             choice = solver.solve(cost, k, np.full(2, -1), held, cap)
             assert choice.tolist() == [0 if h == 0 else -1 for h in held]
+
+
+def test_highs_noise_is_dropped_and_other_output_kept(capfd):
+    from fastblox.highs import NOISE, quiet
+
+    print("before", flush=True)
+    with quiet():
+        os.write(1, NOISE + b"transformNewIntegerFeasibleSolution tmpSolver.run();\n")
+        os.write(1, b"a line of someone else's\n")
+        print("printed inside", flush=True)
+    print("after", flush=True)
+    out = capfd.readouterr().out.splitlines()  # (what reached descriptor 1 in the block comes back at its end)
+    assert out[0] == "before" and out[-1] == "after" and "Highs" not in "".join(out)
+    assert sorted(out[1:-1]) == ["a line of someone else's", "printed inside"]

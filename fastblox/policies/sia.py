@@ -48,6 +48,7 @@ import numpy as np
 from .. import parts
 from ..compat_sia import CLIP, LAMBDA_N, MIP_GAP, P_FAIRNESS, policy_restart_s
 from ..errors import ConfigError
+from ..highs import quiet
 from ..kernels import enums
 from ..kernels import planners as kplanners
 from ..planning import PlanContext
@@ -382,8 +383,9 @@ def _class_milp(gain, k, pin, count, cap, pinned, gap: float = 0.0, lambda_n: fl
     headroom = lambda_total - abs(bound)
     if gap > 0 and headroom > 0:
         rel = max(rel, gap * headroom / max(1.0, abs(bound)))
-    res = milp(c, constraints=LinearConstraint(m, -np.inf, ub), bounds=Bounds(lo, count[cls].astype(np.float64)),
-               integrality=np.ones(n), options={"mip_rel_gap": rel})
+    with quiet():
+        res = milp(c, constraints=LinearConstraint(m, -np.inf, ub), bounds=Bounds(lo, count[cls].astype(np.float64)),
+                   integrality=np.ones(n), options={"mip_rel_gap": rel})
     if res.x is None:
         raise ConfigError(f"the Sia allocation over GPU types has no solution (HiGHS: {res.message}); "
                           "this should not happen, please report it")
