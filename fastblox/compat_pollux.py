@@ -380,17 +380,18 @@ class Optimus:
 
 # ------------------------------------------------------------------------------------------ run
 def simulate(apps, batch_size, num_gpus, submit_s, policy: str, interval_s: float = INTERVAL_S, nodes: int = NODES,
-             per_node: int = GPUS_PER_NODE, max_intervals: int = 1_000_000) -> dict:
+             per_node: int = GPUS_PER_NODE, max_intervals: int = 1_000_000, gate=None) -> dict:
     """Replay the jobs (workload order) as the Pollux simulator does with ``policy``. Returns
     per-job ``start_s`` (first allocation), ``finish_s``, ``preemptions``, ``restarts``,
-    ``attained_gpu_s`` (GPU-seconds held, restarts included) and ``end_s``."""
+    ``attained_gpu_s`` (GPU-seconds held, restarts included) and ``end_s``. ``gate``
+    (``fastblox.mixed.Gate``; None: every submitted job, as the simulator): the jobs let in."""
     if policy not in BASELINES:
         raise ConfigError(f"the Pollux simulator's fixed-batch policies are {', '.join(BASELINES)} (pollux: "
                           f"simulate_pollux); not {policy!r}")
     jobs = Jobs(apps, batch_size, submit_s)
     gpus = np.asarray(num_gpus, dtype=np.int64)
     pol = (Tiresias if policy == "tiresias" else Optimus)(jobs, gpus, nodes, per_node)
-    return run_fixed(jobs, pol, interval_s, max_intervals)
+    return run_fixed(jobs, pol, interval_s, max_intervals, gate)
 
 
 def run_fixed(jobs: Jobs, pol, interval_s: float, max_intervals: int, gate=None) -> dict:
@@ -450,6 +451,8 @@ def check_cluster(cluster) -> tuple:
 def run(workload, r, cluster, tracked, sim_timer):
     """``--compat pollux``: replay ``workload`` (a Pollux workload: :func:`read_workload`) with
     resolved spec ``r`` and build the run's :class:`~fastblox.results.Result`."""
+    from .mixed import Gate
+    from .parts import Admission
     from .results import Result, _jobs_table, _summary
     from .slices import mark
 
@@ -457,11 +460,13 @@ def run(workload, r, cluster, tracked, sim_timer):
     apps, bs, gpus = job_table(workload)
     if r.policy == "tiresias" and (gpus > nodes * per_node).any():
         raise WorkloadError(f"a job asks for {int(gpus.max())} GPUs; the cluster has {nodes * per_node}")
+    theta = Admission.parse(r.admission).theta
+    gate = Gate(workload.submit_s, gpus, theta, nodes * per_node) if theta > 0 else None
     with sim_timer() as t:
         if r.policy == "pollux":
-            out = simulate_pollux(apps, workload.submit_s, r.round_s, nodes, per_node)
+            out = simulate_pollux(apps, workload.submit_s, r.round_s, nodes, per_node, gate=gate)
         else:
-            out = simulate(apps, bs, gpus, workload.submit_s, r.policy, r.round_s, nodes, per_node)
+            out = simulate(apps, bs, gpus, workload.submit_s, r.policy, r.round_s, nodes, per_node, gate=gate)
     finish, first = out["finish_s"], out["start_s"]
     att_gpu = out["attained_gpu_s"]
     # (an elastic job's GPUs change over its run: seconds of service are its GPU-seconds over its GPUs in the workload)
@@ -471,6 +476,8 @@ def run(workload, r, cluster, tracked, sim_timer):
                     float(workload.submit_s.min()), out["end_s"], t.seconds, 0.0)
     summ["engine"] = f"the Pollux simulator's {r.policy} (--compat pollux)"
     summ["restarts"] = int(out["restarts"].sum())
+    if gate is not None:
+        summ["held_jobs"] = int(gate.held().sum())  # (by --admission)
     mark(summ, None)
     return Result(jobs, summ, r.as_dict())
 
@@ -947,15 +954,16 @@ class PolluxPolicy:
 
 
 def simulate_pollux(apps, submit_s, interval_s: float = INTERVAL_S, nodes: int = NODES, per_node: int = GPUS_PER_NODE,
-                    max_intervals: int = 1_000_000, until_s: float | None = None) -> dict:
+                    max_intervals: int = 1_000_000, until_s: float | None = None, gate=None) -> dict:
     """Replay the jobs under Pollux as the simulator does (adaptive batch sizes; ncf fixed at
     32,768 on one GPU). Returns what :func:`simulate` does, plus ``objectives``. ``until_s``: stop
-    after the round at that simulated time (unfinished jobs: finish -1)."""
+    after the round at that simulated time (unfinished jobs: finish -1). ``gate``: as :func:`simulate`'s."""
     fits = {}
     jobs = [ElasticJob(a, float(t), POLLUX_NCF_BATCH if a == "ncf" else None, fits) for a, t in zip(apps, submit_s)]
     pol = PolluxPolicy(jobs, nodes, per_node)
     with elastic.one_blas_thread():
-        return _run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals, until_s)
+        return _run_pollux(jobs, pol, np.asarray(submit_s, dtype=np.float64), interval_s, max_intervals, until_s,
+                           gate)
 
 
 def _run_pollux(jobs, pol, submit, interval_s, max_intervals, until_s=None, gate=None) -> dict:

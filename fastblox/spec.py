@@ -366,7 +366,7 @@ class RunSpec:
                                    + " (default first-fit; blox with --blox-compat; elastic-tiresias and elastic-optimus: "
                                    "the Pollux simulator's, most free GPUs first)", engines=BOTH | {"elastic"})
     admission: str = option("accept-all", admission, "accept-all or load:THETA (Blox's load-based accept, e.g. load:1.2)",
-                            engines=BOTH | {"synergy", "sia", "elastic"})
+                            engines=BOTH | {"pollux", "synergy", "sia", "elastic"})
     time_model: str | None = option(None, time_model, "events (every arrival, completion and event) or rounds of "
                                     "--round-s (default: the policy's, else events; rounds with --blox-compat)")
     round_s: float | None = option(None, at_least(MIN_ROUND_S, "seconds"), "round length in seconds (default 300; Gavel's policies 360; "

@@ -56,6 +56,19 @@ def test_an_all_elastic_workload_runs_as_compat_pollux_job_by_job(name, jobs):
     assert a.summary["num_finished"] == jobs and a.summary["held_jobs"] == 0
 
 
+@pytest.mark.parametrize("name, jobs", [("elastic-tiresias", 160), ("elastic-optimus", 160), ("pollux", 12)])
+def test_compat_pollux_takes_the_same_admission(name, jobs):
+    """--compat pollux --admission load:THETA lets in the jobs the elastic engine lets in (the same
+    Gate), so an all-elastic workload still runs alike job by job, now with jobs held back."""
+    w = mixed.read_mixed(W6).head(jobs)
+    a = fastblox.simulate(w, policy=name, cluster="16x4", admission="load:0.5")
+    b = fastblox.simulate(w, compat="pollux", policy=ELASTIC_RUNS[name], admission="load:0.5")
+    for c in ("first_start_s", "finish_s", "num_preemptions", "attained_gpu_s"):
+        assert a.jobs[c].to_numpy().tolist() == b.jobs[c].to_numpy().tolist(), c
+    assert b.summary["held_jobs"] == a.summary["held_jobs"] > 0
+    assert b.config["admission"] == "load:0.5"
+
+
 @pytest.mark.slow
 def test_workload6_whole_under_pollux_runs_as_compat_pollux_job_by_job():
     """(the quick test above runs the whole of workload-6, all 160 jobs, under the other two)"""
