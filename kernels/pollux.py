@@ -358,19 +358,11 @@ def refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair
                     for k in range(N):
                         save[2, k] = row2[k]
                         save[3, k] = best_j[k]
-                for k in range(N):
-                    row[k] = save[0, k]
-                _set_row(i, row, state, tot)
-                for k in range(N):
-                    row[k] = save[1, k]
-                _set_row(j, row, state, tot)
+                _set_row(i, save[0], state, tot)
+                _set_row(j, save[1], state, tot)
         if pick_i >= 0:
-            for k in range(N):
-                row[k] = save[2, k]
-            _set_row(pick_i, row, state, tot)
-            for k in range(N):
-                row[k] = save[3, k]
-            _set_row(pick_j, row, state, tot)
+            _set_row(pick_i, save[2], state, tot)
+            _set_row(pick_j, save[3], state, tot)
             vals[pick_i] = row_value(pick_i, state, base, table, keep)
             vals[pick_j] = row_value(pick_j, state, base, table, keep)
             moved = True
