@@ -451,8 +451,7 @@ def check_cluster(cluster) -> tuple:
 def run(workload, r, cluster, tracked, sim_timer):
     """``--compat pollux``: replay ``workload`` (a Pollux workload: :func:`read_workload`) with
     resolved spec ``r`` and build the run's :class:`~fastblox.results.Result`."""
-    from .mixed import Gate
-    from .parts import Admission
+    from .mixed import admission_gate
     from .results import Result, _jobs_table, _summary
     from .slices import mark
 
@@ -460,8 +459,7 @@ def run(workload, r, cluster, tracked, sim_timer):
     apps, bs, gpus = job_table(workload)
     if r.policy == "tiresias" and (gpus > nodes * per_node).any():
         raise WorkloadError(f"a job asks for {int(gpus.max())} GPUs; the cluster has {nodes * per_node}")
-    theta = Admission.parse(r.admission).theta
-    gate = Gate(workload.submit_s, gpus, theta, nodes * per_node) if theta > 0 else None
+    gate = admission_gate(r.admission, workload.submit_s, gpus, nodes * per_node)
     with sim_timer() as t:
         if r.policy == "pollux":
             out = simulate_pollux(apps, workload.submit_s, r.round_s, nodes, per_node, gate=gate)

@@ -606,15 +606,13 @@ def run(workload, r, cluster, tracked, sim_timer):
     """``--compat sia``: replay ``workload`` (a Sia workload: :func:`fastblox.compat_pollux.read_workload`)
     with resolved spec ``r`` and build the run's :class:`~fastblox.results.Result`."""
     from .compat_pollux import job_table
-    from .mixed import Gate
-    from .parts import Admission
+    from .mixed import admission_gate
     from .results import Result, _jobs_table, _summary
     from .slices import mark
 
     apps, bs, _ = job_table(workload)
     names = workload.extra.get("source_id", np.arange(len(apps)))
-    theta = Admission.parse(r.admission).theta
-    gate = Gate(workload.submit_s, workload.num_gpus, theta, cluster.total_gpus) if theta > 0 else None
+    gate = admission_gate(r.admission, workload.submit_s, workload.num_gpus, cluster.total_gpus)
     with sim_timer() as t:
         out = simulate_sia(list(names), apps, bs, workload.submit_s, cluster, r.sia_profiles, r.round_s, gate=gate)
     finish, first, att_gpu = out["finish_s"], out["start_s"], out["attained_gpu_s"]

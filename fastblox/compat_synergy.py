@@ -88,6 +88,12 @@ def profile_ratios() -> tuple:
     return tuple(sorted({r for r, _ in profiles()}))
 
 
+def share_iter_s(names) -> np.ndarray:
+    """Each model's iteration time (s) on the proportional share of 3 CPUs per GPU (a trace's
+    ``iter_time_s``, whatever ``cpus=`` a run uses)."""
+    return np.array([profiles()[3, m][3] for m in names])
+
+
 def parse_options(opts: dict) -> dict:
     """``--policy-opt`` values of ``--compat synergy`` checked and completed with the defaults."""
     out = dict(OPTIONS)
@@ -162,7 +168,7 @@ def read_trace(path, name: str | None = None):
         gpus.append(_num(row[4], path, i, "gpus", whole=True, low=1))
     if not ids:
         raise TraceError("no jobs", path=path)
-    it = np.array([profiles()[3, m][3] for m in names])
+    it = share_iter_s(names)
     return Workload.from_arrays(arr, gpus, iterations=iters, iter_time_s=it, job_id=ids, name=name or path.stem,
                                 model=np.array(names, dtype=object))
 
@@ -201,7 +207,7 @@ def with_models(workload, seed: int):
 
     zoo = np.array(models(), dtype=object)
     names = zoo[np.random.default_rng(seed).integers(0, len(zoo), len(workload))]
-    it = np.array([profiles()[3, m][3] for m in names])
+    it = share_iter_s(names)
     iters = np.maximum(1.0, np.floor(workload.duration_s / it))
     return dataclasses.replace(workload, iterations=iters, iter_time_s=it, duration_s=iters * it,
                                extra={**workload.extra, "model": names})

@@ -273,6 +273,15 @@ def simulate_mixed(apps, gangs, duration_s, is_elastic, submit_s, interval_s: fl
     return cp.run_fixed(jobs, pol, interval_s, max_intervals, gate)
 
 
+def admission_gate(admission: str, submit_s, gpus, total_gpus: int) -> "Gate | None":
+    """The :class:`Gate` of ``--admission`` for a peer replay, None for accept-all (every job let in
+    as it arrives: the replay's own loop, unchanged)."""
+    from .parts import Admission
+
+    theta = Admission.parse(admission).theta
+    return Gate(submit_s, gpus, theta, total_gpus) if theta > 0 else None
+
+
 class Gate:
     """The native engine's admission of arrivals into the scheduler, at each interval: every
     arrived job (``theta`` <= 0, accept-all), else, in arrival order, while the GPUs asked for by
