@@ -901,7 +901,7 @@ class PolluxPolicy:
 
         table, keep = self._table(base, tabs, factors, maxr)
         J, N = base.shape
-        work = scratch(J, N, table.shape[2])
+        work = scratch(J, N, table.shape[2], self.per_node)
         best, f_best = seeds[0], f_first
         for s_i, seed in enumerate(seeds):
             if seed is None:

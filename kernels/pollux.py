@@ -9,6 +9,12 @@ A job's value is ``keep[j]`` when its row (GPUs per node) is its base row, else 
 for a row of ``r`` GPUs on ``n`` nodes (inf: not an allocation it may take). The constraints are
 Pollux's: a node's GPUs at most, at most one multi-node job per node, a job's ``maxr`` GPUs and
 ``max_nodes`` nodes at most.
+
+What makes it fast without changing what it finds (the twin has none of it, and the tests compare
+the two): a pair is skipped, and an option of a pair move is skipped, when a lower bound of the sum
+it could reach (each job's least value on the GPUs left to it: :func:`_pair_bound`, ``pmin``) cannot
+beat the best so far; and within a pair move the answering job's value is found from histograms of
+the nodes' free GPUs (:func:`_answer_value`), its row written only when the pair's sum improves.
 """
 
 from __future__ import annotations
@@ -214,14 +220,191 @@ def best_response(j, state, tot, base, table, keep, maxr, per_node, max_nodes, u
 
 
 @jit(nrt=False)
+def _histograms(used, multi, per_node, H, A, first, mark):
+    """Of the context ``used``/``multi`` (nodes): ``H[f]`` the nodes with f free GPUs and no multi-node
+    job, ``A[f]`` all nodes with f free GPUs (f = 0..per_node; a node over full counts as 0), ``first[f]``
+    the lowest node with f free GPUs (-1: none); ``mark`` (nodes) zeroed."""
+    for f in range(per_node + 1):
+        H[f] = 0
+        A[f] = 0
+        first[f] = -1
+    for k in range(used.shape[0]):
+        f = per_node - used[k]
+        if f < 0:
+            f = 0
+        A[f] += 1
+        if multi[k] == 0:
+            H[f] += 1
+        if first[f] < 0:
+            first[f] = k
+        mark[k] = 0
+
+
+@jit(nrt=False)
+def _row_nodes(j, kind, r, base, per_node, used, order, m, A, first, rk, rx):
+    """The nodes (``rk``) and GPUs (``rx``) of the row :func:`_write_row` writes; returns their number."""
+    n = 0
+    if kind == 1:
+        for k in range(base.shape[1]):
+            if base[j, k] > 0:
+                rk[n] = k
+                rx[n] = base[j, k]
+                n += 1
+    elif kind == 2:
+        for f in range(r, per_node + 1):  # (the fullest node that takes r: the least free >= r, lowest index)
+            if A[f] > 0 and first[f] >= 0:
+                rk[0] = first[f]
+                rx[0] = r
+                return 1
+    elif kind == 3:
+        left = r
+        for p in range(m):
+            k = order[p]
+            take = per_node - used[k]
+            if take > left:
+                take = left
+            rk[n] = k
+            rx[n] = take
+            n += 1
+            left -= take
+            if left == 0:
+                break
+    return n
+
+
+@jit(nrt=False)
+def _answer_value(i, nr, rk, rx, used, multi, base, table, keep, maxr, per_node, max_nodes, top, nb_i, rb_i, H, A,
+                  mark):
+    """:func:`best_response`'s value of job ``i`` (its row empty) when the other job's row is ``nr`` nodes
+    ``rk`` with ``rx`` GPUs in the context ``used``/``multi`` whose :func:`_histograms` are ``H``, ``A``:
+    the same options compared in the same order, from the histograms (the row's nodes moved in them
+    and back), without the nodes' order."""
+    spread = nr > 1
+    for q in range(nr):
+        k = rk[q]
+        f = per_node - used[k]
+        if f < 0:
+            f = 0
+        g = f - rx[q]
+        A[f] -= 1
+        A[g] += 1
+        if multi[k] == 0:
+            H[f] -= 1
+            if not spread:
+                H[g] += 1
+        mark[k] = rx[q]
+    maxfree = 0
+    for f in range(per_node, 0, -1):
+        if A[f] > 0:
+            maxfree = f
+            break
+    fits = nb_i > 0 and rb_i <= maxr[i]
+    if fits:
+        for k in range(base.shape[1]):
+            b = base[i, k]
+            if b > 0:
+                if b > per_node - used[k] - mark[k]:
+                    fits = False
+                    break
+                if nb_i > 1 and (multi[k] > 0 or (spread and mark[k] > 0)):
+                    fits = False
+                    break
+    inf = math.inf
+    best = keep[i] if fits else inf
+    v = table[i, 0, 0]
+    if v < best:
+        best = v
+    f = per_node  # (the eligible nodes, freest first: bucket f, of which ``taken`` used)
+    taken = 0
+    p = 0
+    cum = 0
+    for r in range(1, top + 1):
+        while cum < r:
+            while f > 0 and taken >= H[f]:
+                f -= 1
+                taken = 0
+            if f <= 0:
+                break
+            cum += f
+            taken += 1
+            p += 1
+        if r > maxfree and cum < r:
+            break
+        v = table[i, 1, r] if r <= maxfree else inf
+        if v < best:
+            best = v
+        nn = p if cum >= r else 0
+        v = table[i, nn, r] if 1 < nn <= max_nodes else inf
+        if v < best:
+            best = v
+    for q in range(nr):
+        k = rk[q]
+        f = per_node - used[k]
+        if f < 0:
+            f = 0
+        g = f - rx[q]
+        A[f] += 1
+        A[g] -= 1
+        if multi[k] == 0:
+            H[f] += 1
+            if not spread:
+                H[g] -= 1
+        mark[k] = 0
+    return best
+
+
+@jit(nrt=False)
+def _pair_bound(i, j, state, tot, base, keep, maxr, table, per_node, pmin):
+    """A lower bound of the sum :func:`pair_move` can reach for ``i`` and ``j``: the least of j's
+    least value on r GPUs plus i's least on at most the GPUs left (or its base row), over r up
+    to the free GPUs of both rows emptied (and j's base row)."""
+    F = 0
+    for k in range(state.shape[1]):
+        f = per_node - (tot[0, k] - state[i, k] - state[j, k])
+        if f > 0:
+            F += f
+    top_i = _top(i, maxr, table)
+    top_j = _top(j, maxr, table)
+    lb = math.inf
+    hi = F if F < top_j else top_j
+    for r in range(hi + 1):
+        f = F - r
+        if f > top_i:
+            f = top_i
+        b = pmin[0, i, f]
+        if keep[i] < b:
+            b = keep[i]
+        v = pmin[1, j, r] + b
+        if v < lb:
+            lb = v
+    rb = 0
+    for k in range(state.shape[1]):
+        rb += base[j, k]
+    if 0 < rb <= F:
+        f = F - rb
+        if f > top_i:
+            f = top_i
+        b = pmin[0, i, f]
+        if keep[i] < b:
+            b = keep[i]
+        v = keep[j] + b
+        if v < lb:
+            lb = v
+    return lb
+
+
+@jit(nrt=False)
 def pair_move(i, j, state, tot, base, table, keep, maxr, per_node, max_nodes, low, cur, used, multi, order, row,
-              row2, best_j, opt_v, opt_w, ctx):
+              row2, best_j, opt_v, opt_w, ctx, pmin, hist):
     """Jobs ``i`` and ``j`` together, ``i``'s row emptied: every option of ``j`` (the order of
     :func:`_options`), each followed by ``i``'s best response; ``j``'s and ``i``'s rows of the
     least sum below ``cur`` (their sum now) are left in ``best_j`` and ``row2``. ``low``: a lower
     bound of ``i``'s value (options of ``j`` that cannot beat the best sum with it are skipped).
     Returns that least sum (``cur``: none is lower). ``state`` and ``tot``: ``i``'s and ``j``'s
-    rows changed (the caller puts them back). ``ctx``: scratch (3 x nodes: j's context)."""
+    rows changed (the caller puts them back). ``ctx``: scratch (3 x nodes: j's context). ``pmin``:
+    :func:`lowest`'s least values (an option is also skipped when i's least value on the GPUs it
+    leaves cannot beat the best sum); ``hist``: scratch (6 x max(nodes, per_node + 1)) for
+    :func:`_answer_value`, which gives i's value first (its row is written only when the sum improves)."""
     N = state.shape[1]
     for k in range(N):
         row[k] = 0
@@ -232,14 +415,43 @@ def pair_move(i, j, state, tot, base, table, keep, maxr, per_node, max_nodes, lo
     count = _options(j, table, keep, fits, maxfree, per_node, max_nodes, used_j, order_j, m, _top(j, maxr, table),
                      opt_v)
     best = cur
+    free0 = 0
+    for k in range(N):
+        if per_node - used_j[k] > 0:
+            free0 += per_node - used_j[k]
+    rb = 0
+    for k in range(N):
+        rb += base[j, k]
+    top_i = _top(i, maxr, table)
+    H, A, first, mark = hist[0], hist[1], hist[2], hist[3]
+    rk, rx = hist[4], hist[5]
+    _histograms(used_j, multi_j, per_node, H, A, first, mark)
+    nb_i = 0
+    rb_i = 0
+    for k in range(N):
+        rb_i += base[i, k]
+        if base[i, k] > 0:
+            nb_i += 1
     for o in range(count):
         vj = opt_v[o]
         if not vj + low < best:
             continue
-        _write_row(j, _kind(o), o // 2, base, per_node, used_j, order_j, m, row)
-        _set_row(j, row, state, tot)
-        vi = best_response(i, state, tot, base, table, keep, maxr, per_node, max_nodes, used, multi, order, row, opt_w)
+        f = free0 - (rb if o == 0 else o // 2)
+        if f > top_i:
+            f = top_i
+        lb = pmin[0, i, f] if f >= 0 else math.inf
+        if keep[i] < lb:
+            lb = keep[i]
+        if not vj + lb < best:
+            continue
+        nr = _row_nodes(j, _kind(o), o // 2, base, per_node, used_j, order_j, m, A, first, rk, rx)
+        vi = _answer_value(i, nr, rk, rx, used_j, multi_j, base, table, keep, maxr, per_node, max_nodes, top_i, nb_i,
+                           rb_i, H, A, mark)
         if vj + vi < best:
+            _write_row(j, _kind(o), o // 2, base, per_node, used_j, order_j, m, row)
+            _set_row(j, row, state, tot)
+            vi = best_response(i, state, tot, base, table, keep, maxr, per_node, max_nodes, used, multi, order, row,
+                               opt_w)
             best = vj + vi
             for k in range(N):
                 best_j[k] = state[j, k]
@@ -287,20 +499,29 @@ def _partners(J, pair_cap, vals, lows, cand):
 
 
 @jit(nrt=False)
-def lowest(table, keep, lows):
-    """Each job's least value (of its base row and every row of the table) into ``lows``."""
+def lowest(table, keep, lows, pmin):
+    """Each job's least value (of its base row and every row of the table) into ``lows``; its least
+    value of a row of r GPUs into ``pmin[1, j, r]``, of at most r GPUs into ``pmin[0, j, r]``."""
     for j in range(table.shape[0]):
         low = keep[j]
+        m = math.inf
         for r in range(table.shape[2]):
+            c = math.inf
             for n in range(table.shape[1]):
-                if table[j, n, r] < low:
-                    low = table[j, n, r]
+                if table[j, n, r] < c:
+                    c = table[j, n, r]
+            pmin[1, j, r] = c
+            if c < m:
+                m = c
+            pmin[0, j, r] = m
+        if m < low:
+            low = m
         lows[j] = low
 
 
 @jit(nrt=False)
 def refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair_cap, lows, vals, cand, tot, used,
-           multi, order, row, row2, best_j, save, opt_v, opt_w, ctx):
+           multi, order, row, row2, best_j, save, opt_v, opt_w, ctx, pmin, hist):
     """Improve ``state`` [job, node] in place; returns the sweeps made. Each sweep: every job's best
     response (taken when better), then every pair (i, j), i holding GPUs and j one of the
     partners (:func:`_partners`: every job when there are at most ``pair_cap``): i gives them up,
@@ -349,8 +570,11 @@ def refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair
                 cur = vals[i] + vals[j]
                 if not (_better(lows[i] + lows[j], cur) and cur - (lows[i] + lows[j]) > gain):
                     continue  # (no move of the pair can be taken: it lowers their sum to lows[i] + lows[j] at most)
+                lb = _pair_bound(i, j, state, tot, base, keep, maxr, table, per_node, pmin)
+                if not (_better(lb, cur) and cur - lb > gain):
+                    continue
                 v = pair_move(i, j, state, tot, base, table, keep, maxr, per_node, max_nodes, lows[i], cur, used,
-                              multi, order, row, row2, best_j, opt_v, opt_w, ctx)
+                              multi, order, row, row2, best_j, opt_v, opt_w, ctx, pmin, hist)
                 if _better(v, cur) and cur - v > gain:
                     gain = cur - v
                     pick_i = i
@@ -447,18 +671,19 @@ def _grow_target(i, table, maxr, per_node):
 
 @jit(nrt=False)
 def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kicks, pair_cap, lows, vals, cand, tot,
-           used, multi, order, row, row2, best_j, save, opt_v, opt_w, ctx, trial, tvals, done):
+           used, multi, order, row, row2, best_j, save, opt_v, opt_w, ctx, trial, tvals, done, pmin, hist):
     """:func:`refine`, then kicks, each refined and taken when the sum is lower: up to ``kicks``
     times, the job not tried yet whose base row would lower its value most (its row not its base
     row, the base row within its GPUs) put back on it, the jobs in its way emptied (:func:`_kick`);
     then up to ``kicks`` times, the job not tried yet whose best count of GPUs on one node would
     lower its value most given that count there (:func:`_kick_to_node`). ``state`` improved in
     place; returns the kicks taken. ``trial`` (jobs x nodes), ``tvals``, ``done`` (jobs): scratch,
-    with :func:`refine`'s, and ``lows`` (jobs) for :func:`lowest` (all of it: :func:`scratch`)."""
+    with :func:`refine`'s, ``lows`` (jobs) and ``pmin`` (2 x jobs x the table's last axis) for
+    :func:`lowest`, and ``hist`` for :func:`pair_move` (all of it: :func:`scratch`)."""
     J, N = state.shape
-    lowest(table, keep, lows)
+    lowest(table, keep, lows, pmin)
     refine(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair_cap, lows, vals, cand, tot, used,
-           multi, order, row, row2, best_j, save, opt_v, opt_w, ctx)
+           multi, order, row, row2, best_j, save, opt_v, opt_w, ctx, pmin, hist)
     total = 0.0
     for j in range(J):
         total += vals[j]
@@ -502,7 +727,7 @@ def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kick
             else:
                 _kick_to_node(pick, r_pick, trial, per_node)
             refine(trial, base, table, keep, maxr, per_node, max_nodes, max_sweeps, pair_cap, lows, tvals, cand, tot,
-                   used, multi, order, row, row2, best_j, save, opt_v, opt_w, ctx)
+                   used, multi, order, row, row2, best_j, save, opt_v, opt_w, ctx, pmin, hist)
             t = 0.0
             for j in range(J):
                 t += tvals[j]
@@ -516,10 +741,12 @@ def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kick
     return taken
 
 
-def scratch(jobs: int, nodes: int, sizes: int) -> tuple:
-    """:func:`search`'s scratch arrays after ``pair_cap`` (``sizes``: the table's last axis)."""
+def scratch(jobs: int, nodes: int, sizes: int, per_node: int) -> tuple:
+    """:func:`search`'s scratch arrays after ``pair_cap`` (``sizes``: the table's last axis;
+    ``per_node``: GPUs per node)."""
     i64 = np.int64
     return (np.empty(jobs), np.empty(jobs), np.empty(jobs, dtype=i64), np.empty((2, nodes), dtype=i64),
             *(np.empty(nodes, dtype=i64) for _ in range(6)), np.empty((4, nodes), dtype=i64), np.empty(2 * sizes),
             np.empty(2 * sizes), np.empty((3, nodes), dtype=i64), np.empty((jobs, nodes), dtype=i64), np.empty(jobs),
-            np.empty(jobs, dtype=i64))
+            np.empty(jobs, dtype=i64), np.empty((2, jobs, sizes)),
+            np.zeros((6, max(nodes, per_node + 1)), dtype=i64))

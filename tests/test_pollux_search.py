@@ -56,7 +56,8 @@ def problem(draw, max_jobs=6, max_nodes=4, max_per_node=4):
 def run_kernel(start, base, table, keep, maxr, P, kicks=3, pair_cap=0):
     J, N = start.shape
     state = start.copy()
-    taken = kp.search(state, base, table, keep, maxr, P, N, 50, kicks, pair_cap, *kp.scratch(J, N, table.shape[2]))
+    taken = kp.search(state, base, table, keep, maxr, P, N, 50, kicks, pair_cap, 
+                      *kp.scratch(J, N, table.shape[2], P))
     return state, taken
 
 
