@@ -166,3 +166,56 @@ def test_search_matches_nsga2_where_the_dp_alone_fell_short():
             assert len(alloc) <= next(jd["max_replicas"] for jd in r["jobs"] if jd["key"] == key)
         per_node = np.bincount([n for a in out.values() for n in a], minlength=r["nodes"])
         assert (per_node <= r["per_node"]).all()
+
+
+def _answers(state, base, table, keep, maxr, P, i, j):
+    """For each finite option of ``j`` in a pair move with ``i`` emptied (the kernel's own steps):
+    (``_answer_value``'s value of i, ``best_response``'s value of i with j's row written)."""
+    J, N = state.shape
+    state = state.copy()
+    w = kp.scratch(J, N, table.shape[2], P)
+    tot, used, multi, order, row = w[3], w[4], w[5], w[6], w[7]
+    opt_v, opt_w, ctx, hist = w[11], w[12], w[13], w[-1]
+    kp._totals(state, tot)
+    kp._set_row(i, np.zeros(N, dtype=np.int64), state, tot)
+    m, maxfree = kp._context(j, state, tot, P, ctx[0], ctx[1], ctx[2])
+    fits = kp._keep_fits(j, base, maxr, P, ctx[0], ctx[1])
+    count = kp._options(j, table, keep, fits, maxfree, P, N, ctx[0], ctx[2], m, kp._top(j, maxr, table), opt_v)
+    H, A, first, mark, rk, rx = hist
+    kp._histograms(ctx[0], ctx[1], P, H, A, first, mark)
+    nb_i, rb_i = int(np.count_nonzero(base[i])), int(base[i].sum())
+    out = []
+    for o in range(count):
+        if not np.isfinite(opt_v[o]):
+            continue
+        nr = kp._row_nodes(j, kp._kind(o), o // 2, base, P, ctx[0], ctx[2], m, A, first, rk, rx)
+        fast = kp._answer_value(i, nr, rk, rx, ctx[0], ctx[1], base, table, keep, maxr, P, N, kp._top(i, maxr, table),
+                                nb_i, rb_i, H, A, mark)
+        kp._write_row(j, kp._kind(o), o // 2, base, P, ctx[0], ctx[2], m, row)
+        assert sorted(zip(rk[:nr].tolist(), rx[:nr].tolist())) == [(k, int(x)) for k, x in enumerate(row) if x]
+        kp._set_row(j, row, state, tot)
+        slow = kp.best_response(i, state, tot, base, table, keep, maxr, P, N, used, multi, order, row, opt_w)
+        out.append((fast, slow, float(opt_v[o])))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(problem(max_jobs=5, max_nodes=6, max_per_node=4), st.booleans())
+def test_pair_move_answers_and_bounds_are_the_plain_steps(case, from_base):
+    # the pair move's shortcuts: i's value from histograms is best_response's, bit for bit, for every
+    # option of j; the pair's lower bound and the option bounds are at most what the options reach
+    base, table, keep, maxr, P = case
+    J, N = base.shape
+    state = base.copy() if from_base else run_kernel(np.zeros_like(base), base, table, keep, maxr, P)[0]
+    w = kp.scratch(J, N, table.shape[2], P)
+    kp.lowest(table, keep, w[0], w[-2])
+    tot = w[3]
+    for i in range(J):
+        for j in range(J):
+            if i == j:
+                continue
+            got = _answers(state, base, table, keep, maxr, P, i, j)
+            assert all(a == b for a, b, _ in got)
+            kp._totals(state, tot)
+            bound = kp._pair_bound(i, j, state, tot, base, keep, maxr, table, P, w[-2])
+            assert all(bound <= vj + vi for vi, _, vj in got)
