@@ -515,16 +515,22 @@ class ElasticJob:
         self.preempted = 0
         self._bkey = self._bmemo = None
 
-    def best_batches(self, pairs: list) -> dict:
-        """(nodes, GPUs) -> (goodput, atomic batch, accumulation steps) of the best batch size there
-        (``elastic.best_batch``) under the job's model and gradient statistics, for ``pairs`` and
-        any other pair asked for since they last changed (remembered until then)."""
+    def memo(self) -> dict:
+        """The best batch sizes remembered under the job's current model and gradient statistics
+        (emptied when they change): :meth:`best_batches`' (nodes, GPUs) -> values."""
         if self._bkey is None or self._bkey[0] is not self.pp or self._bkey[1] != self.grad:
             key = (self.pp, self.grad, self.pp.tobytes())  # (the same model: the same object, or the same bytes)
             if self._bkey is None or self._bkey[1:] != key[1:]:
                 self._bmemo = {}
             self._bkey = key
-        memo = self._bmemo
+        return self._bmemo
+
+    def best_batches(self, pairs: list) -> dict:
+        """(nodes, GPUs) -> (goodput, atomic batch, accumulation steps) of the best batch size there
+        (``elastic.best_batch``) under the job's model and gradient statistics, for ``pairs`` and
+        any other pair asked for since they last changed (remembered until then). The pairs not
+        remembered are computed in one call (a pair's values do not depend on the others in it)."""
+        memo = self.memo()
         miss = sorted({pr for pr in pairs if pr not in memo})
         if miss:
             p = self.prof
@@ -538,8 +544,8 @@ class ElasticJob:
     def max_profiled_replicas(self) -> int:
         return max((k[1] for k in self.seen), default=0)
 
-    def speedups(self, fair: float) -> "Speedups":
-        return Speedups(self, fair)
+    def speedups(self, fair: float, ahead: list = ()) -> "Speedups":
+        return Speedups(self, fair, ahead)
 
     def max_replicas(self, gpus: int) -> int:
         p = self.prof
@@ -626,10 +632,11 @@ class Speedups:
     size there over that on one node with ``fair`` GPUs (``r / fair`` before it has a model).
     Goodputs are remembered on the job until its model or gradient statistics change."""
 
-    def __init__(self, job: ElasticJob, fair: float):
+    def __init__(self, job: ElasticJob, fair: float, ahead: list = ()):
+        """``ahead``: (nodes, GPUs) pairs the round will ask for, computed with the fair share's."""
         self.job, self.fair = job, fair
         if job.pp is not None:
-            self.base = self._goodputs(np.array([1]), np.array([int(fair)]))[0]
+            self.base = job.best_batches([(1, int(fair)), *ahead])[1, int(fair)][0]
 
     def _goodputs(self, nodes, reps) -> np.ndarray:
         pairs = list(zip(nodes.tolist(), reps.tolist()))
@@ -657,7 +664,8 @@ class Speedups:
         job = self.job
         if job.pp is None:
             return reps / self.fair
-        return job.best_batches([(nodes, reps)])[nodes, reps][0] / self.base
+        v = job.memo().get((nodes, reps))
+        return (v if v is not None else job.best_batches([(nodes, reps)])[nodes, reps])[0] / self.base
 
     def __call__(self, nodes, reps) -> np.ndarray:
         """Speedups at (nodes, GPUs) pairs (arrays; 0 where GPUs is 0)."""
@@ -669,6 +677,12 @@ class Speedups:
         elif on.any():
             out[on] = self._goodputs(nodes[on], reps[on]) / self.base
         return out
+
+
+@functools.lru_cache(maxsize=64)
+def _layout_pairs(*args) -> list:
+    """The rows of ``_layouts(*args)`` as (nodes, GPUs) tuples of ints (do not change the list)."""
+    return [tuple(x) for x in _layouts(*args).tolist()]
 
 
 @functools.lru_cache(maxsize=64)
@@ -876,11 +890,10 @@ class PolluxPolicy:
         elsewhere), and on its base row."""
         J, N, P = len(tabs), self.nodes, self.per_node
         R = int(maxr.max()) if J else 0
-        n_r = _layouts(R, N, P, min(N, MAX_NODES_PER_JOB), self.LAYOUT_SPREAD)
+        n_r, upto = self._layouts_of(maxr)
         table = np.full((J, N + 1, R + 1), np.inf)
         table[:, 0, 0] = 1.0 / 1e-3
         keep = np.empty(J)
-        upto = np.searchsorted(n_r[:, 1], maxr, side="right")  # (pairs by GPUs)
         for j in range(J):
             sel = n_r[:upto[j]]
             s = tabs[j].at_layouts(n_r, int(upto[j])) / P * factors[j]
@@ -892,6 +905,19 @@ class PolluxPolicy:
             sb = tabs[j].one(int(np.count_nonzero(base[j])), rb) / P if rb else 0.0
             keep[j] = 1.0 / (sb + 1e-3)
         return table, keep
+
+    def _layouts_of(self, maxr: np.ndarray) -> tuple:
+        """(the local search's (nodes, GPUs) pairs up to the most GPUs of ``maxr``: :func:`_layouts`,
+        and each job's count of them: those of at most its GPUs); the pairs also as tuples in
+        ``_pairs`` (the speedups compute them ahead). Remembered for the same ``maxr``."""
+        key = maxr.tobytes()
+        if getattr(self, "_lkey", None) != key:
+            args = (int(maxr.max()) if len(maxr) else 0, self.nodes, self.per_node,
+                    min(self.nodes, MAX_NODES_PER_JOB), self.LAYOUT_SPREAD)
+            n_r = _layouts(*args)
+            self._lkey, self._lay = key, (n_r, np.searchsorted(n_r[:, 1], maxr, side="right"))  # (pairs by GPUs)
+            self._pairs = _layout_pairs(*args)
+        return self._lay
 
     def _refine(self, seeds: list, f_first: float, base, tabs, factors, maxr) -> tuple:
         """The best of the seeds (allocations; None: skipped) each improved by
@@ -924,7 +950,8 @@ class PolluxPolicy:
             for node in prev.get(j, []):
                 base[i, node] += 1
         maxr = np.array([jobs[j].max_replicas(G) for j in order])
-        tabs = [jobs[j].speedups(fair) for j in order]
+        upto, pairs = self._layouts_of(maxr)[1], self._pairs
+        tabs = [jobs[j].speedups(fair, pairs[:u]) for j, u in zip(order, upto.tolist())]
         age = np.array([now - jobs[j].submit for j in order])
         rst = np.array([jobs[j].restarts or 0 for j in order])
         factors = np.maximum(age - rst * self.restart_s, 0.0) / (age + self.restart_s)
@@ -948,7 +975,8 @@ class PolluxPolicy:
         ok = (base.sum(axis=1) <= maxr).all()
         best, f_best = self._refine([best, base if ok else None], f_best, base, tabs, factors, maxr)
         self.objectives.append((now, f_best, f_base))
-        return {j: [n for n in range(self.nodes) for _ in range(int(best[i, n]))] for i, j in enumerate(order)}
+        nodes = np.arange(self.nodes)
+        return {j: np.repeat(nodes, best[i]).tolist() for i, j in enumerate(order)}
 
 
 def simulate_pollux(apps, submit_s, interval_s: float = INTERVAL_S, nodes: int = NODES, per_node: int = GPUS_PER_NODE,

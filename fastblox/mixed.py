@@ -173,7 +173,7 @@ class RigidJob:
         self.finish = self.restarts = self.first = None
         self.attained_gpu, self.preempted = 0.0, 0
 
-    def speedups(self, fair: float) -> "RigidSpeedups":
+    def speedups(self, fair: float, ahead: list = ()) -> "RigidSpeedups":
         return RigidSpeedups(self.gang, fair)
 
     def max_replicas(self, gpus: int) -> int:

@@ -243,17 +243,20 @@ def pollux_sizes(vals, offs, keep_r, keep_v, total, choice, dp, nxt, out_r, out_
         n = offs[j + 1] - lo
         m = n + (1 if keep_r[j] >= 0 else 0)
         for c in range(total + 1):
-            best = math.inf
-            bk = 0
-            for k in range(m):
-                r = k if k < n else keep_r[j]
-                v = vals[lo + k] if k < n else keep_v[j]
-                cand = dp[c - r] + v if c - r >= 0 else math.inf
-                if cand < best:
-                    best = cand
-                    bk = k
-            nxt[c] = best
-            choice[j, c] = bk
+            nxt[c] = math.inf
+            choice[j, c] = 0
+        # (each sum c takes the first option of the least sum, as numpy's argmin: the options in their
+        # order, each over every c; an option of value inf never gives a sum below inf, so it is skipped)
+        for k in range(m):
+            r = k if k < n else keep_r[j]
+            v = vals[lo + k] if k < n else keep_v[j]
+            if v == math.inf:
+                continue
+            for c in range(r, total + 1):
+                cand = dp[c - r] + v
+                if cand < nxt[c]:
+                    nxt[c] = cand
+                    choice[j, c] = k
         for c in range(total + 1):
             dp[c] = nxt[c]
     c = 0

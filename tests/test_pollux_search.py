@@ -144,7 +144,7 @@ def _policy_on(rnd):
             grad=None if jd["grad"] is None else tuple(jd["grad"]), attained_gpu=jd["attained"], submit=jd["submit"],
             restarts=jd["restarts"], max_replicas=functools.partial(lambda m, g: m, jd["max_replicas"]), gang=0)
         jobs[jd["key"]]._bkey = jobs[jd["key"]]._bmemo = None
-        for m in ("speedups", "best_batches"):
+        for m in ("speedups", "best_batches", "memo"):
             setattr(jobs[jd["key"]], m, functools.partial(getattr(cp.ElasticJob, m), jobs[jd["key"]]))
     pol = cp.PolluxPolicy(jobs, rnd["nodes"], rnd["per_node"])
     prev = {jd["key"]: jd["base"] for jd in rnd["jobs"] if jd["base"]}
