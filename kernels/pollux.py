@@ -274,11 +274,14 @@ def _row_nodes(j, kind, r, base, per_node, used, order, m, A, first, rk, rx):
 
 @jit(nrt=False)
 def _answer_value(i, nr, rk, rx, used, multi, base, table, keep, maxr, per_node, max_nodes, top, nb_i, rb_i, H, A,
-                  mark):
+                  mark, bnodes, pmin):
     """:func:`best_response`'s value of job ``i`` (its row empty) when the other job's row is ``nr`` nodes
-    ``rk`` with ``rx`` GPUs in the context ``used``/``multi`` whose :func:`_histograms` are ``H``, ``A``:
-    the same options compared in the same order, from the histograms (the row's nodes moved in them
-    and back), without the nodes' order."""
+    ``rk`` with ``rx`` GPUs in the context ``used``/``multi`` whose :func:`_histograms` are ``H``, ``A``
+    (``bnodes``: the ``nb_i`` nodes of i's base row, of ``rb_i`` GPUs): the least of the same options,
+    found from the histograms (the row's nodes moved in them and back) without the nodes' order. The
+    least of a set does not depend on the order it is scanned in (a NaN is never taken, as there), so
+    the sizes are scanned from the most GPUs down, stopping where i's least value of a row of at most
+    that many (``pmin[0]``) cannot beat the best found."""
     spread = nr > 1
     for q in range(nr):
         k = rk[q]
@@ -298,45 +301,43 @@ def _answer_value(i, nr, rk, rx, used, multi, base, table, keep, maxr, per_node,
         if A[f] > 0:
             maxfree = f
             break
+    elig = 0  # (the free GPUs of the nodes without a multi-node job)
+    for f in range(1, per_node + 1):
+        elig += H[f] * f
     fits = nb_i > 0 and rb_i <= maxr[i]
     if fits:
-        for k in range(base.shape[1]):
-            b = base[i, k]
-            if b > 0:
-                if b > per_node - used[k] - mark[k]:
-                    fits = False
-                    break
-                if nb_i > 1 and (multi[k] > 0 or (spread and mark[k] > 0)):
-                    fits = False
-                    break
-    inf = math.inf
-    best = keep[i] if fits else inf
+        for q in range(nb_i):
+            k = bnodes[q]
+            if base[i, k] > per_node - used[k] - mark[k] or (nb_i > 1 and (multi[k] > 0 or (spread and mark[k] > 0))):
+                fits = False
+                break
+    best = keep[i] if fits else math.inf
     v = table[i, 0, 0]
     if v < best:
         best = v
-    f = per_node  # (the eligible nodes, freest first: bucket f, of which ``taken`` used)
-    taken = 0
-    p = 0
-    cum = 0
-    for r in range(1, top + 1):
-        while cum < r:
-            while f > 0 and taken >= H[f]:
-                f -= 1
-                taken = 0
-            if f <= 0:
-                break
-            cum += f
-            taken += 1
-            p += 1
-        if r > maxfree and cum < r:
+    hi = maxfree if maxfree > elig else elig  # (the options stop at the first size that fits neither way)
+    if hi > top:
+        hi = top
+    for r in range(hi, 0, -1):
+        if not pmin[0, i, r] < best:
             break
-        v = table[i, 1, r] if r <= maxfree else inf
-        if v < best:
-            best = v
-        nn = p if cum >= r else 0
-        v = table[i, nn, r] if 1 < nn <= max_nodes else inf
-        if v < best:
-            best = v
+        if r <= maxfree:
+            v = table[i, 1, r]
+            if v < best:
+                best = v
+        if r <= elig:
+            nn = 0  # (the fewest of those nodes, freest first, that hold r)
+            cum = 0
+            for f in range(per_node, 0, -1):
+                if cum + H[f] * f >= r:
+                    nn += (r - cum + f - 1) // f
+                    break
+                cum += H[f] * f
+                nn += H[f]
+            if 1 < nn <= max_nodes:
+                v = table[i, nn, r]
+                if v < best:
+                    best = v
     for q in range(nr):
         k = rk[q]
         f = per_node - used[k]
@@ -403,7 +404,7 @@ def pair_move(i, j, state, tot, base, table, keep, maxr, per_node, max_nodes, lo
     Returns that least sum (``cur``: none is lower). ``state`` and ``tot``: ``i``'s and ``j``'s
     rows changed (the caller puts them back). ``ctx``: scratch (3 x nodes: j's context). ``pmin``:
     :func:`lowest`'s least values (an option is also skipped when i's least value on the GPUs it
-    leaves cannot beat the best sum); ``hist``: scratch (6 x max(nodes, per_node + 1)) for
+    leaves cannot beat the best sum); ``hist``: scratch (7 x max(nodes, per_node + 1)) for
     :func:`_answer_value`, which gives i's value first (its row is written only when the sum improves)."""
     N = state.shape[1]
     for k in range(N):
@@ -424,13 +425,14 @@ def pair_move(i, j, state, tot, base, table, keep, maxr, per_node, max_nodes, lo
         rb += base[j, k]
     top_i = _top(i, maxr, table)
     H, A, first, mark = hist[0], hist[1], hist[2], hist[3]
-    rk, rx = hist[4], hist[5]
+    rk, rx, bnodes = hist[4], hist[5], hist[6]
     _histograms(used_j, multi_j, per_node, H, A, first, mark)
     nb_i = 0
     rb_i = 0
     for k in range(N):
         rb_i += base[i, k]
         if base[i, k] > 0:
+            bnodes[nb_i] = k
             nb_i += 1
     for o in range(count):
         vj = opt_v[o]
@@ -446,7 +448,7 @@ def pair_move(i, j, state, tot, base, table, keep, maxr, per_node, max_nodes, lo
             continue
         nr = _row_nodes(j, _kind(o), o // 2, base, per_node, used_j, order_j, m, A, first, rk, rx)
         vi = _answer_value(i, nr, rk, rx, used_j, multi_j, base, table, keep, maxr, per_node, max_nodes, top_i, nb_i,
-                           rb_i, H, A, mark)
+                           rb_i, H, A, mark, bnodes, pmin)
         if vj + vi < best:
             _write_row(j, _kind(o), o // 2, base, per_node, used_j, order_j, m, row)
             _set_row(j, row, state, tot)
@@ -749,4 +751,4 @@ def scratch(jobs: int, nodes: int, sizes: int, per_node: int) -> tuple:
             *(np.empty(nodes, dtype=i64) for _ in range(6)), np.empty((4, nodes), dtype=i64), np.empty(2 * sizes),
             np.empty(2 * sizes), np.empty((3, nodes), dtype=i64), np.empty((jobs, nodes), dtype=i64), np.empty(jobs),
             np.empty(jobs, dtype=i64), np.empty((2, jobs, sizes)),
-            np.zeros((6, max(nodes, per_node + 1)), dtype=i64))
+            np.zeros((7, max(nodes, per_node + 1)), dtype=i64))

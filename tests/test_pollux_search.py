@@ -181,16 +181,19 @@ def _answers(state, base, table, keep, maxr, P, i, j):
     m, maxfree = kp._context(j, state, tot, P, ctx[0], ctx[1], ctx[2])
     fits = kp._keep_fits(j, base, maxr, P, ctx[0], ctx[1])
     count = kp._options(j, table, keep, fits, maxfree, P, N, ctx[0], ctx[2], m, kp._top(j, maxr, table), opt_v)
-    H, A, first, mark, rk, rx = hist
+    H, A, first, mark, rk, rx, bnodes = hist
     kp._histograms(ctx[0], ctx[1], P, H, A, first, mark)
     nb_i, rb_i = int(np.count_nonzero(base[i])), int(base[i].sum())
+    bnodes[:nb_i] = np.flatnonzero(base[i])
+    pmin = w[-2]
+    kp.lowest(table, keep, w[0], pmin)
     out = []
     for o in range(count):
         if not np.isfinite(opt_v[o]):
             continue
         nr = kp._row_nodes(j, kp._kind(o), o // 2, base, P, ctx[0], ctx[2], m, A, first, rk, rx)
         fast = kp._answer_value(i, nr, rk, rx, ctx[0], ctx[1], base, table, keep, maxr, P, N, kp._top(i, maxr, table),
-                                nb_i, rb_i, H, A, mark)
+                                nb_i, rb_i, H, A, mark, bnodes, pmin)
         kp._write_row(j, kp._kind(o), o // 2, base, P, ctx[0], ctx[2], m, row)
         assert sorted(zip(rk[:nr].tolist(), rx[:nr].tolist())) == [(k, int(x)) for k, x in enumerate(row) if x]
         kp._set_row(j, row, state, tot)
