@@ -514,6 +514,7 @@ class ElasticJob:
         self.finish, self.attained_gpu, self.restarts, self.first = None, 0.0, None, None
         self.preempted = 0
         self._bkey = self._bmemo = None
+        self._steps = {}  # (elastic.best_batch's step times under the job's model: reused until it changes)
 
     def memo(self) -> dict:
         """The best batch sizes remembered under the job's current model and gradient statistics
@@ -522,6 +523,8 @@ class ElasticJob:
             key = (self.pp, self.grad, self.pp.tobytes())  # (the same model: the same object, or the same bytes)
             if self._bkey is None or self._bkey[1:] != key[1:]:
                 self._bmemo = {}
+            if self._bkey is None or self._bkey[2] != key[2] or len(self._steps) > 32:
+                self._steps = {}  # (a new model: new step times; a few sets of configurations at most)
             self._bkey = key
         return self._bmemo
 
@@ -536,7 +539,7 @@ class ElasticJob:
             p = self.prof
             m = np.array(miss, dtype=np.float64)
             good, a, k = elastic.best_batch(self.pp, self.grad, p.init_batch_size, m[:, 0], m[:, 1], p.max_batch_size,
-                                            p.min_local_bsz, p.max_local_bsz)
+                                            p.min_local_bsz, p.max_local_bsz, self._steps)
             memo.update(zip(miss, zip(good.tolist(), a.tolist(), k.tolist())))
         return memo
 
@@ -625,6 +628,9 @@ class ElasticJob:
                 used += delta
                 secs -= delta
             self._choose_batch()
+        if self.finish is not None:  # (done: nothing asks for its goodputs again; a 100k-job run keeps every job)
+            self._bkey = self._bmemo = self._lgood = self._lkey = None
+            self._steps = {}
 
 
 class Speedups:

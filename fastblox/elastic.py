@@ -320,18 +320,38 @@ def model_efficiency(grad, init_batch_size, batch_size):
     return np.where(denom > 0, (var + sqr) / np.where(denom > 0, denom, 1.0), 1.0) / scale
 
 
-def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic):
+def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic, reuse=None):
     """(goodput, atomic batch, accumulation steps) of the best of :data:`GEOM_POINTS` global batch
     sizes (geometric, from the smallest allowed to ``max_batch_size``) on ``nodes``/``reps`` (1-D
     arrays); a job on one GPU above the initial batch accumulates at least once. The arithmetic
     between numpy's powers, log and exp is compiled (``kernels.elastic.batch_times``,
-    ``batch_pick``): :func:`best_batch_numpy`'s bits (the tests compare them)."""
-    from .kernels.elastic import batch_pick, batch_times
+    ``batch_pick``): :func:`best_batch_numpy`'s bits (the tests compare them). ``reuse``: a dict
+    for this model ``pp`` (and these limits) only, emptied by the caller when they change: the
+    step times, which do not depend on ``grad``, are kept there per configurations and reused."""
+    from .kernels.elastic import batch_pick
 
     nodes = np.asarray(nodes, dtype=np.float64)
     reps = np.asarray(reps, dtype=np.float64)
+    key = nodes.tobytes(), reps.tobytes()
     atomic, accum, batch, ok, scale, link, spread = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic,
-                                                                nodes.tobytes(), reps.tobytes())
+                                                                *key)
+    P, K = atomic.shape
+    got = None if reuse is None else reuse.get(key)
+    if got is None:
+        got = _step_terms(pp, atomic, link, spread)
+        if reuse is not None:
+            reuse[key] = got
+    accum_time, optim = got
+    out = np.empty(K), np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64)
+    sqr, var = grad
+    batch_pick(batch, accum, accum_time, optim, scale, ok, float(sqr), float(var), atomic, *out)
+    return out
+
+
+def _step_terms(pp, atomic, link, spread) -> tuple:
+    """(compute time, optimizer step time) [point, config] of :func:`best_batch` under model ``pp``."""
+    from .kernels.elastic import batch_times
+
     P, K = atomic.shape
     accum_time, network = np.empty((P, K)), np.empty(K)
     batch_times(pp, atomic, link, spread, accum_time, network)
@@ -341,10 +361,7 @@ def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomi
     np.log(optim, out=optim)
     optim /= g
     np.exp(optim, out=optim)
-    out = np.empty(K), np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64)
-    sqr, var = grad
-    batch_pick(batch, accum, accum_time, optim, scale, ok, float(sqr), float(var), atomic, *out)
-    return out
+    return accum_time, optim
 
 
 def best_batch_numpy(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic):
