@@ -415,6 +415,28 @@ def test_compiled_best_batch_is_the_numpy_one_bit_for_bit(app, k, seed, gamma, z
     assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(sorted(elastic.APPLICATIONS)), st.integers(2, 40), st.integers(0, 2**32 - 1),
+       st.sampled_from([1.0, 2.0, 3.7]))
+def test_best_batch_reuses_step_times_and_is_alike_for_each_pair(app, k, seed, gamma):
+    # PolluxPolicy asks for many pairs in one call and reuses a model's step times across gradient
+    # statistics: each pair's values must be those of the numpy twin on that pair alone, bit for bit
+    p = elastic.profile(app)
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(1, 5, k).astype(float)
+    reps = nodes * rng.integers(1, 5, k)
+    pp = np.concatenate([rng.uniform(1e-4, 1, 6), [gamma]])
+    lim = (p.max_batch_size, p.min_local_bsz, p.max_local_bsz)
+    reuse = {}
+    for e in rng.integers(0, p.max_epochs, 3).tolist():  # (the same model, other statistics: step times reused)
+        grad = tuple(float(x) for x in p.grad_stats(p.init_batch_size, e))
+        got = elastic.best_batch(pp, grad, p.init_batch_size, nodes, reps, *lim, reuse)
+        assert len(reuse) == 1
+        for i in rng.integers(0, k, 3).tolist():
+            one = elastic.best_batch_numpy(pp, grad, p.init_batch_size, nodes[i:i + 1], reps[i:i + 1], *lim)
+            assert all(a[i:i + 1].tobytes() == b.tobytes() for a, b in zip(got, one))
+
+
 def test_compiled_best_batch_picks_as_numpys_argmax():
     # among equal goodputs the first point, where no point is allowed the first (goodput 0), a NaN wins
     from fastblox.kernels.elastic import batch_pick
