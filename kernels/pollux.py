@@ -273,6 +273,27 @@ def _row_nodes(j, kind, r, base, per_node, used, order, m, A, first, rk, rx):
 
 
 @jit(nrt=False)
+def _shift(nr, rk, rx, used, multi, per_node, H, A, mark, sign):
+    """Move (``sign`` 1) or move back (-1) a row of ``nr`` nodes ``rk`` with ``rx`` GPUs in the
+    :func:`_histograms` ``H``, ``A`` of the context ``used``/``multi``: its nodes lose those free
+    GPUs (and, the row being multi-node, leave ``H``); ``mark``: the row's GPUs per node (0 back)."""
+    spread = nr > 1
+    for q in range(nr):
+        k = rk[q]
+        f = per_node - used[k]
+        if f < 0:
+            f = 0
+        g = f - rx[q]
+        A[f] -= sign
+        A[g] += sign
+        if multi[k] == 0:
+            H[f] -= sign
+            if not spread:
+                H[g] += sign
+        mark[k] = rx[q] if sign > 0 else 0
+
+
+@jit(nrt=False)
 def _answer_value(i, nr, rk, rx, used, multi, base, table, keep, maxr, per_node, max_nodes, top, nb_i, rb_i, H, A,
                   mark, bnodes, pmin):
     """:func:`best_response`'s value of job ``i`` (its row empty) when the other job's row is ``nr`` nodes
@@ -283,19 +304,7 @@ def _answer_value(i, nr, rk, rx, used, multi, base, table, keep, maxr, per_node,
     the sizes are scanned from the most GPUs down, stopping where i's least value of a row of at most
     that many (``pmin[0]``) cannot beat the best found."""
     spread = nr > 1
-    for q in range(nr):
-        k = rk[q]
-        f = per_node - used[k]
-        if f < 0:
-            f = 0
-        g = f - rx[q]
-        A[f] -= 1
-        A[g] += 1
-        if multi[k] == 0:
-            H[f] -= 1
-            if not spread:
-                H[g] += 1
-        mark[k] = rx[q]
+    _shift(nr, rk, rx, used, multi, per_node, H, A, mark, 1)
     maxfree = 0
     for f in range(per_node, 0, -1):
         if A[f] > 0:
@@ -338,19 +347,7 @@ def _answer_value(i, nr, rk, rx, used, multi, base, table, keep, maxr, per_node,
                 v = table[i, nn, r]
                 if v < best:
                     best = v
-    for q in range(nr):
-        k = rk[q]
-        f = per_node - used[k]
-        if f < 0:
-            f = 0
-        g = f - rx[q]
-        A[f] += 1
-        A[g] -= 1
-        if multi[k] == 0:
-            H[f] += 1
-            if not spread:
-                H[g] -= 1
-        mark[k] = 0
+    _shift(nr, rk, rx, used, multi, per_node, H, A, mark, -1)
     return best
 
 
