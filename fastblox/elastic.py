@@ -335,7 +335,7 @@ def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomi
     key = nodes.tobytes(), reps.tobytes()
     atomic, accum, batch, ok, scale, link, spread = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic,
                                                                 *key)
-    P, K = atomic.shape
+    K = atomic.shape[1]
     got = None if reuse is None else reuse.get(key)
     if got is None:
         got = _step_terms(pp, atomic, link, spread)
