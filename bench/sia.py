@@ -103,7 +103,7 @@ def warm() -> None:
     from fastblox import elastic
 
     elastic.fit_perf_params([1.0, 1.0], [1.0, 2.0], [8.0, 16.0], [0.1, 0.2], [0.2, 0.3], kernel=True)
-    cs.certain_allocation(np.array([[0.5]], dtype=np.float32), np.array([0]), np.array([1]), np.array([1]),
+    cs.exact_allocation(np.array([[0.5]], dtype=np.float32), np.array([0]), np.array([1]), np.array([1]),
                           np.array([-1]))
 
 

@@ -146,23 +146,32 @@ def cluster_types(cluster, pollux_profiles: bool = False) -> list:
 
 # ------------------------------------------------------------------------------------------ the MILP
 def solve_allocation(cost: np.ndarray, cfg_type: np.ndarray, cfg_gpus: np.ndarray, capacity: np.ndarray,
-                     fixed: np.ndarray, lambda_n: float = LAMBDA_N, gap: float = MIP_GAP, exact: bool = True) -> tuple:
+                     fixed: np.ndarray, lambda_n: float = LAMBDA_N, gap: float = MIP_GAP, exact: bool = True,
+                     prefer: np.ndarray | None = None) -> tuple:
     """Sia's allocation: binary ``X[job, config]`` minimising ``sum X * cost + lambda_n * (jobs -
     sum X)``, at most one configuration a job, at most ``capacity[t]`` GPUs of type ``t``
     (``cfg_type``, ``cfg_gpus``: each configuration's type and GPUs), ``X[j, fixed[j]] = 1`` where
-    ``fixed[j] >= 0``. Returns (configuration per job, -1 for none; objective). HiGHS (scipy.optimize.milp);
-    ``exact``: first :func:`certain_allocation`, which answers without the solver when HiGHS's
-    answer is certain (a unique optimum, the others further from it than HiGHS's gap)."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import coo_matrix
-
+    ``fixed[j] >= 0``. Returns (configuration per job, -1 for none; objective). ``exact``: first
+    :func:`exact_allocation` (an optimum, proven, on costs in whole hundredths; among tied optima
+    one where the most jobs get their configuration in ``prefer``); else, or where it gives up,
+    HiGHS (scipy.optimize.milp) at the relative ``gap``."""
     J, C = cost.shape
     if J == 0:
         return np.zeros(0, dtype=np.int64), 0.0
     if exact:
-        choice = certain_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, gap)
+        choice = exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, prefer)
         if choice is not None:
             return choice, objective(cost, choice, lambda_n)
+    return highs_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, gap)
+
+
+def highs_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float = LAMBDA_N,
+                     gap: float = MIP_GAP) -> tuple:
+    """:func:`solve_allocation`'s MILP solved by HiGHS (scipy.optimize.milp) at the relative ``gap``."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    J, C = cost.shape
     fixed = np.asarray(fixed)
     full = np.asarray(cost, dtype=np.float64) - lambda_n
     pinned = np.zeros((J, C), dtype=bool)
@@ -188,62 +197,78 @@ def solve_allocation(cost: np.ndarray, cfg_type: np.ndarray, cfg_gpus: np.ndarra
     return choice, objective(cost, choice, lambda_n)
 
 
-#: depth-first search nodes certain_allocation visits at most before it leaves the problem to HiGHS
-SEARCH_NODES = 20_000
+#: branch-and-bound nodes exact_allocation visits at most before it leaves the problem to HiGHS
+SEARCH_NODES = 200_000
+#: passes of the price search over the GPU types (exact_allocation's Lagrangian bound)
+PRICE_SWEEPS = 3
 
 
-def certain_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float = LAMBDA_N, gap: float = MIP_GAP):
-    """The choice :func:`solve_allocation`'s MILP has when it is certain, else None. The costs are
-    whole hundredths (``power_costs`` rounds them to 2 decimals), so an exact search
-    (``kernels.elastic.choice_search``) over the same variables in integer hundredths finds the
-    optimum and whether another choice ties it; if none does, every other feasible choice is at
-    least 0.01 worse, which is more than HiGHS's relative gap lets its answer be from the optimum
-    (checked: ``4 * gap * max(1, |objective|) <= 0.01``), so HiGHS returns that choice too. None
-    when the costs are not whole hundredths, a tie, the gap too wide or the search too long."""
-    from .kernels.elastic import choice_search
+def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float = LAMBDA_N, prefer=None):
+    """An optimal choice of :func:`solve_allocation`'s MILP, proven, or None (costs or
+    ``lambda_n`` not whole hundredths, pinned jobs over a type's GPUs, or more than
+    :data:`SEARCH_NODES` nodes). The costs are whole hundredths (``power_costs`` rounds them to 2
+    decimals), so in integer hundredths each job's gain ``lambda_n - cost`` of a configuration is
+    maximised exactly: a branch and bound (``kernels.elastic.alloc_search``) whose bounds are the
+    sum of the remaining jobs' best gains and the Lagrangian bound at GPU prices per type
+    (``alloc_prices``). It takes the MILP's variables (configurations with a positive gain;
+    pinned jobs keep theirs). Among tied optima, one where the most jobs get their configuration in
+    ``prefer`` (-1: none; the policy's: the one each job holds, so ties do not restart jobs), as a
+    second objective: each gain is scaled by the free jobs + 1 and a preferred configuration adds
+    1. Among those the first found, branching on the jobs of fewer configurations first (then in
+    their order), each job's configurations by decreasing scaled gain less its GPUs' price (then
+    more gain, then the lower index; waiting ranks as gain 0)."""
+    from .kernels.elastic import alloc_order, alloc_prices, alloc_search
 
     c64 = np.asarray(cost, dtype=np.float64)
     J, C = c64.shape
     if J == 0:
         return np.zeros(0, dtype=np.int64)
-    k = np.rint(c64 * 100)
     lam = round(lambda_n * 100)
-    fixed = np.asarray(fixed)
+    k = np.rint(c64 * 100)
+    fixed = np.asarray(fixed, dtype=np.int64)
     pinned = fixed >= 0
-    full = c64 - lambda_n
-    val = k.astype(np.int64) - lam
-    free = (full < 0) & ~pinned[:, None]  # (a pinned job's cost is the same in every choice: any value does)
-    if abs(lambda_n * 100 - lam) > 1e-6 or (np.abs(c64 - k / 100)[free] > 1e-6).any() or (val[free] >= 0).any():
+    cfg_type, cfg_gpus = np.asarray(cfg_type, dtype=np.int64), np.asarray(cfg_gpus, dtype=np.int64)
+    cap = np.asarray(capacity, dtype=np.int64).copy()
+    np.subtract.at(cap, cfg_type[fixed[pinned]], cfg_gpus[fixed[pinned]])
+    free = (c64 - lambda_n < 0) & ~pinned[:, None]
+    if abs(lambda_n * 100 - lam) > 1e-6 or (np.abs(c64 - k / 100)[free] > 1e-6).any() or (cap < 0).any():
         return None
-    starts, o_cfg, o_val = [0], [], []
-    for j in range(J):
-        if pinned[j]:
-            cfgs = np.array([fixed[j]])
-        else:  # (the MILP's variables: the configurations with a negative cost; none: 0)
-            cfgs = np.flatnonzero(full[j] < 0)
-            cfgs = np.concatenate([cfgs, [-1]])
-        v = np.where(cfgs >= 0, val[j, np.maximum(cfgs, 0)], 0)
-        o = np.argsort(v, kind="stable")
-        o_cfg.append(cfgs[o])
-        o_val.append(v[o])
-        starts.append(starts[-1] + len(o))
-    order = sorted(range(J), key=lambda j: (not pinned[j], int(o_val[j][0])))
-    cfg = np.concatenate([o_cfg[j] for j in order]).astype(np.int64)
-    vals = np.concatenate([o_val[j] for j in order]).astype(np.int64)
-    start = np.concatenate([[0], np.cumsum([len(o_cfg[j]) for j in order])]).astype(np.int64)
-    mins = np.array([o_val[j][0] for j in order] + [0], dtype=np.int64)
-    min_rest = np.cumsum(mins[::-1])[::-1].copy()
-    on = cfg >= 0
-    o_type = np.where(on, np.asarray(cfg_type)[np.maximum(cfg, 0)], -1).astype(np.int64)
-    o_gpus = np.where(on, np.asarray(cfg_gpus)[np.maximum(cfg, 0)], 0).astype(np.int64)
-    cap = np.asarray(capacity, dtype=np.int64)
-    pick = np.full(J, -1, dtype=np.int64)
-    best, tie, nodes = choice_search(start, cfg, o_type, o_gpus, vals, cap, min_rest, SEARCH_NODES,
-                                     np.empty(J, dtype=np.int64), pick, np.zeros(len(cap), dtype=np.int64))
-    if nodes < 0 or tie or best >= 1 << 62 or 4 * gap * max(1.0, abs(best) / 100) > 0.01:
+    # (a configuration of more GPUs than its type has left can never be taken)
+    free &= (cfg_gpus <= cap[cfg_type])[None, :]
+    jobs = np.flatnonzero(~pinned)
+    if len(jobs) == 0:
+        return fixed.copy()
+    jobs = jobs[np.argsort(free[jobs].sum(axis=1), kind="stable")]  # (fewest choices first: a smaller search)
+    rows, cols = np.nonzero(free[jobs])
+    per = np.bincount(rows, minlength=len(jobs)) + 1  # (+ waiting)
+    start = np.zeros(len(jobs) + 1, dtype=np.int64)
+    np.cumsum(per, out=start[1:])
+    n = int(start[-1])
+    slot = np.arange(len(rows)) + rows  # (row-major: job i's options after those of the i jobs before, each + waiting)
+    o_cfg = np.full(n, -1, dtype=np.int64)
+    o_cfg[slot] = cols
+    on = o_cfg >= 0
+    o_type = np.where(on, cfg_type[np.maximum(o_cfg, 0)], -1)
+    o_gpus = np.where(on, cfg_gpus[np.maximum(o_cfg, 0)], 0)
+    o_val = np.zeros(n, dtype=np.int64)
+    o_val[slot] = (lam - k[jobs[rows], cols].astype(np.int64)) * (len(jobs) + 1)
+    if prefer is not None:
+        o_val[slot] += np.asarray(prefer, dtype=np.int64)[jobs[rows]] == cols
+    mu = np.zeros(len(cap))
+    red = np.empty(n)
+    alloc_prices(start, o_type, o_gpus, o_val.astype(np.float64), cap, mu, PRICE_SWEEPS)  # (0 where the best fit)
+    alloc_order(start, o_cfg, o_type, o_gpus, o_val, mu, red)
+    lag = np.zeros(len(jobs) + 1)
+    lag[:-1] = red[start[:-1]][::-1].cumsum()[::-1]
+    most = np.zeros(len(jobs) + 1, dtype=np.int64)
+    most[:-1] = np.maximum.reduceat(o_val, start[:-1])[::-1].cumsum()[::-1]
+    pick = np.empty(len(jobs), dtype=np.int64)
+    _, nodes = alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, SEARCH_NODES,
+                            np.empty(len(jobs), dtype=np.int64), pick, np.zeros(len(cap), dtype=np.int64), lag, most)
+    if nodes < 0:
         return None
-    choice = np.full(J, -1, dtype=np.int64)
-    choice[order] = cfg[pick]
+    choice = np.where(pinned, fixed, -1)
+    choice[jobs] = o_cfg[pick]
     return choice
 
 
@@ -503,7 +528,9 @@ class SiaPolicy:
             if self._last is not None and self._last[0] == key:
                 choice, obj = self._last[1].copy(), self._last[2]
             else:
-                choice, obj = solve_allocation(A, self.cfg_type, self.cfg_gpus, self.capacity, fixed, self.lambda_n)
+                held = np.array([self.prev.get(j, -1) if self.prev.get(j) is not None else -1 for j in active])
+                choice, obj = solve_allocation(A, self.cfg_type, self.cfg_gpus, self.capacity, fixed, self.lambda_n,
+                                               prefer=held)
                 self._last = (key, choice.copy(), obj)
         else:
             raise ConfigError("--compat sia: the simulator's Sia minimises with p < 0 (its default -0.5)")
