@@ -197,20 +197,23 @@ def highs_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float 
     return choice, objective(cost, choice, lambda_n)
 
 
-#: branch-and-bound nodes exact_allocation visits at most before it leaves the problem to HiGHS
-SEARCH_NODES = 200_000
+#: branch-and-bound nodes exact_allocation visits at most before it solves by dynamic programming
+SEARCH_NODES = 20_000
+#: jobs x GPU-use states at most of exact_allocation's dynamic programme (beyond: HiGHS)
+DP_CELLS = 1 << 22
 #: passes of the price search over the GPU types (exact_allocation's Lagrangian bound)
 PRICE_SWEEPS = 3
 
 
 def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float = LAMBDA_N, prefer=None):
     """An optimal choice of :func:`solve_allocation`'s MILP, proven, or None (costs or
-    ``lambda_n`` not whole hundredths, pinned jobs over a type's GPUs, or more than
-    :data:`SEARCH_NODES` nodes). The costs are whole hundredths (``power_costs`` rounds them to 2
+    ``lambda_n`` not whole hundredths, pinned jobs over a type's GPUs, or a search past
+    :data:`SEARCH_NODES` nodes whose dynamic programme would pass :data:`DP_CELLS`). The costs are whole hundredths (``power_costs`` rounds them to 2
     decimals), so in integer hundredths each job's gain ``lambda_n - cost`` of a configuration is
     maximised exactly: a branch and bound (``kernels.elastic.alloc_search``) whose bounds are the
     sum of the remaining jobs' best gains and the Lagrangian bound at GPU prices per type
-    (``alloc_prices``). It takes the MILP's variables (configurations with a positive gain;
+    (``alloc_prices``); past :data:`SEARCH_NODES` nodes, a dynamic programme over the GPUs used of
+    each type (``alloc_dp``; ties there: its own order). It takes the MILP's variables (configurations with a positive gain;
     pinned jobs keep theirs). Among tied optima, one where the most jobs get their configuration in
     ``prefer`` (-1: none; the policy's: the one each job holds, so ties do not restart jobs), as a
     second objective: each gain is scaled by the free jobs + 1 and a preferred configuration adds
@@ -263,13 +266,30 @@ def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float 
     most = np.zeros(len(jobs) + 1, dtype=np.int64)
     most[:-1] = np.maximum.reduceat(o_val, start[:-1])[::-1].cumsum()[::-1]
     pick = np.empty(len(jobs), dtype=np.int64)
-    _, nodes = alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, SEARCH_NODES,
+    best, nodes = alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, SEARCH_NODES,
                             np.empty(len(jobs), dtype=np.int64), pick, np.zeros(len(cap), dtype=np.int64), lag, most)
-    if nodes < 0:
+    if nodes < 0 and not _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, best, pick):
         return None
     choice = np.where(pinned, fixed, -1)
     choice[jobs] = o_cfg[pick]
     return choice
+
+
+def _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, best, pick) -> bool:
+    """``kernels.elastic.alloc_dp`` from the search's best (``best``, ``pick``) into ``pick``, where
+    its table is at most :data:`DP_CELLS`."""
+    from .kernels.elastic import alloc_dp
+
+    J = len(start) - 1
+    stride = np.cumprod(np.concatenate([[1], cap[:-1] + 1])).astype(np.int64)
+    states = int(np.prod(cap + 1, dtype=np.float64))
+    if states * J > DP_CELLS:
+        return False
+    neg = np.full(states, -(1 << 62), dtype=np.int64)
+    alloc_dp(start, o_type, o_gpus, o_val, cap, mu, lag, most, best, stride, np.empty(len(cap), dtype=np.int64),
+             neg, neg.copy(), np.empty(states, dtype=np.int64), np.empty(states, dtype=np.int64),
+             np.empty((J, states), dtype=np.int64), pick)
+    return True
 
 
 def objective(cost: np.ndarray, choice: np.ndarray, lambda_n: float = LAMBDA_N) -> float:

@@ -239,7 +239,7 @@ def alloc_order(start, o_cfg, o_type, o_gpus, o_val, mu, red):
             red[k] = o_val[k] - (mu[o_type[k]] * o_gpus[k] if o_type[k] >= 0 else 0.0)
             i = k  # (insertion sort: a job has a few tens of options)
             while i > start[d] and (red[i] > red[i - 1] or (red[i] == red[i - 1] and (
-                    o_val[i] > o_val[i - 1] or (o_val[i] == o_val[i - 1] and o_cfg[i] < o_cfg[i - 1])))):
+                    o_val[i] > o_val[i - 1] or (o_val[i] == o_val[i - 1] and o_cfg[i] > o_cfg[i - 1])))):
                 red[i], red[i - 1] = red[i - 1], red[i]
                 o_cfg[i], o_cfg[i - 1] = o_cfg[i - 1], o_cfg[i]
                 o_type[i], o_type[i - 1] = o_type[i - 1], o_type[i]
@@ -310,6 +310,71 @@ def alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, node_limit, cur, be
             d += 1
             cur[d] = -1
     return best, nodes
+
+
+@jit(nrt=False)
+def alloc_dp(start, o_type, o_gpus, o_val, cap, mu, lag_rest, max_rest, best, stride, used, dp, nxt, live, born,
+             choice, pick):
+    """``alloc_search``'s problem by dynamic programming over the GPUs used of each type (state ``s``
+    = sum of used[t] * ``stride[t]``), keeping only the states whose bounds (``alloc_search``'s, at
+    prices ``mu``) can still beat ``best`` (the value of ``pick``, found by the search) by 1: exact
+    whatever the bounds' gap, in time jobs x options x live states. ``used`` [type], ``dp``, ``nxt``
+    [state] (all -2^62 on entry, left so), ``live``, ``born`` [state], ``choice`` [job, state]:
+    scratch. Returns the best value; where it beats ``best``, ``pick[d]`` is job ``d``'s option
+    (ties: the states in the order they were reached, each job's options in order)."""
+    J = start.shape[0] - 1
+    T = cap.shape[0]
+    neg = -(1 << 62)
+    n = 1
+    live[0] = 0
+    dp[0] = 0
+    top = best
+    for d in range(J):
+        m = 0
+        for i in range(n):
+            s = live[i]
+            left = 0.0
+            for t in range(T):
+                used[t] = (s // stride[t]) % (cap[t] + 1)
+                left += mu[t] * (cap[t] - used[t])
+            for k in range(start[d], start[d + 1]):
+                t = o_type[k]
+                g = o_gpus[k]
+                if t >= 0 and used[t] + g > cap[t]:
+                    continue
+                v = dp[s] + o_val[k]
+                lag = v + lag_rest[d + 1] + left - (mu[t] * g if t >= 0 else 0.0)
+                if v + max_rest[d + 1] <= best or lag < best + 1 - 1e-6:
+                    continue
+                s2 = s + (g * stride[t] if t >= 0 else 0)
+                if nxt[s2] == neg:
+                    born[m] = s2
+                    m += 1
+                if v > nxt[s2]:
+                    nxt[s2] = v
+                    choice[d, s2] = k - start[d]
+        for i in range(n):
+            dp[live[i]] = neg
+        for i in range(m):
+            live[i] = born[i]
+            dp[born[i]] = nxt[born[i]]
+            nxt[born[i]] = neg
+        n = m
+    at = -1
+    for i in range(n):
+        if dp[live[i]] > top:
+            top = dp[live[i]]
+            at = live[i]
+    for i in range(n):
+        dp[live[i]] = neg
+    if at < 0:
+        return best
+    for d in range(J - 1, -1, -1):
+        k = start[d] + choice[d, at]
+        pick[d] = k
+        if o_type[k] >= 0:
+            at -= o_gpus[k] * stride[o_type[k]]
+    return top
 
 
 # ---------------------------------------------------------------------------------------------------------------
