@@ -353,6 +353,8 @@ class SiaJob:
         self.attained_gpu, self.preempted = 0.0, 0
         self.calib = 1.0 / SLOWDOWNS[app]
         self._memo = {}  # (type, model, gradient statistics, configurations) -> goodputs or best batch
+        self.models = 0  # (counts the fits: what a goodput depends on is (models, grad), see _choose_batch)
+        self._batch_for = None  # (type, models, grad, placement) the batch was last chosen for
 
     def max_replicas(self) -> int:
         """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types)."""
@@ -373,6 +375,10 @@ class SiaJob:
         return hit
 
     def _choose_batch(self) -> None:
+        key = (self.cluster, self.models, self.grad, self.placement)
+        if key == self._batch_for:  # (the same inputs: the same batch)
+            return
+        self._batch_for = key
         pr, n, r = self.profs[self.cluster], len(self.placement), sum(self.placement)
         top = max_local_for(pr, self.placement)
         if self.grad is None or self.pp[self.cluster] is None:
@@ -410,6 +416,7 @@ class SiaJob:
             pp = self.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0],
                                                           tol=FIT_TOL, kernel=True)
         self.pp[self.cluster] = pp
+        self.models += 1
 
     def _start(self, placement: tuple, now: float) -> None:
         self.placement = tuple(placement)
@@ -423,7 +430,7 @@ class SiaJob:
     def _suspend(self) -> None:
         if self.placement:
             self.preempted += 1
-        self.placement, self.atomic = (), 0
+        self.placement, self.atomic, self._batch_for = (), 0, None
 
     def reallocate(self, placement: tuple, now: float) -> None:
         """New GPUs on the same type: a restart only if the GPUs per node change (``Job.reallocate``)."""
@@ -488,13 +495,23 @@ class SiaPolicy:
         self.prev = {}  # job -> configuration chosen last time (None: none)
         self.objectives = []  # (time, objective)
         self._last = None  # (problem, choice, objective) of the last MILP
+        self._rows = {}  # job -> ((models, grad), its row): a row depends on nothing else
         apps = sorted({j.app for j in jobs})
         names = [t.name for t in types]
         x = {(a, t): single_gpu_xput(jobs[[j.app for j in jobs].index(a)].profs[t]) for a in apps for t in names}
         self.ratio = {(a, s, d): x[a, s] / x[a, d] for a in apps for s in names for d in names}
 
-    def _row(self, job: SiaJob) -> np.ndarray:
-        """The job's goodput per configuration, normalised to its smallest, ZERO_ALLOC_GAIN where not allowed."""
+    def _row(self, j: int) -> np.ndarray:
+        """Job ``j``'s goodput per configuration, normalised to its smallest, ZERO_ALLOC_GAIN where not
+        allowed (read-only; computed again when the job's models or gradient statistics change)."""
+        job = self.jobs[j]
+        key = (job.models, job.grad)
+        hit = self._rows.get(j)
+        if hit is None or hit[0] != key:
+            hit = self._rows[j] = (key, self._new_row(job))
+        return hit[1]
+
+    def _new_row(self, job: SiaJob) -> np.ndarray:
         row = np.full(self.C, ZERO_ALLOC_GAIN, dtype=np.float32)
         maxr = job.max_replicas()
         has = [t.name for t in self.types if job.grad is not None and job.pp[t.name] is not None]
@@ -528,7 +545,7 @@ class SiaPolicy:
 
     def costs(self, active: list, now: float) -> tuple:
         """(cost matrix [job, configuration], configuration each job must keep or -1)."""
-        G = np.stack([self._row(self.jobs[j]) for j in active])
+        G = np.stack([self._row(j) for j in active])
         fixed = np.full(len(active), -1, dtype=np.int64)
         for i, j in enumerate(active):
             prev = self.prev.get(j)
@@ -625,7 +642,8 @@ def _run(jobs, pol, types, submit, interval_s, max_intervals, gate=None) -> None
         if all(j.finish is not None for j in jobs):
             return
         for job in jobs:
-            job.advance(now, interval_s)
+            if job.placement and job.finish is None:  # (advance does nothing to the others)
+                job.advance(now, interval_s)
         now += interval_s
         if gate is None:
             active = [i for i, job in enumerate(jobs) if submit[i] <= now and job.finish is None]
