@@ -243,6 +243,14 @@ def test_exact_allocation_is_optimal_as_highs(prob, lambda_n, states):
     assert choice is not None
     assert cs.objective(cost, choice, lambda_n) == pytest.approx(obj, abs=1e-6)
     _check_choice(choice, cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n)
+    # and the second objective: HiGHS on the costs in hundredths x (free jobs + 1), less 1 where preferred
+    m = int((fixed < 0).sum()) + 1
+    c64 = cost.astype(np.float64)
+    scaled = np.rint(c64 * 100) * m - (np.arange(len(cfg_type))[None, :] == prefer[:, None])
+    scaled[~((c64 - lambda_n < 0) | (np.arange(len(cfg_type))[None, :] == fixed[:, None]))] = 1e6
+    lam = round(lambda_n * 100) * m
+    _, best = cs.highs_allocation(scaled, cfg_type, cfg_gpus, capacity, fixed, lam, gap=0.0)
+    assert cs.objective(scaled, choice, lam) == pytest.approx(best, abs=1e-6)
 
 
 @settings(max_examples=150, deadline=None)
