@@ -198,7 +198,7 @@ def highs_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float 
 
 
 #: branch-and-bound nodes exact_allocation visits at most before it solves by dynamic programming
-SEARCH_NODES = 20_000
+SEARCH_NODES = 2_000
 #: jobs x GPU-use states at most of exact_allocation's dynamic programme (beyond: HiGHS)
 DP_CELLS = 1 << 22
 #: passes of the price search over the GPU types (exact_allocation's Lagrangian bound)
@@ -207,19 +207,25 @@ PRICE_SWEEPS = 3
 
 def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float = LAMBDA_N, prefer=None):
     """An optimal choice of :func:`solve_allocation`'s MILP, proven, or None (costs or
-    ``lambda_n`` not whole hundredths, pinned jobs over a type's GPUs, or a search past
-    :data:`SEARCH_NODES` nodes whose dynamic programme would pass :data:`DP_CELLS`). The costs are whole hundredths (``power_costs`` rounds them to 2
-    decimals), so in integer hundredths each job's gain ``lambda_n - cost`` of a configuration is
-    maximised exactly: a branch and bound (``kernels.elastic.alloc_search``) whose bounds are the
-    sum of the remaining jobs' best gains and the Lagrangian bound at GPU prices per type
-    (``alloc_prices``); past :data:`SEARCH_NODES` nodes, a dynamic programme over the GPUs used of
-    each type (``alloc_dp``; ties there: its own order). It takes the MILP's variables (configurations with a positive gain;
-    pinned jobs keep theirs). Among tied optima, one where the most jobs get their configuration in
-    ``prefer`` (-1: none; the policy's: the one each job holds, so ties do not restart jobs), as a
-    second objective: each gain is scaled by the free jobs + 1 and a preferred configuration adds
-    1. Among those the first found, branching on the jobs of fewer configurations first (then in
-    their order), each job's configurations by decreasing scaled gain less its GPUs' price (then
-    more gain, then the lower index; waiting ranks as gain 0)."""
+    ``lambda_n`` not whole hundredths, pinned jobs over a type's GPUs, or a problem too large for
+    both the search and the dynamic programme). The costs are whole hundredths (``power_costs``
+    rounds them to 2 decimals), so in integer hundredths each job's gain ``lambda_n - cost`` of a
+    configuration is maximised exactly. The variables are the MILP's (configurations with a
+    positive gain; pinned jobs keep theirs) less those another configuration of as many GPUs or
+    fewer of the same type beats (``_dominated``: no optimum takes them).
+
+    * **Ties.** Among tied optima, one where the most jobs get their configuration in ``prefer``
+      (-1: none; the policy's: the one each job holds, so that ties restart no job), as a second
+      objective: each gain is scaled by the free jobs + 1, and a preferred configuration adds 1.
+    * **A branch and bound** (``kernels.elastic.alloc_search``), bounded by the sum of the
+      remaining jobs' best gains and by the Lagrangian bound at GPU prices per type
+      (``alloc_prices``), branching on the jobs of fewer configurations first (then in their
+      order), each job's configurations by decreasing scaled gain less its GPUs' price (then more
+      gain, then the higher index; waiting ranks as gain 0). Among the remaining ties, the first
+      found.
+    * **Past** :data:`SEARCH_NODES` **nodes**, a dynamic programme over the GPUs used of each type
+      (``alloc_dp``, at most :data:`DP_CELLS` jobs x states), from the search's best choice
+      improved by local search (``alloc_improve``); among ties, the programme's first."""
     from .kernels.elastic import alloc_order, alloc_prices, alloc_search
 
     c64 = np.asarray(cost, dtype=np.float64)
@@ -241,6 +247,10 @@ def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float 
     jobs = np.flatnonzero(~pinned)
     if len(jobs) == 0:
         return fixed.copy()
+    val = (lam - k.astype(np.int64)) * (len(jobs) + 1)
+    if prefer is not None:
+        val += np.asarray(prefer, dtype=np.int64)[:, None] == np.arange(C)[None, :]
+    free &= ~_dominated(np.where(free, val, -(1 << 62)), cfg_type, cfg_gpus)
     jobs = jobs[np.argsort(free[jobs].sum(axis=1), kind="stable")]  # (fewest choices first: a smaller search)
     rows, cols = np.nonzero(free[jobs])
     per = np.bincount(rows, minlength=len(jobs)) + 1  # (+ waiting)
@@ -254,9 +264,7 @@ def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float 
     o_type = np.where(on, cfg_type[np.maximum(o_cfg, 0)], -1)
     o_gpus = np.where(on, cfg_gpus[np.maximum(o_cfg, 0)], 0)
     o_val = np.zeros(n, dtype=np.int64)
-    o_val[slot] = (lam - k[jobs[rows], cols].astype(np.int64)) * (len(jobs) + 1)
-    if prefer is not None:
-        o_val[slot] += np.asarray(prefer, dtype=np.int64)[jobs[rows]] == cols
+    o_val[slot] = val[jobs[rows], cols]
     mu = np.zeros(len(cap))
     red = np.empty(n)
     alloc_prices(start, o_type, o_gpus, o_val.astype(np.float64), cap, mu, PRICE_SWEEPS)  # (0 where the best fit)
@@ -265,26 +273,41 @@ def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float 
     lag[:-1] = red[start[:-1]][::-1].cumsum()[::-1]
     most = np.zeros(len(jobs) + 1, dtype=np.int64)
     most[:-1] = np.maximum.reduceat(o_val, start[:-1])[::-1].cumsum()[::-1]
-    pick = np.empty(len(jobs), dtype=np.int64)
-    best, nodes = alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, SEARCH_NODES,
+    pick = np.flatnonzero(o_cfg < 0)  # (every job waits: a choice, should the search stop before its first)
+    _, nodes = alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, SEARCH_NODES,
                             np.empty(len(jobs), dtype=np.int64), pick, np.zeros(len(cap), dtype=np.int64), lag, most)
-    if nodes < 0 and not _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, best, pick):
+    if nodes < 0 and not _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, pick):
         return None
     choice = np.where(pinned, fixed, -1)
     choice[jobs] = o_cfg[pick]
     return choice
 
 
-def _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, best, pick) -> bool:
-    """``kernels.elastic.alloc_dp`` from the search's best (``best``, ``pick``) into ``pick``, where
-    its table is at most :data:`DP_CELLS`."""
-    from .kernels.elastic import alloc_dp
+def _dominated(val, cfg_type, cfg_gpus) -> np.ndarray:
+    """[job, configuration]: whether a configuration of as many GPUs or fewer of the same type has
+    a greater value (then no optimum takes it: the other one in its place is better)."""
+    out = np.zeros(val.shape, dtype=bool)
+    for t in np.unique(cfg_type):
+        idx = np.flatnonzero(cfg_type == t)
+        idx = idx[np.argsort(cfg_gpus[idx], kind="stable")]
+        v = val[:, idx]
+        before = np.maximum.accumulate(v, axis=1)
+        out[:, idx[1:]] = v[:, 1:] < before[:, :-1]
+    return out
+
+
+def _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, pick) -> bool:
+    """``kernels.elastic.alloc_dp`` into ``pick`` where its table is at most :data:`DP_CELLS`, from
+    the search's best choice ``pick`` improved by local search (``alloc_improve``): the better
+    that choice, the fewer states the programme keeps."""
+    from .kernels.elastic import alloc_dp, alloc_improve
 
     J = len(start) - 1
     stride = np.cumprod(np.concatenate([[1], cap[:-1] + 1])).astype(np.int64)
     states = int(np.prod(cap + 1, dtype=np.float64))
     if states * J > DP_CELLS:
         return False
+    best = alloc_improve(start, o_type, o_gpus, o_val, cap, pick, np.empty(len(cap), dtype=np.int64))
     neg = np.full(states, -(1 << 62), dtype=np.int64)
     alloc_dp(start, o_type, o_gpus, o_val, cap, mu, lag, most, best, stride, np.empty(len(cap), dtype=np.int64),
              neg, neg.copy(), np.empty(states, dtype=np.int64), np.empty(states, dtype=np.int64),

@@ -313,6 +313,67 @@ def alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, node_limit, cur, be
 
 
 @jit(nrt=False)
+def alloc_improve(start, o_type, o_gpus, o_val, cap, pick, used):
+    """Improve the choice ``pick`` (an option per job, within ``cap``) in place by local search: a
+    job to another option, or two jobs to other options at once, whenever that fits and adds
+    value (the first such move, then again from the start), until none does. Returns its value.
+    ``used`` [type]: scratch."""
+    J = start.shape[0] - 1
+    T = cap.shape[0]
+    for t in range(T):
+        used[t] = 0
+    val = 0
+    for d in range(J):
+        k = pick[d]
+        val += o_val[k]
+        if o_type[k] >= 0:
+            used[o_type[k]] += o_gpus[k]
+    moved = True
+    while moved:
+        moved = False
+        for d in range(J):
+            a = pick[d]
+            if o_type[a] >= 0:
+                used[o_type[a]] -= o_gpus[a]
+            for k in range(start[d], start[d + 1]):
+                if o_val[k] > o_val[a] and (o_type[k] < 0 or used[o_type[k]] + o_gpus[k] <= cap[o_type[k]]):
+                    val += o_val[k] - o_val[a]
+                    a = k
+                    pick[d] = k
+                    moved = True
+            if o_type[a] >= 0:
+                used[o_type[a]] += o_gpus[a]
+        if moved:
+            continue
+        for d in range(J):
+            for e in range(d + 1, J):
+                a, b = pick[d], pick[e]
+                if o_type[a] >= 0:
+                    used[o_type[a]] -= o_gpus[a]
+                if o_type[b] >= 0:
+                    used[o_type[b]] -= o_gpus[b]
+                for k in range(start[d], start[d + 1]):
+                    if o_type[k] >= 0:
+                        if used[o_type[k]] + o_gpus[k] > cap[o_type[k]]:
+                            continue
+                        used[o_type[k]] += o_gpus[k]
+                    for m in range(start[e], start[e + 1]):
+                        if o_val[k] + o_val[m] > o_val[a] + o_val[b] and (
+                                o_type[m] < 0 or used[o_type[m]] + o_gpus[m] <= cap[o_type[m]]):
+                            val += o_val[k] + o_val[m] - o_val[a] - o_val[b]
+                            a, b = k, m
+                            moved = True
+                    if o_type[k] >= 0:
+                        used[o_type[k]] -= o_gpus[k]
+                pick[d], pick[e] = a, b
+                if o_type[a] >= 0:
+                    used[o_type[a]] += o_gpus[a]
+                if o_type[b] >= 0:
+                    used[o_type[b]] += o_gpus[b]
+    return val
+
+
+@jit(nrt=False)
 def alloc_dp(start, o_type, o_gpus, o_val, cap, mu, lag_rest, max_rest, best, stride, used, dp, nxt, live, born,
              choice, pick):
     """``alloc_search``'s problem by dynamic programming over the GPUs used of each type (state ``s``
