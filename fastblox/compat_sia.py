@@ -24,9 +24,13 @@ and so how this module runs:
   restarting keeps its configuration). Jobs are then placed from scratch on each type's nodes
   (``alloc_to_placement_fast``); a job restarts when its type or its GPUs per node change.
 
-The simulator solves with CBC (gap 0.01 %); this module with HiGHS at the same gap. Tied optima
-(goodputs are rounded to 2 decimals) may be broken differently, so runs agree on averages, not
-job by job. :mod:`fastblox.reference.sia` holds the brute-force twin of :func:`solve_allocation`.
+The simulator solves with CBC (gap 0.01 %); this module exactly (:func:`exact_allocation`: the costs
+are whole hundredths, so a compiled branch and bound and, for the hard rounds, a dynamic
+programme prove the optimum), with HiGHS at the simulator's gap where neither can
+(:func:`highs_allocation`; none on the simulator's Philly workloads). Tied optima (goodputs are
+rounded to 2 decimals) are broken differently by each solver (ours: toward the configurations
+the jobs hold), so runs agree on averages, not job by job. :mod:`fastblox.reference.sia` holds the
+brute-force twin of :func:`solve_allocation`; HiGHS at gap 0 is the other (the tests compare them).
 """
 
 from __future__ import annotations
@@ -155,8 +159,7 @@ def solve_allocation(cost: np.ndarray, cfg_type: np.ndarray, cfg_gpus: np.ndarra
     :func:`exact_allocation` (an optimum, proven, on costs in whole hundredths; among tied optima
     one where the most jobs get their configuration in ``prefer``); else, or where it gives up,
     HiGHS (scipy.optimize.milp) at the relative ``gap``."""
-    J, C = cost.shape
-    if J == 0:
+    if cost.shape[0] == 0:
         return np.zeros(0, dtype=np.int64), 0.0
     if exact:
         choice = exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, prefer)
