@@ -203,7 +203,7 @@ def side_by_side(py: str, artifact: Path, workload: Path, nice: int, repeats: in
             f"JCT {b.mean():,.1f} s; fastblox `--compat sia` **{ours_cpu:.2f} CPU-s** (the median of {repeats} "
             f"replays: {', '.join(f'{r[1]:.2f}' for r in runs)}; each from cold caches, the compiled kernels loaded "
             f"before), average JCT {a.mean():,.1f} s ({a.mean() / b.mean() - 1:+.2%}; per job: correlation "
-            f"{np.corrcoef(a, b)[0, 1]:.3f}). **Speed-up {sim_cpu / ours_cpu:.0f}x.** Ours by part: "
+            f"{np.corrcoef(a, b)[0, 1]:.3f}). **Speed-up {sim_cpu / ours_cpu:.0f}x.** Ours by part (the first replay): "
             f"{runs[0][2]['split']}.")
 
 
