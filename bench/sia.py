@@ -181,8 +181,8 @@ def table(workloads: list, artifact: Path) -> str:
     return (f"Measured by `python bench/sia.py --write` ({time.strftime('%Y-%m-%d')}) on the simulator's default "
             f"cluster `{cs.SIA_CLUSTER}` with the artifact's per-type profiles (a local fetch). The simulator's "
             f"runs are recorded in `datasets/sia/results/` (its CPU seconds: user + system of the whole run, CBC's "
-            f"threads included); ours: `time.process_time` of the replay, reading the profiles included "
-            f"(the compiled kernels loaded before). Both are "
+            f"threads included); ours: `time.process_time` of the replay from cold caches, reading the profiles "
+            f"included (the compiled kernels loaded before). Both are "
             f"deterministic in their code (neither draws random numbers on this path), so runs differ by workload, not seed. "
             + spread + "\n\n" + "\n".join(head + rows) + "\n\nOur CPU seconds by part: " + "; ".join(splits) + ".")
 

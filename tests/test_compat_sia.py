@@ -225,7 +225,7 @@ def _check_choice(choice, cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n):
     assert (used <= capacity).all()  # no type's GPUs exceeded
     assert ((fixed < 0) | (choice == fixed)).all()  # pinned jobs keep theirs
     free = np.flatnonzero((choice >= 0) & (fixed < 0))
-    assert (cost.astype(np.float64)[free, choice[free]] < lambda_n).all()  # a free job only where it lowers the objective
+    assert (cost.astype(np.float64)[free, choice[free]] < lambda_n).all()  # (a free job: where it lowers the objective)
 
 
 @settings(max_examples=120, deadline=None)
@@ -290,8 +290,9 @@ def test_exact_allocation_gives_up_and_solve_allocation_asks_highs(monkeypatch):
     one = np.array([[0.5, 2], [0.4, 2]], dtype=np.float32)
     assert cs.exact_allocation(one, t, g, np.array([1]), np.array([-1, -1])).tolist() == [-1, 0]
     tie = np.array([[0.5, 2], [0.5, 2]], dtype=np.float32)
-    assert cs.exact_allocation(tie, t, g, np.array([1]), np.array([-1, -1]), prefer=np.array([-1, 0])).tolist() == [-1, 0]
-    assert cs.exact_allocation(tie, t, g, np.array([1]), np.array([-1, -1]), prefer=np.array([0, -1])).tolist() == [0, -1]
+    for prefer in ([-1, 0], [0, -1]):
+        got = cs.exact_allocation(tie, t, g, np.array([1]), np.array([-1, -1]), prefer=np.array(prefer))
+        assert got.tolist() == prefer
     # past the search's nodes and the programme's cells: None, and solve_allocation's answer is HiGHS's
     monkeypatch.setattr(cs, "SEARCH_NODES", 0)
     monkeypatch.setattr(cs, "DP_CELLS", 0)
