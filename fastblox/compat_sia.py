@@ -206,6 +206,8 @@ SEARCH_NODES = 2_000
 DP_CELLS = 1 << 22
 #: passes of the price search over the GPU types (exact_allocation's Lagrangian bound)
 PRICE_SWEEPS = 3
+#: free jobs at most whose choice local search improves before the dynamic programme (its pair moves: jobs^2)
+IMPROVE_JOBS = 256
 
 
 def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float = LAMBDA_N, prefer=None):
@@ -301,8 +303,8 @@ def _dominated(val, cfg_type, cfg_gpus) -> np.ndarray:
 
 def _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, pick) -> bool:
     """``kernels.elastic.alloc_dp`` into ``pick`` where its table is at most :data:`DP_CELLS`, from
-    the search's best choice ``pick`` improved by local search (``alloc_improve``): the better
-    that choice, the fewer states the programme keeps."""
+    the search's best choice ``pick`` improved by local search (``alloc_improve``, up to
+    :data:`IMPROVE_JOBS` jobs): the better that choice, the fewer states the programme keeps."""
     from .kernels.elastic import alloc_dp, alloc_improve
 
     J = len(start) - 1
@@ -310,7 +312,10 @@ def _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, pick) -> bool:
     states = int(np.prod(cap + 1, dtype=np.float64))
     if states * J > DP_CELLS:
         return False
-    best = alloc_improve(start, o_type, o_gpus, o_val, cap, pick, np.empty(len(cap), dtype=np.int64))
+    if J <= IMPROVE_JOBS:
+        best = alloc_improve(start, o_type, o_gpus, o_val, cap, pick, np.empty(len(cap), dtype=np.int64))
+    else:
+        best = int(o_val[pick].sum())
     neg = np.full(states, -(1 << 62), dtype=np.int64)
     alloc_dp(start, o_type, o_gpus, o_val, cap, mu, lag, most, best, stride, np.empty(len(cap), dtype=np.int64),
              neg, neg.copy(), np.empty(states, dtype=np.int64), np.empty(states, dtype=np.int64),
