@@ -448,3 +448,38 @@ def test_admission_gates_the_jobs_sia_sees(small, monkeypatch):
     # a gate that never binds is the simulator's run, job by job
     _, loose = _active_sets(monkeypatch, small, admission="load:100")
     assert loose.jobs["finish_s"].to_list() == every.jobs["finish_s"].to_list() and loose.summary["held_jobs"] == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_local_search_returns_a_feasible_local_optimum_and_its_value(jobs, types, seed):
+    """``alloc_improve`` (before the dynamic programme): its value is its choice's, the choice fits,
+    and no move of one job, or of two, to other options fits and adds value (plain Python)."""
+    import itertools
+
+    from fastblox.kernels.elastic import alloc_improve
+
+    rng = np.random.default_rng(seed)
+    per = rng.integers(1, 5, jobs)
+    start = np.concatenate([[0], np.cumsum(per + 1)]).astype(np.int64)
+    o_type = np.concatenate([np.r_[rng.integers(0, types, p), -1] for p in per]).astype(np.int64)
+    o_gpus = np.where(o_type >= 0, rng.choice([1, 2, 4, 8], len(o_type)), 0).astype(np.int64)
+    o_val = np.where(o_type >= 0, rng.integers(1, 60, len(o_type)), 0).astype(np.int64)
+    cap = rng.integers(0, 12, types).astype(np.int64)
+    pick = start[1:] - 1  # (everyone waits)
+    val = alloc_improve(start, o_type, o_gpus, o_val, cap, pick, np.empty(types, dtype=np.int64))
+
+    def fits(p):
+        on = o_type[p] >= 0
+        return (np.bincount(o_type[p][on], weights=o_gpus[p][on], minlength=types) <= cap).all()
+
+    assert val == o_val[pick].sum() and fits(pick)
+    assert all(start[d] <= pick[d] < start[d + 1] for d in range(jobs))
+    for d, e in itertools.combinations_with_replacement(range(jobs), 2):
+        for k in range(start[d], start[d + 1]):
+            for m in range(start[e], start[e + 1]) if e != d else [None]:
+                p = pick.copy()
+                p[d] = k
+                if m is not None:
+                    p[e] = m
+                assert not (fits(p) and o_val[p].sum() > val)
