@@ -365,14 +365,49 @@ def single_gpu_xput(pr) -> float:
     return float(xs.max() / st.max())
 
 
+class RunMemo:
+    """What the jobs of one run compute once for all of them, each a pure function of its key: the
+    fits (by the observations), ``elastic.batch_speeds`` (by application, type, model,
+    configurations, batch limits) and ``elastic.pick_batch`` on them (by those and the gradient
+    statistics). Jobs of one application often run the same configurations with the same model and
+    statistics (the same observations in the same order give the same fit). Emptied past
+    :attr:`LIMIT` entries (then computed again: the same values)."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self):
+        self.fits, self.speeds, self.picks = {}, {}, {}
+
+    def best(self, app: str, t: str, pr, pp, grad, nodes, reps, max_batch: int, top: int) -> tuple:
+        """``elastic.best_batch(pp, grad, pr.init_batch_size, nodes, reps, max_batch, pr.min_local_bsz, top)``
+        (read-only arrays) of application ``app`` on type ``t`` (``pr``: its profile)."""
+        nodes, reps = np.asarray(nodes, dtype=np.float64), np.asarray(reps, dtype=np.float64)
+        at = (app, t, pp.tobytes(), nodes.tobytes(), reps.tobytes(), max_batch, top)
+        key = (at, grad)
+        hit = self.picks.get(key)
+        if hit is None:
+            sp = self.speeds.get(at)
+            if sp is None:
+                if len(self.speeds) > self.LIMIT:
+                    self.speeds.clear()
+                sp = self.speeds[at] = elastic.batch_speeds(pp, pr.init_batch_size, nodes, reps, max_batch,
+                                                            pr.min_local_bsz, top)
+            if len(self.picks) > self.LIMIT:
+                self.picks.clear()
+            hit = self.picks[key] = elastic.pick_batch(sp, grad)
+            for a in hit:
+                a.flags.writeable = False
+        return hit
+
+
 class SiaJob:
     """One job of the Sia simulator (``job.py``'s ``Job`` under the Sia policy): per GPU type its
     measured configurations and fitted goodput model; the batch size adapts on the type it runs."""
 
     def __init__(self, name: str, app: str, submit: float, target_bs: int, profs: dict, types: list,
-                 fits: dict | None = None):
+                 memo: RunMemo | None = None):
         self.name, self.app, self.submit, self.target_bs = name, app, submit, target_bs
-        self.fits = {} if fits is None else fits  # (shared by the jobs of a run: see _observe)
+        self.memo = RunMemo() if memo is None else memo  # (shared by the jobs of a run)
         self.profs = {t: profs[app, t] for t in types}
         self.types = types
         self.seen = {t: {} for t in types}  # type -> (nodes, replicas, atomic) -> (step s, sync s)
@@ -383,7 +418,6 @@ class SiaJob:
         self.finish, self.first, self.restarts = None, None, None
         self.attained_gpu, self.preempted = 0.0, 0
         self.calib = 1.0 / SLOWDOWNS[app]
-        self._memo = {}  # (type, model, gradient statistics, configurations) -> goodputs or best batch
         self.models = 0  # (counts the fits: what a goodput depends on is (models, grad), see _choose_batch)
         self._batch_for = None  # (type, models, grad, placement) the batch was last chosen for
 
@@ -394,16 +428,9 @@ class SiaJob:
 
     def goodput(self, t: str, nodes, reps) -> np.ndarray:
         """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its target."""
-        key = (t, self.pp[t].tobytes(), self.grad, np.asarray(nodes).tobytes(), np.asarray(reps).tobytes())
-        hit = self._memo.get(key)
-        if hit is None:
-            pr = self.profs[t]
-            hit = elastic.best_batch(self.pp[t], self.grad, pr.init_batch_size, nodes, reps, self.target_bs,
-                                     pr.min_local_bsz, pr.max_local_bsz)[0]
-            if len(self._memo) > 64:  # (models change as the job runs: keep the recent ones)
-                self._memo.clear()
-            self._memo[key] = hit
-        return hit
+        pr = self.profs[t]
+        return self.memo.best(self.app, t, pr, self.pp[t], self.grad, nodes, reps, self.target_bs,
+                              pr.max_local_bsz)[0]
 
     def _choose_batch(self) -> None:
         key = (self.cluster, self.models, self.grad, self.placement)
@@ -416,14 +443,8 @@ class SiaJob:
             bs = max(pr.init_batch_size, pr.min_local_bsz * r)
             a, k = elastic.fixed_batch_config(bs, r, pr.init_batch_size, pr.max_batch_size, top)
         else:
-            key = ("batch", self.cluster, self.pp[self.cluster].tobytes(), self.grad, n, r, top)
-            hit = self._memo.get(key)
-            if hit is None:
-                if len(self._memo) > 64:  # (models change as the job runs: keep the recent ones)
-                    self._memo.clear()
-                hit = self._memo[key] = elastic.best_batch(self.pp[self.cluster], self.grad, pr.init_batch_size,
-                                                           [n], [r], pr.max_batch_size, pr.min_local_bsz, top)[1:]
-            a, k = hit
+            _, a, k = self.memo.best(self.app, self.cluster, pr, self.pp[self.cluster], self.grad, [n], [r],
+                                     pr.max_batch_size, top)
         atomic, accum = int(np.asarray(a).ravel()[0]), int(np.asarray(k).ravel()[0])
         cap = memory_cap(pr, r)
         if cap is not None:
@@ -442,9 +463,9 @@ class SiaJob:
         # jobs of one application on one type often measure the same configurations in the same order:
         # the same observations give the same fit, computed once per run
         key = (k.tobytes(), v.tobytes())
-        pp = self.fits.get(key)
+        pp = self.memo.fits.get(key)
         if pp is None:
-            pp = self.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0],
+            pp = self.memo.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0],
                                                           tol=FIT_TOL, kernel=True)
         self.pp[self.cluster] = pp
         self.models += 1
@@ -651,8 +672,8 @@ def simulate_sia(names, apps, batch_size, submit_s, cluster, profiles_root: str 
     native admission lets in."""
     types = cluster_types(cluster, profiles_root is None)
     profs = load_profiles(apps, [t.name for t in types], profiles_root)
-    fits = {}
-    jobs = [SiaJob(str(n), a, float(t), NCF_BATCH if a == "ncf" else int(b), profs, [u.name for u in types], fits)
+    memo = RunMemo()
+    jobs = [SiaJob(str(n), a, float(t), NCF_BATCH if a == "ncf" else int(b), profs, [u.name for u in types], memo)
             for n, a, b, t in zip(names, apps, batch_size, submit_s)]
     pol = SiaPolicy(jobs, types)
     with elastic.one_blas_thread():

@@ -325,8 +325,16 @@ def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomi
     sizes (geometric, from the smallest allowed to ``max_batch_size``) on ``nodes``/``reps`` (1-D
     arrays); a job on one GPU above the initial batch accumulates at least once. The arithmetic
     between numpy's powers, log and exp is compiled (``kernels.elastic.batch_times``,
-    ``batch_pick``): :func:`best_batch_numpy`'s bits (the tests compare them)."""
-    from .kernels.elastic import batch_pick, batch_times
+    ``batch_pick``): :func:`best_batch_numpy`'s bits (the tests compare them). The same as
+    :func:`pick_batch` of :func:`batch_speeds` (the part without ``grad``, to keep across calls)."""
+    return pick_batch(batch_speeds(pp, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic), grad)
+
+
+def batch_speeds(pp, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic) -> tuple:
+    """:func:`best_batch`'s candidates and their step times under model ``pp`` (what does not
+    depend on the gradient statistics): (atomic, accum, batch, allowed, scale, compute time,
+    optimizer-step time), each [point, config]."""
+    from .kernels.elastic import batch_times
 
     nodes = np.asarray(nodes, dtype=np.float64)
     reps = np.asarray(reps, dtype=np.float64)
@@ -341,6 +349,15 @@ def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomi
     np.log(optim, out=optim)
     optim /= g
     np.exp(optim, out=optim)
+    return atomic, accum, batch, ok, scale, accum_time, optim
+
+
+def pick_batch(speeds, grad) -> tuple:
+    """:func:`best_batch` from its :func:`batch_speeds` and the gradient statistics ``grad``."""
+    from .kernels.elastic import batch_pick
+
+    atomic, accum, batch, ok, scale, accum_time, optim = speeds
+    K = atomic.shape[1]
     out = np.empty(K), np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64)
     sqr, var = grad
     batch_pick(batch, accum, accum_time, optim, scale, ok, float(sqr), float(var), atomic, *out)
