@@ -121,7 +121,7 @@ def cold() -> None:
     per-placement limits), so that each replay's CPU seconds include them."""
     from fastblox import elastic
 
-    for f in (elastic.profile, elastic._batch_grid, cs.max_local_for, cs.memory_cap):
+    for f in (elastic.profile, elastic._validation, elastic._batch_grid, cs.max_local_for, cs.memory_cap):
         f.cache_clear()
 
 

@@ -376,13 +376,22 @@ class RunMemo:
     LIMIT = 1 << 16
 
     def __init__(self):
-        self.fits, self.speeds, self.picks = {}, {}, {}
+        self.fits, self.speeds, self.picks, self.batches, self.epochs = {}, {}, {}, {}, {}
 
-    def best(self, app: str, t: str, pr, pp, grad, nodes, reps, max_batch: int, top: int) -> tuple:
+    def epoch_progress(self, pr) -> list:
+        """``pr.epoch_progress`` as Python floats (the same doubles; faster to read one by one)."""
+        hit = self.epochs.get(pr.name, (None, None))
+        if hit[0] is not pr:
+            hit = self.epochs[pr.name] = (pr, pr.epoch_progress.tolist())
+        return hit[1]
+
+    def best(self, app: str, t: str, pr, pp, grad, nodes, reps, max_batch: int, top: int, cfg=None) -> tuple:
         """``elastic.best_batch(pp, grad, pr.init_batch_size, nodes, reps, max_batch, pr.min_local_bsz, top)``
-        (read-only arrays) of application ``app`` on type ``t`` (``pr``: its profile)."""
-        nodes, reps = np.asarray(nodes, dtype=np.float64), np.asarray(reps, dtype=np.float64)
-        at = (app, t, pp.tobytes(), nodes.tobytes(), reps.tobytes(), max_batch, top)
+        (read-only arrays) of application ``app`` on type ``t`` (``pr``: its profile). ``cfg``: a key that
+        names ``nodes`` and ``reps`` in this run (None: their bytes)."""
+        if cfg is None:
+            cfg = (np.asarray(nodes, dtype=np.float64).tobytes(), np.asarray(reps, dtype=np.float64).tobytes())
+        at = (app, t, pp.tobytes(), cfg, max_batch, top)
         key = (at, grad)
         hit = self.picks.get(key)
         if hit is None:
@@ -426,17 +435,32 @@ class SiaJob:
         return max(min(max(2 * max((k[1] for k in self.seen[t]), default=0), 1), MAX_REPLICAS,
                        pr.max_batch_size // pr.min_local_bsz) for t, pr in self.profs.items())
 
-    def goodput(self, t: str, nodes, reps) -> np.ndarray:
-        """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its target."""
+    def goodput(self, t: str, nodes, reps, cfg=None) -> np.ndarray:
+        """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its
+        target (``cfg``: as :meth:`RunMemo.best`'s)."""
         pr = self.profs[t]
         return self.memo.best(self.app, t, pr, self.pp[t], self.grad, nodes, reps, self.target_bs,
-                              pr.max_local_bsz)[0]
+                              pr.max_local_bsz, cfg)[0]
 
     def _choose_batch(self) -> None:
         key = (self.cluster, self.models, self.grad, self.placement)
         if key == self._batch_for:  # (the same inputs: the same batch)
             return
         self._batch_for = key
+        pp = self.pp[self.cluster]
+        if self.grad is not None and pp is not None:  # (one choice per run for alike jobs: RunMemo.best's inputs)
+            at = (self.app, self.cluster, pp.tobytes(), self.grad, self.placement)
+            hit = self.memo.batches.get(at)
+            if hit is None:
+                if len(self.memo.batches) > RunMemo.LIMIT:
+                    self.memo.batches.clear()
+                hit = self.memo.batches[at] = self._new_batch()
+        else:
+            hit = self._new_batch()
+        self.atomic, self.accum = hit
+
+    def _new_batch(self) -> tuple:
+        """(atomic batch, accumulation steps) on the placement held (``Job.update_local_bsz``)."""
         pr, n, r = self.profs[self.cluster], len(self.placement), sum(self.placement)
         top = max_local_for(pr, self.placement)
         if self.grad is None or self.pp[self.cluster] is None:
@@ -444,19 +468,16 @@ class SiaJob:
             a, k = elastic.fixed_batch_config(bs, r, pr.init_batch_size, pr.max_batch_size, top)
         else:
             _, a, k = self.memo.best(self.app, self.cluster, pr, self.pp[self.cluster], self.grad, [n], [r],
-                                     pr.max_batch_size, top)
+                                     pr.max_batch_size, top, (n, r))
         atomic, accum = int(np.asarray(a).ravel()[0]), int(np.asarray(k).ravel()[0])
         cap = memory_cap(pr, r)
         if cap is not None:
             atomic = min(atomic, cap)
-        self.atomic, self.accum = min(atomic, int(pr.max_batch_size / (r * (accum + 1)))), accum
+        return min(atomic, int(pr.max_batch_size / (r * (accum + 1)))), accum
 
-    def _observe(self, n, r, step, sync, sqr, var) -> None:
-        self.grad = (sqr, var)
+    def _observe(self, key: tuple, step: float, sync: float) -> None:
+        """A configuration ``key`` (nodes, GPUs, atomic batch) run the first time on this type: the model fitted again."""
         seen = self.seen[self.cluster]
-        key = (n, r, self.atomic)
-        if key in seen:
-            return
         seen[key] = (step, sync)
         k = np.array(list(seen), dtype=np.float64)
         v = np.array(list(seen.values()))
@@ -509,14 +530,17 @@ class SiaJob:
         self.attained_gpu += d * r
         self.rescale -= d
         secs -= d
+        seen, ep, last = self.seen[self.cluster], self.memo.epoch_progress(pr), pr.max_epochs - 1
         while secs > 0 and self.finish is None:
-            batch = r * self.atomic * (self.accum + 1)
-            step, sync = pr.step_time(self.placement, self.atomic)
-            sqr, var = pr.grad_stats_at(batch, int(self.epoch))
+            atomic = self.atomic
+            batch = r * atomic * (self.accum + 1)
+            step, sync = pr.step_time(self.placement, atomic)
+            sqr, var = self.grad = pr.grad_stats_at(batch, self.epoch)
             g = elastic.gain(sqr, var, batch / pr.init_batch_size)
-            self._observe(n, r, step, sync, sqr, var)
+            if (n, r, atomic) not in seen:
+                self._observe((n, r, atomic), step, sync)
             good = g / (step + (step - sync) * self.accum) * self.calib
-            nxt = pr.epoch_progress[self.epoch + 1]
+            nxt = ep[self.epoch + 1]
             if self.progress + good * secs < nxt:
                 self.progress += good * secs
                 self.attained_gpu += secs * r
@@ -524,7 +548,7 @@ class SiaJob:
             else:
                 self.epoch += 1
                 delta = round(float((nxt - self.progress) / good))
-                if self.epoch > pr.max_epochs - 1:
+                if self.epoch > last:
                     self.finish = t0 + used + delta
                 self.progress = nxt
                 self.attained_gpu += delta * r
@@ -548,6 +572,9 @@ class SiaPolicy:
         self.objectives = []  # (time, objective)
         self._last = None  # (problem, choice, objective) of the last MILP
         self._rows = {}  # job -> ((models, grad), its row): a row depends on nothing else
+        self._alike = {}  # _row_of's rows by what they depend on
+        self._cfgs = {}  # (type index, most GPUs, type projected from or None) -> configurations offered
+        self._per = {t.name: t.per_node for t in types}
         apps = sorted({j.app for j in jobs})
         names = [t.name for t in types]
         x = {(a, t): single_gpu_xput(jobs[[j.app for j in jobs].index(a)].profs[t]) for a in apps for t in names}
@@ -560,25 +587,51 @@ class SiaPolicy:
         key = (job.models, job.grad)
         hit = self._rows.get(j)
         if hit is None or hit[0] != key:
-            hit = self._rows[j] = (key, self._new_row(job))
+            hit = self._rows[j] = (key, self._row_of(job))
         return hit[1]
 
-    def _new_row(self, job: SiaJob) -> np.ndarray:
-        row = np.full(self.C, ZERO_ALLOC_GAIN, dtype=np.float32)
+    def _row_of(self, job: SiaJob) -> np.ndarray:
+        """:meth:`_new_row`, once per run for all jobs alike in what it depends on (application,
+        target batch, most GPUs offered, gradient statistics, model per type; read-only)."""
         maxr = job.max_replicas()
+        key = (job.app, job.target_bs, maxr, job.grad,
+               tuple(None if job.pp[t.name] is None else job.pp[t.name].tobytes() for t in self.types))
+        row = self._alike.get(key)
+        if row is None:
+            if len(self._alike) > RunMemo.LIMIT:
+                self._alike.clear()
+            row = self._alike[key] = self._new_row(job, maxr)
+            row.flags.writeable = False
+        return row
+
+    def _offered(self, k: int, maxr: int, d: str | None) -> tuple:
+        """(mask, nodes, GPUs) of type ``k``'s configurations of at most ``maxr`` GPUs; projected from
+        type ``d`` (not None): its GPUs on nodes of ``d``'s size (the key for :meth:`RunMemo.best`)."""
+        key = (k, maxr, d)
+        hit = self._cfgs.get(key)
+        if hit is None:
+            t = self.types[k]
+            ok = t.cfg_gpus <= maxr
+            nodes, gpus = t.cfg_nodes[ok], t.cfg_gpus[ok]
+            if d is not None:
+                nodes = np.ceil(gpus / self._per[d])
+            hit = self._cfgs[key] = (ok, nodes, gpus, ("offered", key))
+        return hit
+
+    def _new_row(self, job: SiaJob, maxr: int) -> np.ndarray:
+        row = np.full(self.C, ZERO_ALLOC_GAIN, dtype=np.float32)
         has = [t.name for t in self.types if job.grad is not None and job.pp[t.name] is not None]
-        for t in self.types:
+        for k, t in enumerate(self.types):
             seg = slice(t.first, t.first + len(t.cfg_gpus))
             if not has:
                 continue
-            ok = t.cfg_gpus <= maxr
-            nodes, gpus = t.cfg_nodes[ok], t.cfg_gpus[ok]
             if t.name in has:
-                g = job.goodput(t.name, nodes, gpus)
+                ok, nodes, gpus, cfg = self._offered(k, maxr, None)
+                g = job.goodput(t.name, nodes, gpus, cfg)
             else:  # --project_throughputs: from the first type with a model, scaled by the single-GPU ratio
                 d = has[0]
-                per = next(u.per_node for u in self.types if u.name == d)
-                g = job.goodput(d, np.ceil(gpus / per), gpus) * self.ratio[job.app, t.name, d]
+                ok, nodes, gpus, cfg = self._offered(k, maxr, d)
+                g = job.goodput(d, nodes, gpus, cfg) * self.ratio[job.app, t.name, d]
             row[seg][ok] = g
         if has:
             row *= 1.0 / row[row > ZERO_ALLOC_GAIN].min()
