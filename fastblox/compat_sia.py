@@ -677,10 +677,11 @@ class SiaPolicy:
         else:
             raise ConfigError("--compat sia: the simulator's Sia minimises with p < 0 (its default -0.5)")
         self.objectives.append((now, obj))
-        self.prev = {j: (int(c) if c >= 0 else None) for j, c in zip(active, choice)}
-        out = {}
+        choice = choice.tolist()
+        self.prev = {j: (c if c >= 0 else None) for j, c in zip(active, choice)}
+        out, of_type, gpus = {}, self.cfg_type.tolist(), self.cfg_gpus.tolist()
         for k, t in enumerate(self.types):
-            mine = [(j, int(self.cfg_gpus[c])) for j, c in zip(active, choice) if c >= 0 and self.cfg_type[c] == k]
+            mine = [(j, gpus[c]) for j, c in zip(active, choice) if c >= 0 and of_type[c] == k]
             for j, nodes in place_fast(mine, t.nodes, t.per_node).items():
                 out[j] = (k, nodes)
         return out
@@ -742,16 +743,28 @@ def simulate_sia(names, apps, batch_size, submit_s, cluster, profiles_root: str 
 def _run(jobs, pol, types, submit, interval_s, max_intervals, gate=None) -> None:
     from .compat_pollux import to_placement
 
+    order, submit = np.argsort(submit, kind="stable").tolist(), submit.tolist()
+    arrived, live, left = 0, [], len(jobs)  # live: the submitted unfinished jobs, in workload order
     now, alloc, let_in = 0.0, {}, set()
     for _ in range(max_intervals):
-        if all(j.finish is not None for j in jobs):
+        if not left:
             return
-        for job in jobs:
-            if job.placement and job.finish is None:  # (advance does nothing to the others)
-                job.advance(now, interval_s)
+        ended = 0
+        for j in live:  # (only they can hold GPUs; advance does nothing to the others)
+            if jobs[j].placement:
+                jobs[j].advance(now, interval_s)
+                ended += jobs[j].finish is not None
+        if ended:
+            left -= ended
+            live = [j for j in live if jobs[j].finish is None]
         now += interval_s
+        first = arrived
+        while arrived < len(order) and submit[order[arrived]] <= now:
+            arrived += 1
+        if arrived > first:
+            live = sorted(live + order[first:arrived])
         if gate is None:
-            active = [i for i, job in enumerate(jobs) if submit[i] <= now and job.finish is None]
+            active = live
         else:
             done = [i for i in let_in if jobs[i].finish is not None]
             let_in = (let_in - set(done)) | set(gate.step(now, done))
