@@ -469,7 +469,8 @@ class SiaJob:
         else:
             _, a, k = self.memo.best(self.app, self.cluster, pr, self.pp[self.cluster], self.grad, [n], [r],
                                      pr.max_batch_size, top, (n, r))
-        atomic, accum = int(np.asarray(a).ravel()[0]), int(np.asarray(k).ravel()[0])
+            a, k = a[0], k[0]
+        atomic, accum = int(a), int(k)
         cap = memory_cap(pr, r)
         if cap is not None:
             atomic = min(atomic, cap)
