@@ -477,7 +477,8 @@ class SiaJob:
         return min(atomic, int(pr.max_batch_size / (r * (accum + 1)))), accum
 
     def _observe(self, key: tuple, step: float, sync: float) -> None:
-        """A configuration ``key`` (nodes, GPUs, atomic batch) run the first time on this type: the model fitted again."""
+        """A configuration ``key`` (nodes, GPUs, atomic batch) run the first time on this type: the
+        model fitted again."""
         seen = self.seen[self.cluster]
         seen[key] = (step, sync)
         k = np.array(list(seen), dtype=np.float64)
@@ -487,8 +488,8 @@ class SiaJob:
         key = (k.tobytes(), v.tobytes())
         pp = self.memo.fits.get(key)
         if pp is None:
-            pp = self.memo.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0],
-                                                          tol=FIT_TOL, kernel=True)
+            pp = self.memo.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1],
+                                                               v[:, 0], tol=FIT_TOL, kernel=True)
         self.pp[self.cluster] = pp
         self.models += 1
 
@@ -606,8 +607,8 @@ class SiaPolicy:
         return row
 
     def _offered(self, k: int, maxr: int, d: str | None) -> tuple:
-        """(mask, nodes, GPUs) of type ``k``'s configurations of at most ``maxr`` GPUs; projected from
-        type ``d`` (not None): its GPUs on nodes of ``d``'s size (the key for :meth:`RunMemo.best`)."""
+        """(mask, nodes, GPUs, their key for :meth:`RunMemo.best`) of type ``k``'s configurations of at
+        most ``maxr`` GPUs; projected from type ``d`` (not None): their GPUs on nodes of ``d``'s size."""
         key = (k, maxr, d)
         hit = self._cfgs.get(key)
         if hit is None:
