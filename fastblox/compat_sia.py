@@ -365,14 +365,58 @@ def single_gpu_xput(pr) -> float:
     return float(xs.max() / st.max())
 
 
+class RunMemo:
+    """What the jobs of one run compute once for all of them, each a pure function of its key: the
+    fits (by the observations), ``elastic.batch_speeds`` (by application, type, model,
+    configurations, batch limits) and ``elastic.pick_batch`` on them (by those and the gradient
+    statistics). Jobs of one application often run the same configurations with the same model and
+    statistics (the same observations in the same order give the same fit). Emptied past
+    :attr:`LIMIT` entries (then computed again: the same values)."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self):
+        self.fits, self.speeds, self.picks, self.batches, self.epochs = {}, {}, {}, {}, {}
+
+    def epoch_progress(self, pr) -> list:
+        """``pr.epoch_progress`` as Python floats (the same doubles; faster to read one by one)."""
+        hit = self.epochs.get(pr.name, (None, None))
+        if hit[0] is not pr:
+            hit = self.epochs[pr.name] = (pr, pr.epoch_progress.tolist())
+        return hit[1]
+
+    def best(self, app: str, t: str, pr, pp, grad, nodes, reps, max_batch: int, top: int, cfg=None) -> tuple:
+        """``elastic.best_batch(pp, grad, pr.init_batch_size, nodes, reps, max_batch, pr.min_local_bsz, top)``
+        (read-only arrays) of application ``app`` on type ``t`` (``pr``: its profile). ``cfg``: a key that
+        names ``nodes`` and ``reps`` in this run (None: their bytes)."""
+        if cfg is None:
+            cfg = (np.asarray(nodes, dtype=np.float64).tobytes(), np.asarray(reps, dtype=np.float64).tobytes())
+        at = (app, t, pp.tobytes(), cfg, max_batch, top)
+        key = (at, grad)
+        hit = self.picks.get(key)
+        if hit is None:
+            sp = self.speeds.get(at)
+            if sp is None:
+                if len(self.speeds) > self.LIMIT:
+                    self.speeds.clear()
+                sp = self.speeds[at] = elastic.batch_speeds(pp, pr.init_batch_size, nodes, reps, max_batch,
+                                                            pr.min_local_bsz, top)
+            if len(self.picks) > self.LIMIT:
+                self.picks.clear()
+            hit = self.picks[key] = elastic.pick_batch(sp, grad)
+            for a in hit:
+                a.flags.writeable = False
+        return hit
+
+
 class SiaJob:
     """One job of the Sia simulator (``job.py``'s ``Job`` under the Sia policy): per GPU type its
     measured configurations and fitted goodput model; the batch size adapts on the type it runs."""
 
     def __init__(self, name: str, app: str, submit: float, target_bs: int, profs: dict, types: list,
-                 fits: dict | None = None):
+                 memo: RunMemo | None = None):
         self.name, self.app, self.submit, self.target_bs = name, app, submit, target_bs
-        self.fits = {} if fits is None else fits  # (shared by the jobs of a run: see _observe)
+        self.memo = RunMemo() if memo is None else memo  # (shared by the jobs of a run)
         self.profs = {t: profs[app, t] for t in types}
         self.types = types
         self.seen = {t: {} for t in types}  # type -> (nodes, replicas, atomic) -> (step s, sync s)
@@ -383,7 +427,6 @@ class SiaJob:
         self.finish, self.first, self.restarts = None, None, None
         self.attained_gpu, self.preempted = 0.0, 0
         self.calib = 1.0 / SLOWDOWNS[app]
-        self._memo = {}  # (type, model, gradient statistics, configurations) -> goodputs or best batch
         self.models = 0  # (counts the fits: what a goodput depends on is (models, grad), see _choose_batch)
         self._batch_for = None  # (type, models, grad, placement) the batch was last chosen for
 
@@ -392,60 +435,61 @@ class SiaJob:
         return max(min(max(2 * max((k[1] for k in self.seen[t]), default=0), 1), MAX_REPLICAS,
                        pr.max_batch_size // pr.min_local_bsz) for t, pr in self.profs.items())
 
-    def goodput(self, t: str, nodes, reps) -> np.ndarray:
-        """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its target."""
-        key = (t, self.pp[t].tobytes(), self.grad, np.asarray(nodes).tobytes(), np.asarray(reps).tobytes())
-        hit = self._memo.get(key)
-        if hit is None:
-            pr = self.profs[t]
-            hit = elastic.best_batch(self.pp[t], self.grad, pr.init_batch_size, nodes, reps, self.target_bs,
-                                     pr.min_local_bsz, pr.max_local_bsz)[0]
-            if len(self._memo) > 64:  # (models change as the job runs: keep the recent ones)
-                self._memo.clear()
-            self._memo[key] = hit
-        return hit
+    def goodput(self, t: str, nodes, reps, cfg=None) -> np.ndarray:
+        """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its
+        target (``cfg``: as :meth:`RunMemo.best`'s)."""
+        pr = self.profs[t]
+        return self.memo.best(self.app, t, pr, self.pp[t], self.grad, nodes, reps, self.target_bs,
+                              pr.max_local_bsz, cfg)[0]
 
     def _choose_batch(self) -> None:
         key = (self.cluster, self.models, self.grad, self.placement)
         if key == self._batch_for:  # (the same inputs: the same batch)
             return
         self._batch_for = key
+        pp = self.pp[self.cluster]
+        if self.grad is not None and pp is not None:  # (one choice per run for alike jobs: RunMemo.best's inputs)
+            at = (self.app, self.cluster, pp.tobytes(), self.grad, self.placement)
+            hit = self.memo.batches.get(at)
+            if hit is None:
+                if len(self.memo.batches) > RunMemo.LIMIT:
+                    self.memo.batches.clear()
+                hit = self.memo.batches[at] = self._new_batch()
+        else:
+            hit = self._new_batch()
+        self.atomic, self.accum = hit
+
+    def _new_batch(self) -> tuple:
+        """(atomic batch, accumulation steps) on the placement held (``Job.update_local_bsz``)."""
         pr, n, r = self.profs[self.cluster], len(self.placement), sum(self.placement)
         top = max_local_for(pr, self.placement)
         if self.grad is None or self.pp[self.cluster] is None:
             bs = max(pr.init_batch_size, pr.min_local_bsz * r)
             a, k = elastic.fixed_batch_config(bs, r, pr.init_batch_size, pr.max_batch_size, top)
         else:
-            key = ("batch", self.cluster, self.pp[self.cluster].tobytes(), self.grad, n, r, top)
-            hit = self._memo.get(key)
-            if hit is None:
-                if len(self._memo) > 64:  # (models change as the job runs: keep the recent ones)
-                    self._memo.clear()
-                hit = self._memo[key] = elastic.best_batch(self.pp[self.cluster], self.grad, pr.init_batch_size,
-                                                           [n], [r], pr.max_batch_size, pr.min_local_bsz, top)[1:]
-            a, k = hit
-        atomic, accum = int(np.asarray(a).ravel()[0]), int(np.asarray(k).ravel()[0])
+            _, a, k = self.memo.best(self.app, self.cluster, pr, self.pp[self.cluster], self.grad, [n], [r],
+                                     pr.max_batch_size, top, (n, r))
+            a, k = a[0], k[0]
+        atomic, accum = int(a), int(k)
         cap = memory_cap(pr, r)
         if cap is not None:
             atomic = min(atomic, cap)
-        self.atomic, self.accum = min(atomic, int(pr.max_batch_size / (r * (accum + 1)))), accum
+        return min(atomic, int(pr.max_batch_size / (r * (accum + 1)))), accum
 
-    def _observe(self, n, r, step, sync, sqr, var) -> None:
-        self.grad = (sqr, var)
+    def _observe(self, key: tuple, step: float, sync: float) -> None:
+        """A configuration ``key`` (nodes, GPUs, atomic batch) run the first time on this type: the
+        model fitted again."""
         seen = self.seen[self.cluster]
-        key = (n, r, self.atomic)
-        if key in seen:
-            return
         seen[key] = (step, sync)
         k = np.array(list(seen), dtype=np.float64)
         v = np.array(list(seen.values()))
         # jobs of one application on one type often measure the same configurations in the same order:
         # the same observations give the same fit, computed once per run
         key = (k.tobytes(), v.tobytes())
-        pp = self.fits.get(key)
+        pp = self.memo.fits.get(key)
         if pp is None:
-            pp = self.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0],
-                                                          tol=FIT_TOL, kernel=True)
+            pp = self.memo.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1],
+                                                               v[:, 0], tol=FIT_TOL, kernel=True)
         self.pp[self.cluster] = pp
         self.models += 1
 
@@ -488,14 +532,17 @@ class SiaJob:
         self.attained_gpu += d * r
         self.rescale -= d
         secs -= d
+        seen, ep, last = self.seen[self.cluster], self.memo.epoch_progress(pr), pr.max_epochs - 1
         while secs > 0 and self.finish is None:
-            batch = r * self.atomic * (self.accum + 1)
-            step, sync = pr.step_time(self.placement, self.atomic)
-            sqr, var = pr.grad_stats_at(batch, int(self.epoch))
+            atomic = self.atomic
+            batch = r * atomic * (self.accum + 1)
+            step, sync = pr.step_time(self.placement, atomic)
+            sqr, var = self.grad = pr.grad_stats_at(batch, self.epoch)
             g = elastic.gain(sqr, var, batch / pr.init_batch_size)
-            self._observe(n, r, step, sync, sqr, var)
+            if (n, r, atomic) not in seen:
+                self._observe((n, r, atomic), step, sync)
             good = g / (step + (step - sync) * self.accum) * self.calib
-            nxt = pr.epoch_progress[self.epoch + 1]
+            nxt = ep[self.epoch + 1]
             if self.progress + good * secs < nxt:
                 self.progress += good * secs
                 self.attained_gpu += secs * r
@@ -503,7 +550,7 @@ class SiaJob:
             else:
                 self.epoch += 1
                 delta = round(float((nxt - self.progress) / good))
-                if self.epoch > pr.max_epochs - 1:
+                if self.epoch > last:
                     self.finish = t0 + used + delta
                 self.progress = nxt
                 self.attained_gpu += delta * r
@@ -527,6 +574,9 @@ class SiaPolicy:
         self.objectives = []  # (time, objective)
         self._last = None  # (problem, choice, objective) of the last MILP
         self._rows = {}  # job -> ((models, grad), its row): a row depends on nothing else
+        self._alike = {}  # _row_of's rows by what they depend on
+        self._cfgs = {}  # (type index, most GPUs, type projected from or None) -> configurations offered
+        self._per = {t.name: t.per_node for t in types}
         apps = sorted({j.app for j in jobs})
         names = [t.name for t in types]
         x = {(a, t): single_gpu_xput(jobs[[j.app for j in jobs].index(a)].profs[t]) for a in apps for t in names}
@@ -539,25 +589,51 @@ class SiaPolicy:
         key = (job.models, job.grad)
         hit = self._rows.get(j)
         if hit is None or hit[0] != key:
-            hit = self._rows[j] = (key, self._new_row(job))
+            hit = self._rows[j] = (key, self._row_of(job))
         return hit[1]
 
-    def _new_row(self, job: SiaJob) -> np.ndarray:
-        row = np.full(self.C, ZERO_ALLOC_GAIN, dtype=np.float32)
+    def _row_of(self, job: SiaJob) -> np.ndarray:
+        """:meth:`_new_row`, once per run for all jobs alike in what it depends on (application,
+        target batch, most GPUs offered, gradient statistics, model per type; read-only)."""
         maxr = job.max_replicas()
+        key = (job.app, job.target_bs, maxr, job.grad,
+               tuple(None if job.pp[t.name] is None else job.pp[t.name].tobytes() for t in self.types))
+        row = self._alike.get(key)
+        if row is None:
+            if len(self._alike) > RunMemo.LIMIT:
+                self._alike.clear()
+            row = self._alike[key] = self._new_row(job, maxr)
+            row.flags.writeable = False
+        return row
+
+    def _offered(self, k: int, maxr: int, d: str | None) -> tuple:
+        """(mask, nodes, GPUs, their key for :meth:`RunMemo.best`) of type ``k``'s configurations of at
+        most ``maxr`` GPUs; projected from type ``d`` (not None): their GPUs on nodes of ``d``'s size."""
+        key = (k, maxr, d)
+        hit = self._cfgs.get(key)
+        if hit is None:
+            t = self.types[k]
+            ok = t.cfg_gpus <= maxr
+            nodes, gpus = t.cfg_nodes[ok], t.cfg_gpus[ok]
+            if d is not None:
+                nodes = np.ceil(gpus / self._per[d])
+            hit = self._cfgs[key] = (ok, nodes, gpus, ("offered", key))
+        return hit
+
+    def _new_row(self, job: SiaJob, maxr: int) -> np.ndarray:
+        row = np.full(self.C, ZERO_ALLOC_GAIN, dtype=np.float32)
         has = [t.name for t in self.types if job.grad is not None and job.pp[t.name] is not None]
-        for t in self.types:
+        for k, t in enumerate(self.types):
             seg = slice(t.first, t.first + len(t.cfg_gpus))
             if not has:
                 continue
-            ok = t.cfg_gpus <= maxr
-            nodes, gpus = t.cfg_nodes[ok], t.cfg_gpus[ok]
             if t.name in has:
-                g = job.goodput(t.name, nodes, gpus)
+                ok, nodes, gpus, cfg = self._offered(k, maxr, None)
+                g = job.goodput(t.name, nodes, gpus, cfg)
             else:  # --project_throughputs: from the first type with a model, scaled by the single-GPU ratio
                 d = has[0]
-                per = next(u.per_node for u in self.types if u.name == d)
-                g = job.goodput(d, np.ceil(gpus / per), gpus) * self.ratio[job.app, t.name, d]
+                ok, nodes, gpus, cfg = self._offered(k, maxr, d)
+                g = job.goodput(d, nodes, gpus, cfg) * self.ratio[job.app, t.name, d]
             row[seg][ok] = g
         if has:
             row *= 1.0 / row[row > ZERO_ALLOC_GAIN].min()
@@ -603,10 +679,11 @@ class SiaPolicy:
         else:
             raise ConfigError("--compat sia: the simulator's Sia minimises with p < 0 (its default -0.5)")
         self.objectives.append((now, obj))
-        self.prev = {j: (int(c) if c >= 0 else None) for j, c in zip(active, choice)}
-        out = {}
+        choice = choice.tolist()
+        self.prev = {j: (c if c >= 0 else None) for j, c in zip(active, choice)}
+        out, of_type, gpus = {}, self.cfg_type.tolist(), self.cfg_gpus.tolist()
         for k, t in enumerate(self.types):
-            mine = [(j, int(self.cfg_gpus[c])) for j, c in zip(active, choice) if c >= 0 and self.cfg_type[c] == k]
+            mine = [(j, gpus[c]) for j, c in zip(active, choice) if c >= 0 and of_type[c] == k]
             for j, nodes in place_fast(mine, t.nodes, t.per_node).items():
                 out[j] = (k, nodes)
         return out
@@ -651,8 +728,8 @@ def simulate_sia(names, apps, batch_size, submit_s, cluster, profiles_root: str 
     native admission lets in."""
     types = cluster_types(cluster, profiles_root is None)
     profs = load_profiles(apps, [t.name for t in types], profiles_root)
-    fits = {}
-    jobs = [SiaJob(str(n), a, float(t), NCF_BATCH if a == "ncf" else int(b), profs, [u.name for u in types], fits)
+    memo = RunMemo()
+    jobs = [SiaJob(str(n), a, float(t), NCF_BATCH if a == "ncf" else int(b), profs, [u.name for u in types], memo)
             for n, a, b, t in zip(names, apps, batch_size, submit_s)]
     pol = SiaPolicy(jobs, types)
     with elastic.one_blas_thread():
@@ -668,16 +745,28 @@ def simulate_sia(names, apps, batch_size, submit_s, cluster, profiles_root: str 
 def _run(jobs, pol, types, submit, interval_s, max_intervals, gate=None) -> None:
     from .compat_pollux import to_placement
 
+    order, submit = np.argsort(submit, kind="stable").tolist(), submit.tolist()
+    arrived, live, left = 0, [], len(jobs)  # live: the submitted unfinished jobs, in workload order
     now, alloc, let_in = 0.0, {}, set()
     for _ in range(max_intervals):
-        if all(j.finish is not None for j in jobs):
+        if not left:
             return
-        for job in jobs:
-            if job.placement and job.finish is None:  # (advance does nothing to the others)
-                job.advance(now, interval_s)
+        ended = 0
+        for j in live:  # (only they can hold GPUs; advance does nothing to the others)
+            if jobs[j].placement:
+                jobs[j].advance(now, interval_s)
+                ended += jobs[j].finish is not None
+        if ended:
+            left -= ended
+            live = [j for j in live if jobs[j].finish is None]
         now += interval_s
+        first = arrived
+        while arrived < len(order) and submit[order[arrived]] <= now:
+            arrived += 1
+        if arrived > first:
+            live = sorted(live + order[first:arrived])
         if gate is None:
-            active = [i for i, job in enumerate(jobs) if submit[i] <= now and job.finish is None]
+            active = live
         else:
             done = [i for i in let_in if jobs[i].finish is not None]
             let_in = (let_in - set(done)) | set(gate.step(now, done))

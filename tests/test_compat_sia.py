@@ -483,3 +483,130 @@ def test_local_search_returns_a_feasible_local_optimum_and_its_value(jobs, types
                 if m is not None:
                     p[e] = m
                 assert not (fits(p) and o_val[p].sum() > val)
+
+
+# ------------------------------------------------------------------ the run-wide memos keep the replay's bits
+#: sixteen jobs of philly/workload-1 (cifar10, deepspeech2, yolov3, bert) on a:2x4,b:1x4 with the bundled
+#: profiles, as the replay gave them before its run-wide memos (main a2dabb2): finish and attained GPU seconds
+GOLDEN_ROWS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 22, 27, 31, 51, 52, 78]
+GOLDEN_FINISH = [4034.0, 10300.0, 2381.0, 10730.0, 4438.0, 6436.0, 8112.0, 6392.0, 8472.0, 10476.0, 14526.0, 14580.0,
+                 25564.0, 27764.0, 29745.0, 20051.0]
+GOLDEN_GPU_S = [8548.0, 23800.0, 8504.0, 23720.0, 7856.0, 8012.0, 8124.0, 7924.0, 8124.0, 8052.0, 24084.0, 17940.0,
+                52876.0, 50456.0, 50820.0, 17144.0]
+
+
+def test_replay_job_by_job_as_before_the_memos():
+    w = read_workload(need_shared(WORKLOADS / "philly" / "workload-1.csv")).take(np.array(GOLDEN_ROWS))
+    res = fastblox.simulate(w, compat="sia", policy="sia", cluster=HET4)
+    assert res.jobs["finish_s"].to_list() == GOLDEN_FINISH
+    assert res.jobs["attained_gpu_s"].to_list() == GOLDEN_GPU_S
+    assert res.summary["restarts"] == 71
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["cifar10", "bert", "deepspeech2", "yolov3", "imagenet", "ncf"]), st.data())
+def test_grad_stats_at_is_grad_stats_bit_for_bit(app, data):
+    from fastblox import elastic
+
+    pr = elastic.profile(app)
+    bs = pr.batch_sizes
+    b = data.draw(st.one_of(st.sampled_from(bs.tolist()), st.integers(int(bs[0]), int(bs[-1])),
+                            st.floats(float(bs[0]), float(bs[-1]))))
+    e = data.draw(st.integers(0, pr.max_epochs - 1))
+    want = tuple(float(x) for x in pr.grad_stats(b, e))
+    assert pr.grad_stats_at(b, e) == want
+    with pytest.raises(ValueError, match="outside the validated"):
+        pr.grad_stats_at(float(bs[-1]) * 1.5, e)
+
+
+def _models(rng, pr, n):
+    """``n`` fitted models of profile ``pr`` (one to three configurations observed) and gradient statistics."""
+    from fastblox import elastic
+
+    out = []
+    for _ in range(n):
+        pls = [(1,), (2,), (4,), (4, 4)][:int(rng.integers(1, 4)) + 1]
+        a = int(rng.integers(pr.min_local_bsz, pr.max_local_bsz + 1))
+        st_ = np.array([pr.step_time(p, a) for p in pls])
+        pp = elastic.fit_perf_params([len(p) for p in pls], [sum(p) for p in pls], [a] * len(pls),
+                                     st_[:, 0] - st_[:, 1], st_[:, 0], tol=cs.FIT_TOL, kernel=True)
+        b = float(rng.uniform(pr.batch_sizes[0], pr.batch_sizes[-1]))
+        out.append((pp, pr.grad_stats_at(b, int(rng.integers(0, pr.max_epochs)))))
+    return out
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(["cifar10", "bert", "yolov3"]), st.integers(0, 2**32 - 1))
+def test_run_memo_is_best_batch_bit_for_bit(app, seed):
+    """RunMemo.best (speeds kept per model and configurations, picks per gradient statistics, shared by the
+    jobs) against elastic.best_batch computed afresh, over calls that repeat and mix their inputs."""
+    from fastblox import elastic
+
+    rng = np.random.default_rng(seed)
+    pr = elastic.profile(app)
+    memo, models = cs.RunMemo(), _models(rng, pr, 3)
+    cfgs = [(np.array([1.0]), np.array([1.0])), (np.array([1.0, 1.0, 2.0]), np.array([1.0, 4.0, 8.0])),
+            (np.array([1.0, 2.0]), np.array([2.0, 8.0]))]
+    for _ in range(30):
+        pp, _ = models[int(rng.integers(3))]
+        grad = models[int(rng.integers(3))][1]
+        nodes, reps = cfgs[int(rng.integers(3))]
+        top = int(rng.choice([pr.max_local_bsz, pr.min_local_bsz + 1]))
+        mb = int(rng.choice([pr.max_batch_size, 2 * pr.init_batch_size]))
+        got = memo.best(app, "a", pr, pp, grad, nodes, reps, mb, top,
+                        None if rng.random() < 0.5 else (nodes.tobytes(), reps.tobytes()))
+        want = elastic.best_batch(pp, grad, pr.init_batch_size, nodes, reps, mb, pr.min_local_bsz, top)
+        want_np = elastic.best_batch_numpy(pp, grad, pr.init_batch_size, nodes, reps, mb, pr.min_local_bsz, top)
+        for g, w_, v in zip(got, want, want_np):
+            assert g.tobytes() == w_.tobytes() == v.tobytes()
+            assert not g.flags.writeable  # (shared: read-only)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_shared_rows_are_each_jobs_own(seed):
+    """SiaPolicy._row (rows shared by alike jobs, computed again when a job's models or statistics
+    change) against _new_row computed afresh for the job's state, as jobs' states change."""
+    rng = np.random.default_rng(seed)
+    types = cs.cluster_types(Cluster.parse("a:2x4,b:1x4"), pollux_profiles=True)
+    profs = cs.load_profiles(["cifar10", "bert"], ["a", "b"], None)
+    memo = cs.RunMemo()
+    jobs = [cs.SiaJob(f"{a}-{k}", a, 0.0, int(b), profs, ["a", "b"], memo)
+            for k, (a, b) in enumerate([("cifar10", 2048), ("cifar10", 2048), ("cifar10", 1024), ("bert", 96)])]
+    pol = cs.SiaPolicy(jobs, types)
+    models = {a: _models(rng, profs[a, "a"], 2) for a in ("cifar10", "bert")}
+    for _ in range(12):
+        j = int(rng.integers(len(jobs)))
+        job = jobs[j]
+        for t in ("a", "b"):  # a model on each type or none; the statistics of one of them
+            job.pp[t] = None if rng.random() < 0.3 else models[job.app][int(rng.integers(2))][0]
+        job.grad = models[job.app][int(rng.integers(2))][1]
+        job.seen["a"] = {(1, int(rng.choice([1, 2, 4])), 8): (0.1, 0.01)}
+        job.models += 1
+        for i, other in enumerate(jobs):
+            assert pol._row(i).tobytes() == pol._new_row(other, other.max_replicas()).tobytes()
+    assert not pol._row(0).flags.writeable
+
+
+def test_profile_with_a_bad_cell_names_file_row_column(tmp_path):
+    import shutil
+
+    from fastblox import elastic
+    from fastblox.errors import TraceError
+
+    d = tmp_path / "cifar10"
+    shutil.copytree(elastic.data_dir() / "cifar10", d)
+    f = d / "placements.csv"
+    lines = f.read_text().splitlines()
+    head = lines[0].split(",")
+    cells = lines[3].split(",")
+    cells[head.index("step_time")] = "fast"
+    lines[3] = ",".join(cells)
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TraceError, match=r"row 4, column 'step_time': not a number: 'fast'") as e:
+        elastic.profile("cifar10", str(tmp_path))
+    assert str(f) in str(e.value) and "\n" not in str(e.value)
+    good = elastic.profile("cifar10")  # (the same table from the bundled file, read a column at a time)
+    shutil.copy(elastic.data_dir() / "cifar10" / "placements.csv", f)
+    again = elastic.profile("cifar10", str(tmp_path))
+    assert again.points.tobytes() == good.points.tobytes() and again.values.tobytes() == good.values.tobytes()
