@@ -213,6 +213,10 @@ def cmd_parts(a) -> int:
     print(f"  {'accept-all':14s} every arrived job joins the queue (the default)")
     print(f"  {'load:THETA':14s} Blox's load-based accept: admit arrivals while the active jobs ask for at most "
           "THETA x the cluster's GPUs; the rest wait outside, in arrival order")
+    from .spec import engines_table
+
+    print("options each engine takes:")
+    print(engines_table())
     return 0
 
 

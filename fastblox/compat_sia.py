@@ -24,9 +24,13 @@ and so how this module runs:
   restarting keeps its configuration). Jobs are then placed from scratch on each type's nodes
   (``alloc_to_placement_fast``); a job restarts when its type or its GPUs per node change.
 
-The simulator solves with CBC (gap 0.01 %); this module with HiGHS at the same gap. Tied optima
-(goodputs are rounded to 2 decimals) may be broken differently, so runs agree on averages, not
-job by job. :mod:`fastblox.reference.sia` holds the brute-force twin of :func:`solve_allocation`.
+The simulator solves with CBC (gap 0.01 %); this module exactly (:func:`exact_allocation`: the costs
+are whole hundredths, so a compiled branch and bound and, for the hard rounds, a dynamic
+programme prove the optimum), with HiGHS at the simulator's gap where neither can
+(:func:`highs_allocation`; none on the simulator's Philly workloads). Tied optima (goodputs are
+rounded to 2 decimals) are broken differently by each solver (ours: toward the configurations
+the jobs hold), so runs agree on averages, not job by job. :mod:`fastblox.reference.sia` holds the
+brute-force twin of :func:`solve_allocation`; HiGHS at gap 0 is the other (the tests compare them).
 """
 
 from __future__ import annotations
@@ -146,23 +150,31 @@ def cluster_types(cluster, pollux_profiles: bool = False) -> list:
 
 # ------------------------------------------------------------------------------------------ the MILP
 def solve_allocation(cost: np.ndarray, cfg_type: np.ndarray, cfg_gpus: np.ndarray, capacity: np.ndarray,
-                     fixed: np.ndarray, lambda_n: float = LAMBDA_N, gap: float = MIP_GAP, exact: bool = True) -> tuple:
+                     fixed: np.ndarray, lambda_n: float = LAMBDA_N, gap: float = MIP_GAP, exact: bool = True,
+                     prefer: np.ndarray | None = None) -> tuple:
     """Sia's allocation: binary ``X[job, config]`` minimising ``sum X * cost + lambda_n * (jobs -
     sum X)``, at most one configuration a job, at most ``capacity[t]`` GPUs of type ``t``
     (``cfg_type``, ``cfg_gpus``: each configuration's type and GPUs), ``X[j, fixed[j]] = 1`` where
-    ``fixed[j] >= 0``. Returns (configuration per job, -1 for none; objective). HiGHS (scipy.optimize.milp);
-    ``exact``: first :func:`certain_allocation`, which answers without the solver when HiGHS's
-    answer is certain (a unique optimum, the others further from it than HiGHS's gap)."""
+    ``fixed[j] >= 0``. Returns (configuration per job, -1 for none; objective). ``exact``: first
+    :func:`exact_allocation` (an optimum, proven, on costs in whole hundredths; among tied optima
+    one where the most jobs get their configuration in ``prefer``); else, or where it gives up,
+    HiGHS (scipy.optimize.milp) at the relative ``gap``."""
+    if cost.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64), 0.0
+    if exact:
+        choice = exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, prefer)
+        if choice is not None:
+            return choice, objective(cost, choice, lambda_n)
+    return highs_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, gap)
+
+
+def highs_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float = LAMBDA_N,
+                     gap: float = MIP_GAP) -> tuple:
+    """:func:`solve_allocation`'s MILP solved by HiGHS (scipy.optimize.milp) at the relative ``gap``."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
     J, C = cost.shape
-    if J == 0:
-        return np.zeros(0, dtype=np.int64), 0.0
-    if exact:
-        choice = certain_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, gap)
-        if choice is not None:
-            return choice, objective(cost, choice, lambda_n)
     fixed = np.asarray(fixed)
     full = np.asarray(cost, dtype=np.float64) - lambda_n
     pinned = np.zeros((J, C), dtype=bool)
@@ -188,63 +200,127 @@ def solve_allocation(cost: np.ndarray, cfg_type: np.ndarray, cfg_gpus: np.ndarra
     return choice, objective(cost, choice, lambda_n)
 
 
-#: depth-first search nodes certain_allocation visits at most before it leaves the problem to HiGHS
-SEARCH_NODES = 20_000
+#: branch-and-bound nodes exact_allocation visits at most before it solves by dynamic programming
+SEARCH_NODES = 2_000
+#: jobs x GPU-use states at most of exact_allocation's dynamic programme (beyond: HiGHS)
+DP_CELLS = 1 << 22
+#: passes of the price search over the GPU types (exact_allocation's Lagrangian bound)
+PRICE_SWEEPS = 3
+#: free jobs at most whose choice local search improves before the dynamic programme (its pair moves: jobs^2)
+IMPROVE_JOBS = 256
 
 
-def certain_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float = LAMBDA_N, gap: float = MIP_GAP):
-    """The choice :func:`solve_allocation`'s MILP has when it is certain, else None. The costs are
-    whole hundredths (``power_costs`` rounds them to 2 decimals), so an exact search
-    (``kernels.elastic.choice_search``) over the same variables in integer hundredths finds the
-    optimum and whether another choice ties it; if none does, every other feasible choice is at
-    least 0.01 worse, which is more than HiGHS's relative gap lets its answer be from the optimum
-    (checked: ``4 * gap * max(1, |objective|) <= 0.01``), so HiGHS returns that choice too. None
-    when the costs are not whole hundredths, a tie, the gap too wide or the search too long."""
-    from .kernels.elastic import choice_search
+def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float = LAMBDA_N, prefer=None):
+    """An optimal choice of :func:`solve_allocation`'s MILP, proven, or None (costs or
+    ``lambda_n`` not whole hundredths, pinned jobs over a type's GPUs, or a problem too large for
+    both the search and the dynamic programme). The costs are whole hundredths (``power_costs``
+    rounds them to 2 decimals), so in integer hundredths each job's gain ``lambda_n - cost`` of a
+    configuration is maximised exactly. The variables are the MILP's (configurations with a
+    positive gain; pinned jobs keep theirs) less those another configuration of as many GPUs or
+    fewer of the same type beats (``_dominated``: no optimum takes them).
+
+    * **Ties.** Among tied optima, one where the most jobs get their configuration in ``prefer``
+      (-1: none; the policy's: the one each job holds, so that ties restart no job), as a second
+      objective: each gain is scaled by the free jobs + 1, and a preferred configuration adds 1.
+    * **A branch and bound** (``kernels.elastic.alloc_search``), bounded by the sum of the
+      remaining jobs' best gains and by the Lagrangian bound at GPU prices per type
+      (``alloc_prices``), branching on the jobs of fewer configurations first (then in their
+      order), each job's configurations by decreasing scaled gain less its GPUs' price (then more
+      gain, then the higher index; waiting ranks as gain 0). Among the remaining ties, the first
+      found.
+    * **Past** :data:`SEARCH_NODES` **nodes**, a dynamic programme over the GPUs used of each type
+      (``alloc_dp``, at most :data:`DP_CELLS` jobs x states), from the search's best choice
+      improved by local search (``alloc_improve``); among ties, the programme's first."""
+    from .kernels.elastic import alloc_order, alloc_prices, alloc_search
 
     c64 = np.asarray(cost, dtype=np.float64)
     J, C = c64.shape
     if J == 0:
         return np.zeros(0, dtype=np.int64)
-    k = np.rint(c64 * 100)
     lam = round(lambda_n * 100)
-    fixed = np.asarray(fixed)
+    k = np.rint(c64 * 100)
+    fixed = np.asarray(fixed, dtype=np.int64)
     pinned = fixed >= 0
-    full = c64 - lambda_n
-    val = k.astype(np.int64) - lam
-    free = (full < 0) & ~pinned[:, None]  # (a pinned job's cost is the same in every choice: any value does)
-    if abs(lambda_n * 100 - lam) > 1e-6 or (np.abs(c64 - k / 100)[free] > 1e-6).any() or (val[free] >= 0).any():
+    cfg_type, cfg_gpus = np.asarray(cfg_type, dtype=np.int64), np.asarray(cfg_gpus, dtype=np.int64)
+    cap = np.asarray(capacity, dtype=np.int64).copy()
+    np.subtract.at(cap, cfg_type[fixed[pinned]], cfg_gpus[fixed[pinned]])
+    free = (c64 - lambda_n < 0) & ~pinned[:, None]
+    if abs(lambda_n * 100 - lam) > 1e-6 or (np.abs(c64 - k / 100)[free] > 1e-6).any() or (cap < 0).any():
         return None
-    starts, o_cfg, o_val = [0], [], []
-    for j in range(J):
-        if pinned[j]:
-            cfgs = np.array([fixed[j]])
-        else:  # (the MILP's variables: the configurations with a negative cost; none: 0)
-            cfgs = np.flatnonzero(full[j] < 0)
-            cfgs = np.concatenate([cfgs, [-1]])
-        v = np.where(cfgs >= 0, val[j, np.maximum(cfgs, 0)], 0)
-        o = np.argsort(v, kind="stable")
-        o_cfg.append(cfgs[o])
-        o_val.append(v[o])
-        starts.append(starts[-1] + len(o))
-    order = sorted(range(J), key=lambda j: (not pinned[j], int(o_val[j][0])))
-    cfg = np.concatenate([o_cfg[j] for j in order]).astype(np.int64)
-    vals = np.concatenate([o_val[j] for j in order]).astype(np.int64)
-    start = np.concatenate([[0], np.cumsum([len(o_cfg[j]) for j in order])]).astype(np.int64)
-    mins = np.array([o_val[j][0] for j in order] + [0], dtype=np.int64)
-    min_rest = np.cumsum(mins[::-1])[::-1].copy()
-    on = cfg >= 0
-    o_type = np.where(on, np.asarray(cfg_type)[np.maximum(cfg, 0)], -1).astype(np.int64)
-    o_gpus = np.where(on, np.asarray(cfg_gpus)[np.maximum(cfg, 0)], 0).astype(np.int64)
-    cap = np.asarray(capacity, dtype=np.int64)
-    pick = np.full(J, -1, dtype=np.int64)
-    best, tie, nodes = choice_search(start, cfg, o_type, o_gpus, vals, cap, min_rest, SEARCH_NODES,
-                                     np.empty(J, dtype=np.int64), pick, np.zeros(len(cap), dtype=np.int64))
-    if nodes < 0 or tie or best >= 1 << 62 or 4 * gap * max(1.0, abs(best) / 100) > 0.01:
+    # (a configuration of more GPUs than its type has left can never be taken)
+    free &= (cfg_gpus <= cap[cfg_type])[None, :]
+    jobs = np.flatnonzero(~pinned)
+    if len(jobs) == 0:
+        return fixed.copy()
+    val = (lam - k.astype(np.int64)) * (len(jobs) + 1)
+    if prefer is not None:
+        val += np.asarray(prefer, dtype=np.int64)[:, None] == np.arange(C)[None, :]
+    free &= ~_dominated(np.where(free, val, -(1 << 62)), cfg_type, cfg_gpus)
+    jobs = jobs[np.argsort(free[jobs].sum(axis=1), kind="stable")]  # (fewest choices first: a smaller search)
+    rows, cols = np.nonzero(free[jobs])
+    per = np.bincount(rows, minlength=len(jobs)) + 1  # (+ waiting)
+    start = np.zeros(len(jobs) + 1, dtype=np.int64)
+    np.cumsum(per, out=start[1:])
+    n = int(start[-1])
+    slot = np.arange(len(rows)) + rows  # (row-major: job i's options after those of the i jobs before, each + waiting)
+    o_cfg = np.full(n, -1, dtype=np.int64)
+    o_cfg[slot] = cols
+    on = o_cfg >= 0
+    o_type = np.where(on, cfg_type[np.maximum(o_cfg, 0)], -1)
+    o_gpus = np.where(on, cfg_gpus[np.maximum(o_cfg, 0)], 0)
+    o_val = np.zeros(n, dtype=np.int64)
+    o_val[slot] = val[jobs[rows], cols]
+    mu = np.zeros(len(cap))
+    red = np.empty(n)
+    alloc_prices(start, o_type, o_gpus, o_val.astype(np.float64), cap, mu, PRICE_SWEEPS)  # (0 where the best fit)
+    alloc_order(start, o_cfg, o_type, o_gpus, o_val, mu, red)
+    lag = np.zeros(len(jobs) + 1)
+    lag[:-1] = red[start[:-1]][::-1].cumsum()[::-1]
+    most = np.zeros(len(jobs) + 1, dtype=np.int64)
+    most[:-1] = np.maximum.reduceat(o_val, start[:-1])[::-1].cumsum()[::-1]
+    pick = np.flatnonzero(o_cfg < 0)  # (every job waits: a choice, should the search stop before its first)
+    _, nodes = alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, SEARCH_NODES,
+                            np.empty(len(jobs), dtype=np.int64), pick, np.zeros(len(cap), dtype=np.int64), lag, most)
+    if nodes < 0 and not _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, pick):
         return None
-    choice = np.full(J, -1, dtype=np.int64)
-    choice[order] = cfg[pick]
+    choice = np.where(pinned, fixed, -1)
+    choice[jobs] = o_cfg[pick]
     return choice
+
+
+def _dominated(val, cfg_type, cfg_gpus) -> np.ndarray:
+    """[job, configuration]: whether a configuration of as many GPUs or fewer of the same type has
+    a greater value (then no optimum takes it: the other one in its place is better)."""
+    out = np.zeros(val.shape, dtype=bool)
+    for t in np.unique(cfg_type):
+        idx = np.flatnonzero(cfg_type == t)
+        idx = idx[np.argsort(cfg_gpus[idx], kind="stable")]
+        v = val[:, idx]
+        before = np.maximum.accumulate(v, axis=1)
+        out[:, idx[1:]] = v[:, 1:] < before[:, :-1]
+    return out
+
+
+def _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, pick) -> bool:
+    """``kernels.elastic.alloc_dp`` into ``pick`` where its table is at most :data:`DP_CELLS`, from
+    the search's best choice ``pick`` improved by local search (``alloc_improve``, up to
+    :data:`IMPROVE_JOBS` jobs): the better that choice, the fewer states the programme keeps."""
+    from .kernels.elastic import alloc_dp, alloc_improve
+
+    J = len(start) - 1
+    stride = np.cumprod(np.concatenate([[1], cap[:-1] + 1])).astype(np.int64)
+    states = int(np.prod(cap + 1, dtype=np.float64))
+    if states * J > DP_CELLS:
+        return False
+    if J <= IMPROVE_JOBS:
+        best = alloc_improve(start, o_type, o_gpus, o_val, cap, pick, np.empty(len(cap), dtype=np.int64))
+    else:
+        best = int(o_val[pick].sum())
+    neg = np.full(states, -(1 << 62), dtype=np.int64)
+    alloc_dp(start, o_type, o_gpus, o_val, cap, mu, lag, most, best, stride, np.empty(len(cap), dtype=np.int64),
+             neg, neg.copy(), np.empty(states, dtype=np.int64), np.empty(states, dtype=np.int64),
+             np.empty((J, states), dtype=np.int64), pick)
+    return True
 
 
 def objective(cost: np.ndarray, choice: np.ndarray, lambda_n: float = LAMBDA_N) -> float:
@@ -289,14 +365,58 @@ def single_gpu_xput(pr) -> float:
     return float(xs.max() / st.max())
 
 
+class RunMemo:
+    """What the jobs of one run compute once for all of them, each a pure function of its key: the
+    fits (by the observations), ``elastic.batch_speeds`` (by application, type, model,
+    configurations, batch limits) and ``elastic.pick_batch`` on them (by those and the gradient
+    statistics). Jobs of one application often run the same configurations with the same model and
+    statistics (the same observations in the same order give the same fit). Emptied past
+    :attr:`LIMIT` entries (then computed again: the same values)."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self):
+        self.fits, self.speeds, self.picks, self.batches, self.epochs = {}, {}, {}, {}, {}
+
+    def epoch_progress(self, pr) -> list:
+        """``pr.epoch_progress`` as Python floats (the same doubles; faster to read one by one)."""
+        hit = self.epochs.get(pr.name, (None, None))
+        if hit[0] is not pr:
+            hit = self.epochs[pr.name] = (pr, pr.epoch_progress.tolist())
+        return hit[1]
+
+    def best(self, app: str, t: str, pr, pp, grad, nodes, reps, max_batch: int, top: int, cfg=None) -> tuple:
+        """``elastic.best_batch(pp, grad, pr.init_batch_size, nodes, reps, max_batch, pr.min_local_bsz, top)``
+        (read-only arrays) of application ``app`` on type ``t`` (``pr``: its profile). ``cfg``: a key that
+        names ``nodes`` and ``reps`` in this run (None: their bytes)."""
+        if cfg is None:
+            cfg = (np.asarray(nodes, dtype=np.float64).tobytes(), np.asarray(reps, dtype=np.float64).tobytes())
+        at = (app, t, pp.tobytes(), cfg, max_batch, top)
+        key = (at, grad)
+        hit = self.picks.get(key)
+        if hit is None:
+            sp = self.speeds.get(at)
+            if sp is None:
+                if len(self.speeds) > self.LIMIT:
+                    self.speeds.clear()
+                sp = self.speeds[at] = elastic.batch_speeds(pp, pr.init_batch_size, nodes, reps, max_batch,
+                                                            pr.min_local_bsz, top)
+            if len(self.picks) > self.LIMIT:
+                self.picks.clear()
+            hit = self.picks[key] = elastic.pick_batch(sp, grad)
+            for a in hit:
+                a.flags.writeable = False
+        return hit
+
+
 class SiaJob:
     """One job of the Sia simulator (``job.py``'s ``Job`` under the Sia policy): per GPU type its
     measured configurations and fitted goodput model; the batch size adapts on the type it runs."""
 
     def __init__(self, name: str, app: str, submit: float, target_bs: int, profs: dict, types: list,
-                 fits: dict | None = None):
+                 memo: RunMemo | None = None):
         self.name, self.app, self.submit, self.target_bs = name, app, submit, target_bs
-        self.fits = {} if fits is None else fits  # (shared by the jobs of a run: see _observe)
+        self.memo = RunMemo() if memo is None else memo  # (shared by the jobs of a run)
         self.profs = {t: profs[app, t] for t in types}
         self.types = types
         self.seen = {t: {} for t in types}  # type -> (nodes, replicas, atomic) -> (step s, sync s)
@@ -307,64 +427,71 @@ class SiaJob:
         self.finish, self.first, self.restarts = None, None, None
         self.attained_gpu, self.preempted = 0.0, 0
         self.calib = 1.0 / SLOWDOWNS[app]
-        self._memo = {}  # (type, model, gradient statistics, configurations) -> goodputs or best batch
+        self.models = 0  # (counts the fits: what a goodput depends on is (models, grad), see _choose_batch)
+        self._batch_for = None  # (type, models, grad, placement) the batch was last chosen for
 
     def max_replicas(self) -> int:
         """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types)."""
         return max(min(max(2 * max((k[1] for k in self.seen[t]), default=0), 1), MAX_REPLICAS,
                        pr.max_batch_size // pr.min_local_bsz) for t, pr in self.profs.items())
 
-    def goodput(self, t: str, nodes, reps) -> np.ndarray:
-        """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its target."""
-        key = (t, self.pp[t].tobytes(), self.grad, np.asarray(nodes).tobytes(), np.asarray(reps).tobytes())
-        hit = self._memo.get(key)
-        if hit is None:
-            pr = self.profs[t]
-            hit = elastic.best_batch(self.pp[t], self.grad, pr.init_batch_size, nodes, reps, self.target_bs,
-                                     pr.min_local_bsz, pr.max_local_bsz)[0]
-            if len(self._memo) > 64:  # (models change as the job runs: keep the recent ones)
-                self._memo.clear()
-            self._memo[key] = hit
-        return hit
+    def goodput(self, t: str, nodes, reps, cfg=None) -> np.ndarray:
+        """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its
+        target (``cfg``: as :meth:`RunMemo.best`'s)."""
+        pr = self.profs[t]
+        return self.memo.best(self.app, t, pr, self.pp[t], self.grad, nodes, reps, self.target_bs,
+                              pr.max_local_bsz, cfg)[0]
 
     def _choose_batch(self) -> None:
+        key = (self.cluster, self.models, self.grad, self.placement)
+        if key == self._batch_for:  # (the same inputs: the same batch)
+            return
+        self._batch_for = key
+        pp = self.pp[self.cluster]
+        if self.grad is not None and pp is not None:  # (one choice per run for alike jobs: RunMemo.best's inputs)
+            at = (self.app, self.cluster, pp.tobytes(), self.grad, self.placement)
+            hit = self.memo.batches.get(at)
+            if hit is None:
+                if len(self.memo.batches) > RunMemo.LIMIT:
+                    self.memo.batches.clear()
+                hit = self.memo.batches[at] = self._new_batch()
+        else:
+            hit = self._new_batch()
+        self.atomic, self.accum = hit
+
+    def _new_batch(self) -> tuple:
+        """(atomic batch, accumulation steps) on the placement held (``Job.update_local_bsz``)."""
         pr, n, r = self.profs[self.cluster], len(self.placement), sum(self.placement)
         top = max_local_for(pr, self.placement)
         if self.grad is None or self.pp[self.cluster] is None:
             bs = max(pr.init_batch_size, pr.min_local_bsz * r)
             a, k = elastic.fixed_batch_config(bs, r, pr.init_batch_size, pr.max_batch_size, top)
         else:
-            key = ("batch", self.cluster, self.pp[self.cluster].tobytes(), self.grad, n, r, top)
-            hit = self._memo.get(key)
-            if hit is None:
-                if len(self._memo) > 64:  # (models change as the job runs: keep the recent ones)
-                    self._memo.clear()
-                hit = self._memo[key] = elastic.best_batch(self.pp[self.cluster], self.grad, pr.init_batch_size,
-                                                           [n], [r], pr.max_batch_size, pr.min_local_bsz, top)[1:]
-            a, k = hit
-        atomic, accum = int(np.asarray(a).ravel()[0]), int(np.asarray(k).ravel()[0])
+            _, a, k = self.memo.best(self.app, self.cluster, pr, self.pp[self.cluster], self.grad, [n], [r],
+                                     pr.max_batch_size, top, (n, r))
+            a, k = a[0], k[0]
+        atomic, accum = int(a), int(k)
         cap = memory_cap(pr, r)
         if cap is not None:
             atomic = min(atomic, cap)
-        self.atomic, self.accum = min(atomic, int(pr.max_batch_size / (r * (accum + 1)))), accum
+        return min(atomic, int(pr.max_batch_size / (r * (accum + 1)))), accum
 
-    def _observe(self, n, r, step, sync, sqr, var) -> None:
-        self.grad = (sqr, var)
+    def _observe(self, key: tuple, step: float, sync: float) -> None:
+        """A configuration ``key`` (nodes, GPUs, atomic batch) run the first time on this type: the
+        model fitted again."""
         seen = self.seen[self.cluster]
-        key = (n, r, self.atomic)
-        if key in seen:
-            return
         seen[key] = (step, sync)
         k = np.array(list(seen), dtype=np.float64)
         v = np.array(list(seen.values()))
         # jobs of one application on one type often measure the same configurations in the same order:
         # the same observations give the same fit, computed once per run
         key = (k.tobytes(), v.tobytes())
-        pp = self.fits.get(key)
+        pp = self.memo.fits.get(key)
         if pp is None:
-            pp = self.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0],
-                                                          tol=FIT_TOL, kernel=True)
+            pp = self.memo.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1],
+                                                               v[:, 0], tol=FIT_TOL, kernel=True)
         self.pp[self.cluster] = pp
+        self.models += 1
 
     def _start(self, placement: tuple, now: float) -> None:
         self.placement = tuple(placement)
@@ -378,7 +505,7 @@ class SiaJob:
     def _suspend(self) -> None:
         if self.placement:
             self.preempted += 1
-        self.placement, self.atomic = (), 0
+        self.placement, self.atomic, self._batch_for = (), 0, None
 
     def reallocate(self, placement: tuple, now: float) -> None:
         """New GPUs on the same type: a restart only if the GPUs per node change (``Job.reallocate``)."""
@@ -405,14 +532,17 @@ class SiaJob:
         self.attained_gpu += d * r
         self.rescale -= d
         secs -= d
+        seen, ep, last = self.seen[self.cluster], self.memo.epoch_progress(pr), pr.max_epochs - 1
         while secs > 0 and self.finish is None:
-            batch = r * self.atomic * (self.accum + 1)
-            step, sync = pr.step_time(self.placement, self.atomic)
-            sqr, var = pr.grad_stats_at(batch, int(self.epoch))
+            atomic = self.atomic
+            batch = r * atomic * (self.accum + 1)
+            step, sync = pr.step_time(self.placement, atomic)
+            sqr, var = self.grad = pr.grad_stats_at(batch, self.epoch)
             g = elastic.gain(sqr, var, batch / pr.init_batch_size)
-            self._observe(n, r, step, sync, sqr, var)
+            if (n, r, atomic) not in seen:
+                self._observe((n, r, atomic), step, sync)
             good = g / (step + (step - sync) * self.accum) * self.calib
-            nxt = pr.epoch_progress[self.epoch + 1]
+            nxt = ep[self.epoch + 1]
             if self.progress + good * secs < nxt:
                 self.progress += good * secs
                 self.attained_gpu += secs * r
@@ -420,7 +550,7 @@ class SiaJob:
             else:
                 self.epoch += 1
                 delta = round(float((nxt - self.progress) / good))
-                if self.epoch > pr.max_epochs - 1:
+                if self.epoch > last:
                     self.finish = t0 + used + delta
                 self.progress = nxt
                 self.attained_gpu += delta * r
@@ -443,28 +573,67 @@ class SiaPolicy:
         self.prev = {}  # job -> configuration chosen last time (None: none)
         self.objectives = []  # (time, objective)
         self._last = None  # (problem, choice, objective) of the last MILP
+        self._rows = {}  # job -> ((models, grad), its row): a row depends on nothing else
+        self._alike = {}  # _row_of's rows by what they depend on
+        self._cfgs = {}  # (type index, most GPUs, type projected from or None) -> configurations offered
+        self._per = {t.name: t.per_node for t in types}
         apps = sorted({j.app for j in jobs})
         names = [t.name for t in types]
         x = {(a, t): single_gpu_xput(jobs[[j.app for j in jobs].index(a)].profs[t]) for a in apps for t in names}
         self.ratio = {(a, s, d): x[a, s] / x[a, d] for a in apps for s in names for d in names}
 
-    def _row(self, job: SiaJob) -> np.ndarray:
-        """The job's goodput per configuration, normalised to its smallest, ZERO_ALLOC_GAIN where not allowed."""
-        row = np.full(self.C, ZERO_ALLOC_GAIN, dtype=np.float32)
+    def _row(self, j: int) -> np.ndarray:
+        """Job ``j``'s goodput per configuration, normalised to its smallest, ZERO_ALLOC_GAIN where not
+        allowed (read-only; computed again when the job's models or gradient statistics change)."""
+        job = self.jobs[j]
+        key = (job.models, job.grad)
+        hit = self._rows.get(j)
+        if hit is None or hit[0] != key:
+            hit = self._rows[j] = (key, self._row_of(job))
+        return hit[1]
+
+    def _row_of(self, job: SiaJob) -> np.ndarray:
+        """:meth:`_new_row`, once per run for all jobs alike in what it depends on (application,
+        target batch, most GPUs offered, gradient statistics, model per type; read-only)."""
         maxr = job.max_replicas()
+        key = (job.app, job.target_bs, maxr, job.grad,
+               tuple(None if job.pp[t.name] is None else job.pp[t.name].tobytes() for t in self.types))
+        row = self._alike.get(key)
+        if row is None:
+            if len(self._alike) > RunMemo.LIMIT:
+                self._alike.clear()
+            row = self._alike[key] = self._new_row(job, maxr)
+            row.flags.writeable = False
+        return row
+
+    def _offered(self, k: int, maxr: int, d: str | None) -> tuple:
+        """(mask, nodes, GPUs, their key for :meth:`RunMemo.best`) of type ``k``'s configurations of at
+        most ``maxr`` GPUs; projected from type ``d`` (not None): their GPUs on nodes of ``d``'s size."""
+        key = (k, maxr, d)
+        hit = self._cfgs.get(key)
+        if hit is None:
+            t = self.types[k]
+            ok = t.cfg_gpus <= maxr
+            nodes, gpus = t.cfg_nodes[ok], t.cfg_gpus[ok]
+            if d is not None:
+                nodes = np.ceil(gpus / self._per[d])
+            hit = self._cfgs[key] = (ok, nodes, gpus, ("offered", key))
+        return hit
+
+    def _new_row(self, job: SiaJob, maxr: int) -> np.ndarray:
+        row = np.full(self.C, ZERO_ALLOC_GAIN, dtype=np.float32)
         has = [t.name for t in self.types if job.grad is not None and job.pp[t.name] is not None]
-        for t in self.types:
+        for k, t in enumerate(self.types):
             seg = slice(t.first, t.first + len(t.cfg_gpus))
             if not has:
                 continue
-            ok = t.cfg_gpus <= maxr
-            nodes, gpus = t.cfg_nodes[ok], t.cfg_gpus[ok]
             if t.name in has:
-                g = job.goodput(t.name, nodes, gpus)
+                ok, nodes, gpus, cfg = self._offered(k, maxr, None)
+                g = job.goodput(t.name, nodes, gpus, cfg)
             else:  # --project_throughputs: from the first type with a model, scaled by the single-GPU ratio
                 d = has[0]
-                per = next(u.per_node for u in self.types if u.name == d)
-                g = job.goodput(d, np.ceil(gpus / per), gpus) * self.ratio[job.app, t.name, d]
+                ok, nodes, gpus, cfg = self._offered(k, maxr, d)
+                g = job.goodput(d, nodes, gpus, cfg) * self.ratio[job.app, t.name, d]
             row[seg][ok] = g
         if has:
             row *= 1.0 / row[row > ZERO_ALLOC_GAIN].min()
@@ -483,7 +652,7 @@ class SiaPolicy:
 
     def costs(self, active: list, now: float) -> tuple:
         """(cost matrix [job, configuration], configuration each job must keep or -1)."""
-        G = np.stack([self._row(self.jobs[j]) for j in active])
+        G = np.stack([self._row(j) for j in active])
         fixed = np.full(len(active), -1, dtype=np.int64)
         for i, j in enumerate(active):
             prev = self.prev.get(j)
@@ -503,15 +672,18 @@ class SiaPolicy:
             if self._last is not None and self._last[0] == key:
                 choice, obj = self._last[1].copy(), self._last[2]
             else:
-                choice, obj = solve_allocation(A, self.cfg_type, self.cfg_gpus, self.capacity, fixed, self.lambda_n)
+                held = np.array([self.prev.get(j, -1) if self.prev.get(j) is not None else -1 for j in active])
+                choice, obj = solve_allocation(A, self.cfg_type, self.cfg_gpus, self.capacity, fixed, self.lambda_n,
+                                               prefer=held)
                 self._last = (key, choice.copy(), obj)
         else:
             raise ConfigError("--compat sia: the simulator's Sia minimises with p < 0 (its default -0.5)")
         self.objectives.append((now, obj))
-        self.prev = {j: (int(c) if c >= 0 else None) for j, c in zip(active, choice)}
-        out = {}
+        choice = choice.tolist()
+        self.prev = {j: (c if c >= 0 else None) for j, c in zip(active, choice)}
+        out, of_type, gpus = {}, self.cfg_type.tolist(), self.cfg_gpus.tolist()
         for k, t in enumerate(self.types):
-            mine = [(j, int(self.cfg_gpus[c])) for j, c in zip(active, choice) if c >= 0 and self.cfg_type[c] == k]
+            mine = [(j, gpus[c]) for j, c in zip(active, choice) if c >= 0 and of_type[c] == k]
             for j, nodes in place_fast(mine, t.nodes, t.per_node).items():
                 out[j] = (k, nodes)
         return out
@@ -556,8 +728,8 @@ def simulate_sia(names, apps, batch_size, submit_s, cluster, profiles_root: str 
     native admission lets in."""
     types = cluster_types(cluster, profiles_root is None)
     profs = load_profiles(apps, [t.name for t in types], profiles_root)
-    fits = {}
-    jobs = [SiaJob(str(n), a, float(t), NCF_BATCH if a == "ncf" else int(b), profs, [u.name for u in types], fits)
+    memo = RunMemo()
+    jobs = [SiaJob(str(n), a, float(t), NCF_BATCH if a == "ncf" else int(b), profs, [u.name for u in types], memo)
             for n, a, b, t in zip(names, apps, batch_size, submit_s)]
     pol = SiaPolicy(jobs, types)
     with elastic.one_blas_thread():
@@ -573,15 +745,28 @@ def simulate_sia(names, apps, batch_size, submit_s, cluster, profiles_root: str 
 def _run(jobs, pol, types, submit, interval_s, max_intervals, gate=None) -> None:
     from .compat_pollux import to_placement
 
+    order, submit = np.argsort(submit, kind="stable").tolist(), submit.tolist()
+    arrived, live, left = 0, [], len(jobs)  # live: the submitted unfinished jobs, in workload order
     now, alloc, let_in = 0.0, {}, set()
     for _ in range(max_intervals):
-        if all(j.finish is not None for j in jobs):
+        if not left:
             return
-        for job in jobs:
-            job.advance(now, interval_s)
+        ended = 0
+        for j in live:  # (only they can hold GPUs; advance does nothing to the others)
+            if jobs[j].placement:
+                jobs[j].advance(now, interval_s)
+                ended += jobs[j].finish is not None
+        if ended:
+            left -= ended
+            live = [j for j in live if jobs[j].finish is None]
         now += interval_s
+        first = arrived
+        while arrived < len(order) and submit[order[arrived]] <= now:
+            arrived += 1
+        if arrived > first:
+            live = sorted(live + order[first:arrived])
         if gate is None:
-            active = [i for i, job in enumerate(jobs) if submit[i] <= now and job.finish is None]
+            active = live
         else:
             done = [i for i in let_in if jobs[i].finish is not None]
             let_in = (let_in - set(done)) | set(gate.step(now, done))

@@ -30,6 +30,7 @@ one-job-at-a-time twin the tests compare it to.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import functools
 from dataclasses import dataclass
@@ -66,6 +67,11 @@ def _read_table(path: Path, columns: tuple) -> dict:
     for c in columns:
         if c not in head:
             raise TraceError(f"missing column (has {', '.join(head)})", path=path, column=c)
+    try:  # (a column at a time; on a bad cell, the loop below names it)
+        return {c: np.array([float(row[k]) for row in rows[1:]], dtype=np.float64).reshape(-1)
+                for c, k in ((c, head.index(c)) for c in columns)}
+    except (IndexError, ValueError):
+        pass
     out = {c: np.empty(len(rows) - 1) for c in columns}
     for i, row in enumerate(rows[1:], start=2):
         for c in columns:
@@ -155,11 +161,23 @@ class Profile:
         den = np.where(same, 1.0, bhi - blo)
         return np.where(same, vlo, ((b - blo) * vhi + (bhi - b) * vlo) / den)
 
+    @functools.cached_property
+    def _batch_list(self) -> list:
+        return self.batch_sizes.tolist()
+
     @functools.lru_cache(maxsize=None)  # noqa: B019 (profiles live as long as the process)
     def grad_stats_at(self, batch_size: float, epoch: int) -> tuple:
-        """``grad_stats`` of one batch size and epoch, as floats (remembered)."""
-        sqr, var = self.grad_stats(batch_size, epoch)
-        return float(sqr), float(var)
+        """``grad_stats`` of one batch size and epoch, as floats (remembered): :meth:`_interp`'s
+        operations on Python floats (the same doubles; tests compare them)."""
+        bs, b = self._batch_list, float(batch_size)
+        lo, hi = bisect.bisect_right(bs, b) - 1, bisect.bisect_left(bs, b)
+        if lo < 0 or hi >= len(bs):
+            self._bracket(b)  # (raises)
+        if lo == hi:
+            return float(self.grad_sqr[lo, epoch]), float(self.grad_var[lo, epoch])
+        blo, bhi = bs[lo], bs[hi]
+        return tuple(((b - blo) * float(t[hi, epoch]) + (bhi - b) * float(t[lo, epoch])) / (bhi - blo)
+                     for t in (self.grad_sqr, self.grad_var))
 
     def grad_stats(self, batch_size, epoch) -> tuple:
         """(grad_sqr, grad_var) during ``epoch`` at global ``batch_size`` (arrays broadcast)."""
@@ -209,6 +227,22 @@ def fixed_batch_config(batch_size, num_replicas, init_batch_size, max_batch_size
     return atomic, accum
 
 
+@functools.lru_cache(maxsize=None)
+def _validation(d: Path, name: str, max_epochs: int) -> list:
+    """[(batch size, {column: per-epoch values})] of ``d``'s validation files (read once: the Sia
+    simulator's GPU types share them; read-only)."""
+    vals = []
+    for bsz, p in _validation_files(d):
+        t = _read_table(p, ("progress", "iteration", "grad_sqr", "grad_var"))
+        if len(t["progress"]) < max_epochs:
+            raise TraceError(f"{len(t['progress'])} epochs, {name} trains {max_epochs}", path=p)
+        vals.append((bsz, {k: v[:max_epochs] for k, v in t.items()}))
+    for _, t in vals:
+        for v in t.values():
+            v.flags.writeable = False
+    return vals
+
+
 def _validation_files(d: Path) -> list:
     out = []
     for p in d.glob("validation-*.csv"):
@@ -235,12 +269,7 @@ def profile(name: str, root: str | None = None, suffix: str | None = None, max_l
     tail = "" if suffix is None else f"-{suffix}"
     d = Path(root) if root is not None else data_dir()
     d = d / name
-    vals = []
-    for bsz, p in _validation_files(d):
-        t = _read_table(p, ("progress", "iteration", "grad_sqr", "grad_var"))
-        if len(t["progress"]) < max_epochs:
-            raise TraceError(f"{len(t['progress'])} epochs, {name} trains {max_epochs}", path=p)
-        vals.append((bsz, {k: v[:max_epochs] for k, v in t.items()}))
+    vals = _validation(d, name, max_epochs)
     pl = _read_table(d / f"placements{tail}.csv", ("placement", "local_bsz", "step_time", "sync_time"))
     sc = _read_table(d / f"scalability{tail}.csv", ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"))
     placements = {}
@@ -325,33 +354,29 @@ def best_batch(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomi
     sizes (geometric, from the smallest allowed to ``max_batch_size``) on ``nodes``/``reps`` (1-D
     arrays); a job on one GPU above the initial batch accumulates at least once. The arithmetic
     between numpy's powers, log and exp is compiled (``kernels.elastic.batch_times``,
-    ``batch_pick``): :func:`best_batch_numpy`'s bits (the tests compare them). ``reuse``: a dict
-    for this model ``pp`` (and these limits) only, emptied by the caller when they change: the
-    step times, which do not depend on ``grad``, are kept there per configurations and reused."""
-    from .kernels.elastic import batch_pick
+    ``batch_pick``): :func:`best_batch_numpy`'s bits (the tests compare them). The same as
+    :func:`pick_batch` of :func:`batch_speeds` (the part without ``grad``, to keep across calls).
+    ``reuse``: a dict for this model ``pp`` (and these limits) only, emptied by the caller when
+    they change: the :func:`batch_speeds` of each set of configurations are kept there and reused."""
+    if reuse is None:
+        return pick_batch(batch_speeds(pp, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic), grad)
+    key = np.asarray(nodes, dtype=np.float64).tobytes(), np.asarray(reps, dtype=np.float64).tobytes()
+    speeds = reuse.get(key)
+    if speeds is None:
+        speeds = reuse[key] = batch_speeds(pp, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic)
+    return pick_batch(speeds, grad)
+
+
+def batch_speeds(pp, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic) -> tuple:
+    """:func:`best_batch`'s candidates and their step times under model ``pp`` (what does not
+    depend on the gradient statistics): (atomic, accum, batch, allowed, scale, compute time,
+    optimizer-step time), each [point, config]."""
+    from .kernels.elastic import batch_times
 
     nodes = np.asarray(nodes, dtype=np.float64)
     reps = np.asarray(reps, dtype=np.float64)
-    key = nodes.tobytes(), reps.tobytes()
     atomic, accum, batch, ok, scale, link, spread = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic,
-                                                                *key)
-    K = atomic.shape[1]
-    got = None if reuse is None else reuse.get(key)
-    if got is None:
-        got = _step_terms(pp, atomic, link, spread)
-        if reuse is not None:
-            reuse[key] = got
-    accum_time, optim = got
-    out = np.empty(K), np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64)
-    sqr, var = grad
-    batch_pick(batch, accum, accum_time, optim, scale, ok, float(sqr), float(var), atomic, *out)
-    return out
-
-
-def _step_terms(pp, atomic, link, spread) -> tuple:
-    """(compute time, optimizer step time) [point, config] of :func:`best_batch` under model ``pp``."""
-    from .kernels.elastic import batch_times
-
+                                                                nodes.tobytes(), reps.tobytes())
     P, K = atomic.shape
     accum_time, network = np.empty((P, K)), np.empty(K)
     batch_times(pp, atomic, link, spread, accum_time, network)
@@ -361,7 +386,19 @@ def _step_terms(pp, atomic, link, spread) -> tuple:
     np.log(optim, out=optim)
     optim /= g
     np.exp(optim, out=optim)
-    return accum_time, optim
+    return atomic, accum, batch, ok, scale, accum_time, optim
+
+
+def pick_batch(speeds, grad) -> tuple:
+    """:func:`best_batch` from its :func:`batch_speeds` and the gradient statistics ``grad``."""
+    from .kernels.elastic import batch_pick
+
+    atomic, accum, batch, ok, scale, accum_time, optim = speeds
+    K = atomic.shape[1]
+    out = np.empty(K), np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64)
+    sqr, var = grad
+    batch_pick(batch, accum, accum_time, optim, scale, ok, float(sqr), float(var), atomic, *out)
+    return out
 
 
 def best_batch_numpy(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic):

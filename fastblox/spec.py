@@ -95,6 +95,26 @@ def flag(name: str) -> str:
     return own or "--" + name.replace("_", "-")
 
 
+#: The engines a run option may reach, each with how a run picks it (the columns of :func:`engines_table`).
+ENGINES = {"native": "no --compat (the native engine)", "elastic": "no --compat, --policy pollux or elastic-*",
+           **{m: f"--compat {m}" for m in COMPAT_MODES}}
+
+
+def engines_table() -> str:
+    """Which engines accept which run option (a value other than its default), as a markdown table
+    read off the options' declarations; ``fastblox parts`` prints it, docs/running.md holds it.
+    Where the jobs come from (--workload, --trace, ...) is not in it: each engine reads its own."""
+    cols = list(ENGINES)
+    rows = ["| option | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for f in dataclasses.fields(RunSpec):
+        if f.metadata["api"]:
+            rows.append(f"| `{flag(f.name)}` | " + " | ".join("x" if e in f.metadata["engines"] else ""
+                                                             for e in cols) + " |")
+    legend = "; ".join(f"{k}: {v}" for k, v in ENGINES.items())
+    return "\n".join(rows) + f"\n\nx: the engine takes a value other than the option's default ({legend}); " \
+        "without an x, such a value is refused with a one-line error naming the flag."
+
+
 # ----------------------------------------------------------------------------- value checks
 # Each takes (value, option name) and returns the value in its canonical type or raises OptionError.
 def _num(v, name: str) -> float:

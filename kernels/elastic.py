@@ -1,7 +1,7 @@
 """Kernels of the elastic job models: the fit's loss and exact gradient (``fastblox.elastic.FitLoss``,
 whose plain-numpy twin is ``fastblox.elastic._fit_objective``), the best batch size's arithmetic
-(``fastblox.elastic.best_batch``, whose twin is ``fastblox.elastic.best_batch_numpy``) and Sia's allocation search
-(``fastblox.compat_sia.certain_allocation``, whose twins are HiGHS and
+(``fastblox.elastic.best_batch``, whose twin is ``fastblox.elastic.best_batch_numpy``) and Sia's allocation
+search (``fastblox.compat_sia.exact_allocation``, whose twins are HiGHS and
 ``fastblox.reference.sia.best_allocation``); the tests compare them."""
 
 from __future__ import annotations
@@ -159,26 +159,113 @@ def fit_sums(g, g2, AN, powAN, logAN, S, logS, log_acc, log_step, nodes, reps, a
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Sia's allocation (fastblox.compat_sia.solve_allocation) on integer costs: an exact depth-first search that
-# also tells whether the optimum is unique.
+# Sia's allocation (fastblox.compat_sia.solve_allocation) on integer gains: a branch and bound with Lagrangian
+# bounds (GPU prices per type) that proves the optimum. Twins: HiGHS's MILP and fastblox.reference.sia.
 @jit(nrt=False)
-def choice_search(start, o_cfg, o_type, o_gpus, o_val, capacity, min_rest, node_limit, cur, best_choice, used):
-    """Minimise the sum of one option per job (job ``d``'s options: ``start[d]:start[d + 1]``, by
-    ascending ``o_val``; ``o_type`` -1: the option uses no GPUs) under each type's ``capacity``.
-    ``min_rest[d]``: the sum of the smallest option values of jobs ``d..``. Every assignment whose
-    value is at most the best found is visited (integer values: a different one is at least 1
-    worse), so the optimum found is exact and ``tie`` says whether another has its value.
-    Returns (best value, tie, nodes visited; -1: more than ``node_limit``, nothing decided);
-    ``best_choice[d]``: the option index of job ``d``. ``cur``, ``used``: scratch (jobs, types)."""
+def _price_value(start, o_type, o_gpus, o_val, cap, mu):
+    """The Lagrangian bound at GPU prices ``mu``: per job its best of ``val - mu[type] * gpus``
+    (0: no GPUs) plus ``mu`` times each type's GPUs."""
+    tot = 0.0
+    for t in range(cap.shape[0]):
+        tot += mu[t] * cap[t]
+    for d in range(start.shape[0] - 1):
+        b = 0.0
+        for k in range(start[d], start[d + 1]):
+            if o_type[k] >= 0:
+                r = o_val[k] - mu[o_type[k]] * o_gpus[k]
+                if r > b:
+                    b = r
+        tot += b
+    return tot
+
+
+@jit(nrt=False)
+def _price_slope(start, o_type, o_gpus, o_val, cap, mu, t):
+    """The bound's slope along ``mu[t]`` from above: ``cap[t]`` less the GPUs of type ``t`` the
+    jobs' best options take (ties: the fewest GPUs of ``t``)."""
+    s = float(cap[t])
+    for d in range(start.shape[0] - 1):
+        b = 0.0
+        g = 0
+        for k in range(start[d], start[d + 1]):
+            if o_type[k] >= 0:
+                r = o_val[k] - mu[o_type[k]] * o_gpus[k]
+                gk = o_gpus[k] if o_type[k] == t else 0
+                if r > b or (r == b and gk < g):
+                    b = r
+                    g = gk
+        s -= g
+    return s
+
+
+@jit(nrt=False)
+def alloc_prices(start, o_type, o_gpus, o_val, cap, mu, sweeps):
+    """Lower the Lagrangian bound by minimising it along one type's price at a time (``sweeps``
+    passes): along ``mu[t]`` it is convex and piecewise linear, so a bisection on the sign of its
+    slope finds its least value (to 1e-9 of the price's range). ``mu`` in place; returns the bound."""
+    T = cap.shape[0]
+    for _ in range(sweeps):
+        for t in range(T):
+            hi = 0.0
+            for k in range(o_type.shape[0]):
+                if o_type[k] == t and o_gpus[k] > 0 and o_val[k] / o_gpus[k] > hi:
+                    hi = o_val[k] / o_gpus[k]
+            mu[t] = 0.0
+            if hi <= 0.0 or _price_slope(start, o_type, o_gpus, o_val, cap, mu, t) >= 0.0:
+                continue
+            lo = 0.0
+            span = hi
+            while hi - lo > 1e-9 * span:
+                mid = 0.5 * (lo + hi)
+                mu[t] = mid
+                if _price_slope(start, o_type, o_gpus, o_val, cap, mu, t) >= 0.0:
+                    hi = mid
+                else:
+                    lo = mid
+            mu[t] = lo
+            v_lo = _price_value(start, o_type, o_gpus, o_val, cap, mu)
+            mu[t] = hi
+            if v_lo < _price_value(start, o_type, o_gpus, o_val, cap, mu):
+                mu[t] = lo
+    return _price_value(start, o_type, o_gpus, o_val, cap, mu)
+
+
+@jit(nrt=False)
+def alloc_order(start, o_cfg, o_type, o_gpus, o_val, mu, red):
+    """Each job's options (in place) by decreasing reduced value ``val - mu[type] * gpus`` (ties: more
+    value, then the smaller configuration; no GPUs: -1), ``red`` their reduced values."""
+    for d in range(start.shape[0] - 1):
+        for k in range(start[d], start[d + 1]):
+            red[k] = o_val[k] - (mu[o_type[k]] * o_gpus[k] if o_type[k] >= 0 else 0.0)
+            i = k  # (insertion sort: a job has a few tens of options)
+            while i > start[d] and (red[i] > red[i - 1] or (red[i] == red[i - 1] and (
+                    o_val[i] > o_val[i - 1] or (o_val[i] == o_val[i - 1] and o_cfg[i] > o_cfg[i - 1])))):
+                red[i], red[i - 1] = red[i - 1], red[i]
+                o_cfg[i], o_cfg[i - 1] = o_cfg[i - 1], o_cfg[i]
+                o_type[i], o_type[i - 1] = o_type[i - 1], o_type[i]
+                o_gpus[i], o_gpus[i - 1] = o_gpus[i - 1], o_gpus[i]
+                o_val[i], o_val[i - 1] = o_val[i - 1], o_val[i]
+                i -= 1
+
+
+@jit(nrt=False)
+def alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, node_limit, cur, best_pick, used, lag_rest, max_rest):
+    """The greatest sum of one option per job (job ``d``'s options: ``start[d]:start[d + 1]``, by
+    decreasing reduced value ``red``; ``o_type`` -1: no GPUs, value 0) with each type's GPUs at
+    most ``cap``; integer values. Depth first, the first leaf each job's best reduced option; a
+    branch is cut when no completion can beat the best found by 1: bounded by the sum of the
+    remaining jobs' largest values (``max_rest[d]``: of jobs ``d..``) and by the Lagrangian bound
+    at ``mu`` (``lag_rest[d]``: the sum of their largest reduced values, plus ``mu`` times the GPUs
+    left). Returns (best value, nodes visited; -1: more than ``node_limit``, nothing proven);
+    ``best_pick[d]``: job ``d``'s option. ``cur``, ``used``: scratch (jobs, types)."""
     J = start.shape[0] - 1
-    big = 1 << 62
-    best = big
-    tie = False
+    T = cap.shape[0]
+    best = -1
     nodes = 0
-    for t in range(used.shape[0]):
+    for t in range(T):
         used[t] = 0
     if J == 0:
-        return 0, False, 0
+        return 0, 0
     val = 0
     d = 0
     cur[0] = -1
@@ -191,11 +278,15 @@ def choice_search(start, o_cfg, o_type, o_gpus, o_val, capacity, min_rest, node_
             k += 1
         else:
             k = start[d]
+        left = 0.0
+        for t in range(T):
+            left += mu[t] * (cap[t] - used[t])
         nxt = -1
         while k < start[d + 1]:
-            if val + o_val[k] + min_rest[d + 1] > best:
-                break  # (ascending values: no later option can do better)
-            if o_type[k] < 0 or used[o_type[k]] + o_gpus[k] <= capacity[o_type[k]]:
+            if val + red[k] + lag_rest[d + 1] + left < best + 1 - 1e-6:
+                break  # (by decreasing reduced value: no later option can do better)
+            if val + o_val[k] + max_rest[d + 1] > best and (
+                    o_type[k] < 0 or used[o_type[k]] + o_gpus[k] <= cap[o_type[k]]):
                 nxt = k
                 break
             k += 1
@@ -205,23 +296,146 @@ def choice_search(start, o_cfg, o_type, o_gpus, o_val, capacity, min_rest, node_
             continue
         nodes += 1
         if nodes > node_limit:
-            return best, tie, -1
+            return best, -1
         cur[d] = nxt
         val += o_val[nxt]
         if o_type[nxt] >= 0:
             used[o_type[nxt]] += o_gpus[nxt]
         if d == J - 1:
-            if val < best:
+            if val > best:
                 best = val
-                tie = False
                 for i in range(J):
-                    best_choice[i] = cur[i]
-            elif val == best:
-                tie = True
+                    best_pick[i] = cur[i]
         else:
             d += 1
             cur[d] = -1
-    return best, tie, nodes
+    return best, nodes
+
+
+@jit(nrt=False)
+def alloc_improve(start, o_type, o_gpus, o_val, cap, pick, used):
+    """Improve the choice ``pick`` (an option per job, within ``cap``) in place by local search: a
+    job to another option, or two jobs to other options at once, whenever that fits and adds
+    value (the first such move, then again from the start), until none does. Returns its value.
+    ``used`` [type]: scratch."""
+    J = start.shape[0] - 1
+    T = cap.shape[0]
+    for t in range(T):
+        used[t] = 0
+    val = 0
+    for d in range(J):
+        k = pick[d]
+        val += o_val[k]
+        if o_type[k] >= 0:
+            used[o_type[k]] += o_gpus[k]
+    moved = True
+    while moved:
+        moved = False
+        for d in range(J):
+            a = pick[d]
+            if o_type[a] >= 0:
+                used[o_type[a]] -= o_gpus[a]
+            for k in range(start[d], start[d + 1]):
+                if o_val[k] > o_val[a] and (o_type[k] < 0 or used[o_type[k]] + o_gpus[k] <= cap[o_type[k]]):
+                    val += o_val[k] - o_val[a]
+                    a = k
+                    pick[d] = k
+                    moved = True
+            if o_type[a] >= 0:
+                used[o_type[a]] += o_gpus[a]
+        if moved:
+            continue
+        for d in range(J):
+            for e in range(d + 1, J):
+                a, b = pick[d], pick[e]
+                if o_type[a] >= 0:
+                    used[o_type[a]] -= o_gpus[a]
+                if o_type[b] >= 0:
+                    used[o_type[b]] -= o_gpus[b]
+                for k in range(start[d], start[d + 1]):
+                    if o_type[k] >= 0:
+                        if used[o_type[k]] + o_gpus[k] > cap[o_type[k]]:
+                            continue
+                        used[o_type[k]] += o_gpus[k]
+                    for m in range(start[e], start[e + 1]):
+                        if o_val[k] + o_val[m] > o_val[a] + o_val[b] and (
+                                o_type[m] < 0 or used[o_type[m]] + o_gpus[m] <= cap[o_type[m]]):
+                            val += o_val[k] + o_val[m] - o_val[a] - o_val[b]
+                            a, b = k, m
+                            moved = True
+                    if o_type[k] >= 0:
+                        used[o_type[k]] -= o_gpus[k]
+                pick[d], pick[e] = a, b
+                if o_type[a] >= 0:
+                    used[o_type[a]] += o_gpus[a]
+                if o_type[b] >= 0:
+                    used[o_type[b]] += o_gpus[b]
+    return val
+
+
+@jit(nrt=False)
+def alloc_dp(start, o_type, o_gpus, o_val, cap, mu, lag_rest, max_rest, best, stride, used, dp, nxt, live, born,
+             choice, pick):
+    """``alloc_search``'s problem by dynamic programming over the GPUs used of each type (state ``s``
+    = sum of used[t] * ``stride[t]``), keeping only the states whose bounds (``alloc_search``'s, at
+    prices ``mu``) can still beat ``best`` (the value of ``pick``, found by the search) by 1: exact
+    whatever the bounds' gap, in time jobs x options x live states. ``used`` [type], ``dp``, ``nxt``
+    [state] (all -2^62 on entry, left so), ``live``, ``born`` [state], ``choice`` [job, state]:
+    scratch. Returns the best value; where it beats ``best``, ``pick[d]`` is job ``d``'s option
+    (ties: the states in the order they were reached, each job's options in order)."""
+    J = start.shape[0] - 1
+    T = cap.shape[0]
+    neg = -(1 << 62)
+    n = 1
+    live[0] = 0
+    dp[0] = 0
+    top = best
+    for d in range(J):
+        m = 0
+        for i in range(n):
+            s = live[i]
+            left = 0.0
+            for t in range(T):
+                used[t] = (s // stride[t]) % (cap[t] + 1)
+                left += mu[t] * (cap[t] - used[t])
+            for k in range(start[d], start[d + 1]):
+                t = o_type[k]
+                g = o_gpus[k]
+                if t >= 0 and used[t] + g > cap[t]:
+                    continue
+                v = dp[s] + o_val[k]
+                lag = v + lag_rest[d + 1] + left - (mu[t] * g if t >= 0 else 0.0)
+                if v + max_rest[d + 1] <= best or lag < best + 1 - 1e-6:
+                    continue
+                s2 = s + (g * stride[t] if t >= 0 else 0)
+                if nxt[s2] == neg:
+                    born[m] = s2
+                    m += 1
+                if v > nxt[s2]:
+                    nxt[s2] = v
+                    choice[d, s2] = k - start[d]
+        for i in range(n):
+            dp[live[i]] = neg
+        for i in range(m):
+            live[i] = born[i]
+            dp[born[i]] = nxt[born[i]]
+            nxt[born[i]] = neg
+        n = m
+    at = -1
+    for i in range(n):
+        if dp[live[i]] > top:
+            top = dp[live[i]]
+            at = live[i]
+    for i in range(n):
+        dp[live[i]] = neg
+    if at < 0:
+        return best
+    for d in range(J - 1, -1, -1):
+        k = start[d] + choice[d, at]
+        pick[d] = k
+        if o_type[k] >= 0:
+            at -= o_gpus[k] * stride[o_type[k]]
+    return top
 
 
 # ---------------------------------------------------------------------------------------------------------------

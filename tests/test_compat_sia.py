@@ -184,35 +184,157 @@ def test_kernel_fit_equals_numpy_fit(n, seed):
         assert fit.tobytes() == ref_fit.tobytes()  # the same fit, bit for bit
 
 
-# ------------------------------------------------------------------ the MILP's certain answers
+# ------------------------------------------------------------------ the exact allocation against HiGHS
+@st.composite
+def rounds(draw):
+    """Sia rounds: 1-3 types of 4- or 8-GPU nodes with the simulator's configurations, up to 12 jobs
+    of goodput rows rising with the GPUs (costs in whole hundredths, some not allowed), some jobs
+    pinned, a held configuration per job."""
+    types = draw(st.integers(1, 3))
+    t_of, gpus = [], []
+    cap = []
+    for t in range(types):
+        per = draw(st.sampled_from([4, 8]))
+        nodes = draw(st.integers(1, 3))
+        _, g = cs.CONFIGS[per]
+        k = [x for x, n in zip(g, cs.CONFIGS[per][0]) if n <= nodes]
+        t_of += [t] * len(k)
+        gpus += k
+        cap.append(nodes * per)
+    cfg_type, cfg_gpus, capacity = np.array(t_of), np.array(gpus), np.array(cap)
+    jobs = draw(st.integers(0, 12))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    good = np.exp(rng.uniform(0, 1.5, (jobs, 1)) * np.log2(cfg_gpus)[None, :] / 3) * rng.uniform(0.3, 1.2, (jobs, 1))
+    good[rng.random((jobs, len(cfg_gpus))) < 0.2] = cs.ZERO_ALLOC_GAIN
+    cost = cs.power_costs(good.astype(np.float32))
+    fixed = np.full(jobs, -1)
+    left = capacity.copy()
+    for j in range(jobs):
+        c = int(rng.integers(-3, len(cfg_type)))
+        if c >= 0 and cfg_gpus[c] <= left[cfg_type[c]] and rng.random() < 0.3:
+            fixed[j] = c
+            left[cfg_type[c]] -= cfg_gpus[c]
+    prefer = rng.integers(-1, len(cfg_type), jobs)
+    return cost, cfg_type, cfg_gpus, capacity, fixed, prefer
+
+
+def _check_choice(choice, cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n):
+    used = np.zeros(len(capacity))
+    for c in choice[choice >= 0]:
+        used[cfg_type[c]] += cfg_gpus[c]
+    assert (used <= capacity).all()  # no type's GPUs exceeded
+    assert ((fixed < 0) | (choice == fixed)).all()  # pinned jobs keep theirs
+    free = np.flatnonzero((choice >= 0) & (fixed < 0))
+    assert (cost.astype(np.float64)[free, choice[free]] < lambda_n).all()  # (a free job: where it lowers the objective)
+
+
+@settings(max_examples=120, deadline=None)
+@given(rounds(), st.sampled_from([1.1, 0.9]), st.booleans())
+def test_exact_allocation_is_optimal_as_highs(prob, lambda_n, states):
+    """The search (and, with ``states``, the dynamic programme alone) reach HiGHS's optimum (gap 0)."""
+    cost, cfg_type, cfg_gpus, capacity, fixed, prefer = prob
+    old = cs.SEARCH_NODES
+    cs.SEARCH_NODES = 0 if states else old  # (0: the search gives up at once, the programme answers)
+    try:
+        choice = cs.exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, prefer)
+    finally:
+        cs.SEARCH_NODES = old
+    _, obj = cs.highs_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, gap=0.0)
+    assert choice is not None
+    assert cs.objective(cost, choice, lambda_n) == pytest.approx(obj, abs=1e-6)
+    _check_choice(choice, cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n)
+    # and the second objective: HiGHS on the costs in hundredths x (free jobs + 1), less 1 where preferred
+    m = int((fixed < 0).sum()) + 1
+    c64 = cost.astype(np.float64)
+    scaled = np.rint(c64 * 100) * m - (np.arange(len(cfg_type))[None, :] == prefer[:, None])
+    scaled[~((c64 - lambda_n < 0) | (np.arange(len(cfg_type))[None, :] == fixed[:, None]))] = 1e6
+    lam = round(lambda_n * 100) * m
+    _, best = cs.highs_allocation(scaled, cfg_type, cfg_gpus, capacity, fixed, lam, gap=0.0)
+    assert cs.objective(scaled, choice, lam) == pytest.approx(best, abs=1e-6)
+
+
 @settings(max_examples=150, deadline=None)
-@given(problems(), st.sampled_from([1.1, 0.6, 2.0]), st.sampled_from([0.0, cs.MIP_GAP]))
-def test_certain_allocation_is_highs_answer(prob, lambda_n, gap):
+@given(problems(), st.sampled_from([1.1, 0.6]), st.integers(0, 2**32 - 1), st.booleans())
+def test_exact_allocation_keeps_the_most_preferred_among_ties(prob, lambda_n, seed, states):
+    """Among the optima (brute force), the most jobs on their preferred configuration."""
+    import itertools
+
     cost, cfg_type, cfg_gpus, capacity, fixed = prob
-    fast = cs.certain_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, gap)
-    choice, obj = cs.solve_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, gap, exact=False)
-    _, best = ref.best_allocation(cost.tolist(), cfg_type.tolist(), cfg_gpus.tolist(), capacity.tolist(),
-                                  fixed.tolist(), lambda_n)
-    if fast is not None:
-        assert fast.tolist() == choice.tolist()  # what HiGHS answers
-        assert cs.objective(cost, fast, lambda_n) == pytest.approx(best, rel=1e-9, abs=1e-6)
-    assert cs.solve_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, gap)[0].tolist() == (
-        choice.tolist() if fast is None else fast.tolist())
+    cost = np.round(cost, 1).astype(np.float32)  # (coarse costs: many ties)
+    prefer = np.random.default_rng(seed).integers(-1, len(cfg_type), len(fixed))
+    old = cs.SEARCH_NODES
+    cs.SEARCH_NODES = 0 if states else old
+    try:
+        choice = cs.exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, prefer)
+    finally:
+        cs.SEARCH_NODES = old
+    best = None
+    for c in itertools.product(*[[f] if f >= 0 else [-1, *np.flatnonzero(cost[j] < lambda_n)]
+                                 for j, f in enumerate(fixed)]):
+        c = np.array(c, dtype=np.int64)
+        used = np.bincount(cfg_type[c[c >= 0]], weights=cfg_gpus[c[c >= 0]], minlength=len(capacity))
+        if (used > capacity).any():
+            continue
+        key = (round(-cs.objective(cost, c, lambda_n), 6), int(((c == prefer) & (c >= 0)).sum()))
+        best = key if best is None or key > best else best
+    got = (round(-cs.objective(cost, choice, lambda_n), 6), int(((choice == prefer) & (choice >= 0)).sum()))
+    assert got == best
 
 
-def test_certain_allocation_leaves_ties_and_fractions_to_highs():
-    t, g, cap = np.array([0, 0]), np.array([1, 1]), np.array([1])
-    # two jobs, one GPU, the same cost: a tie (HiGHS breaks it)
+def test_exact_allocation_gives_up_and_solve_allocation_asks_highs(monkeypatch):
+    t, g, cap = np.array([0, 0]), np.array([1, 2]), np.array([2])
+    cost = np.array([[0.5, 0.3], [0.4, 0.2]], dtype=np.float32)
+    # costs that are not whole hundredths: no exact answer
+    assert cs.exact_allocation(np.array([[0.505, 2.0], [0.4, 2.0]]), t, g, cap, np.array([-1, -1])) is None
+    # one GPU, the cheaper job gets it; a preferred configuration wins a tie
+    one = np.array([[0.5, 2], [0.4, 2]], dtype=np.float32)
+    assert cs.exact_allocation(one, t, g, np.array([1]), np.array([-1, -1])).tolist() == [-1, 0]
     tie = np.array([[0.5, 2], [0.5, 2]], dtype=np.float32)
-    assert cs.certain_allocation(tie, t, g, cap, np.array([-1, -1])) is None
-    # a unique optimum: the cheaper job gets the GPU
-    got = cs.certain_allocation(np.array([[0.5, 2], [0.4, 2]], dtype=np.float32), t, g, cap, np.array([-1, -1]))
-    assert got.tolist() == [-1, 0]
-    # costs that are not whole hundredths: nothing certain
-    assert cs.certain_allocation(np.array([[0.505, 2], [0.4, 2]]), t, g, cap, np.array([-1, -1])) is None
-    # a gap so wide HiGHS may stop at another choice
-    assert cs.certain_allocation(np.array([[0.5, 2], [0.4, 2]], dtype=np.float32), t, g, cap, np.array([-1, -1]),
-                                 gap=0.01) is None
+    for prefer in ([-1, 0], [0, -1]):
+        got = cs.exact_allocation(tie, t, g, np.array([1]), np.array([-1, -1]), prefer=np.array(prefer))
+        assert got.tolist() == prefer
+    # past the search's nodes and the programme's cells: None, and solve_allocation's answer is HiGHS's
+    monkeypatch.setattr(cs, "SEARCH_NODES", 0)
+    monkeypatch.setattr(cs, "DP_CELLS", 0)
+    assert cs.exact_allocation(cost, t, g, cap, np.array([-1, -1])) is None
+    calls = []
+    real = cs.highs_allocation
+    monkeypatch.setattr(cs, "highs_allocation", lambda *a, **k: calls.append(1) or real(*a, **k))
+    choice, obj = cs.solve_allocation(cost, t, g, cap, np.array([-1, -1]))
+    assert calls and choice.tolist() == [0, 0] and obj == pytest.approx(0.5 + 0.4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rounds())
+def test_prices_give_a_bound_at_least_the_optimum(prob):
+    """``alloc_prices``' bound is the Lagrangian's value at its prices (plain twin below) and at
+    least the best total gain (HiGHS), never more than the prices-0 bound."""
+    from fastblox.kernels.elastic import alloc_prices
+
+    cost, cfg_type, cfg_gpus, capacity, fixed, _ = prob
+    free = np.flatnonzero(fixed < 0)
+    lam = 110
+    val = [[(lam - round(float(cost[j, c]) * 100), c) for c in range(len(cfg_type)) if cost[j, c] < 1.1]
+           for j in free]
+    start = np.concatenate([[0], np.cumsum([len(v) + 1 for v in val])]).astype(np.int64)
+    o_cfg = np.array([c for v in val for c in [x[1] for x in v] + [-1]], dtype=np.int64)
+    o_val = np.array([x for v in val for x in [y[0] for y in v] + [0]], dtype=np.float64)
+    o_type = np.where(o_cfg >= 0, cfg_type[np.maximum(o_cfg, 0)], -1)
+    o_gpus = np.where(o_cfg >= 0, cfg_gpus[np.maximum(o_cfg, 0)], 0)
+    cap = capacity.copy()
+    np.subtract.at(cap, cfg_type[fixed[fixed >= 0]], cfg_gpus[fixed[fixed >= 0]])
+    mu = np.zeros(len(cap))
+    bound = alloc_prices(start, o_type, o_gpus, o_val, cap, mu, cs.PRICE_SWEEPS)
+
+    def lagrangian(m):
+        return float(m @ cap) + sum(max([0.0] + [v - m[cfg_type[c]] * cfg_gpus[c] for v, c in row]) for row in val)
+
+    assert (mu >= 0).all()
+    assert bound == pytest.approx(lagrangian(mu), abs=1e-9)
+    assert bound <= lagrangian(np.zeros(len(cap))) + 1e-9
+    sub = cost[free]
+    _, obj = cs.highs_allocation(sub, cfg_type, cfg_gpus, cap, np.full(len(free), -1), 1.1, gap=0.0)
+    assert bound >= (len(free) * 1.1 - obj) * 100 - 1e-4  # (obj: float32 costs summed)
 
 
 @settings(max_examples=60, deadline=None)
@@ -265,7 +387,7 @@ def test_policy_rows_and_restart_factor():
     profs = cs.load_profiles(["cifar10"], ["a", "b"], None)
     job = cs.SiaJob("cifar10-0", "cifar10", 0.0, 2048, profs, ["a", "b"])
     pol = cs.SiaPolicy([job], types)
-    row = pol._row(job)  # no model anywhere: one GPU of any type, goodput 1
+    row = pol._row(0)  # no model anywhere: one GPU of any type, goodput 1
     assert row[pol.cfg_gpus == 1].tolist() == [1.0, 1.0]
     assert (row[pol.cfg_gpus > 1] == cs.ZERO_ALLOC_GAIN).all()
     # a model on type a only: b is projected from a (same profiles: ratio 1); smallest goodput -> 1
@@ -275,7 +397,7 @@ def test_policy_rows_and_restart_factor():
     st = np.array([pr.step_time((1,), 64), pr.step_time((2,), 64), pr.step_time((4, 4), 64)])
     job.pp["a"] = elastic.fit_perf_params(n, r, b, st[:, 0] - st[:, 1], st[:, 0])
     job.seen["a"] = {(1, 8, 64): (0.1, 0.01)}  # (most GPUs run: 8, so up to 16 are offered)
-    row = pol._row(job)
+    row = pol._row(0)  # (computed again: the gradient statistics changed)
     a, bb = row[:types[1].first], row[types[1].first:]
     assert row.min() == pytest.approx(1.0)
     assert (a[types[0].cfg_gpus > 16] == cs.ZERO_ALLOC_GAIN).all()
@@ -326,3 +448,165 @@ def test_admission_gates_the_jobs_sia_sees(small, monkeypatch):
     # a gate that never binds is the simulator's run, job by job
     _, loose = _active_sets(monkeypatch, small, admission="load:100")
     assert loose.jobs["finish_s"].to_list() == every.jobs["finish_s"].to_list() and loose.summary["held_jobs"] == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_local_search_returns_a_feasible_local_optimum_and_its_value(jobs, types, seed):
+    """``alloc_improve`` (before the dynamic programme): its value is its choice's, the choice fits,
+    and no move of one job, or of two, to other options fits and adds value (plain Python)."""
+    import itertools
+
+    from fastblox.kernels.elastic import alloc_improve
+
+    rng = np.random.default_rng(seed)
+    per = rng.integers(1, 5, jobs)
+    start = np.concatenate([[0], np.cumsum(per + 1)]).astype(np.int64)
+    o_type = np.concatenate([np.r_[rng.integers(0, types, p), -1] for p in per]).astype(np.int64)
+    o_gpus = np.where(o_type >= 0, rng.choice([1, 2, 4, 8], len(o_type)), 0).astype(np.int64)
+    o_val = np.where(o_type >= 0, rng.integers(1, 60, len(o_type)), 0).astype(np.int64)
+    cap = rng.integers(0, 12, types).astype(np.int64)
+    pick = start[1:] - 1  # (everyone waits)
+    val = alloc_improve(start, o_type, o_gpus, o_val, cap, pick, np.empty(types, dtype=np.int64))
+
+    def fits(p):
+        on = o_type[p] >= 0
+        return (np.bincount(o_type[p][on], weights=o_gpus[p][on], minlength=types) <= cap).all()
+
+    assert val == o_val[pick].sum() and fits(pick)
+    assert all(start[d] <= pick[d] < start[d + 1] for d in range(jobs))
+    for d, e in itertools.combinations_with_replacement(range(jobs), 2):
+        for k in range(start[d], start[d + 1]):
+            for m in range(start[e], start[e + 1]) if e != d else [None]:
+                p = pick.copy()
+                p[d] = k
+                if m is not None:
+                    p[e] = m
+                assert not (fits(p) and o_val[p].sum() > val)
+
+
+# ------------------------------------------------------------------ the run-wide memos keep the replay's bits
+#: sixteen jobs of philly/workload-1 (cifar10, deepspeech2, yolov3, bert) on a:2x4,b:1x4 with the bundled
+#: profiles, as the replay gave them before its run-wide memos (main a2dabb2): finish and attained GPU seconds
+GOLDEN_ROWS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 22, 27, 31, 51, 52, 78]
+GOLDEN_FINISH = [4034.0, 10300.0, 2381.0, 10730.0, 4438.0, 6436.0, 8112.0, 6392.0, 8472.0, 10476.0, 14526.0, 14580.0,
+                 25564.0, 27764.0, 29745.0, 20051.0]
+GOLDEN_GPU_S = [8548.0, 23800.0, 8504.0, 23720.0, 7856.0, 8012.0, 8124.0, 7924.0, 8124.0, 8052.0, 24084.0, 17940.0,
+                52876.0, 50456.0, 50820.0, 17144.0]
+
+
+def test_replay_job_by_job_as_before_the_memos():
+    w = read_workload(need_shared(WORKLOADS / "philly" / "workload-1.csv")).take(np.array(GOLDEN_ROWS))
+    res = fastblox.simulate(w, compat="sia", policy="sia", cluster=HET4)
+    assert res.jobs["finish_s"].to_list() == GOLDEN_FINISH
+    assert res.jobs["attained_gpu_s"].to_list() == GOLDEN_GPU_S
+    assert res.summary["restarts"] == 71
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["cifar10", "bert", "deepspeech2", "yolov3", "imagenet", "ncf"]), st.data())
+def test_grad_stats_at_is_grad_stats_bit_for_bit(app, data):
+    from fastblox import elastic
+
+    pr = elastic.profile(app)
+    bs = pr.batch_sizes
+    b = data.draw(st.one_of(st.sampled_from(bs.tolist()), st.integers(int(bs[0]), int(bs[-1])),
+                            st.floats(float(bs[0]), float(bs[-1]))))
+    e = data.draw(st.integers(0, pr.max_epochs - 1))
+    want = tuple(float(x) for x in pr.grad_stats(b, e))
+    assert pr.grad_stats_at(b, e) == want
+    with pytest.raises(ValueError, match="outside the validated"):
+        pr.grad_stats_at(float(bs[-1]) * 1.5, e)
+
+
+def _models(rng, pr, n):
+    """``n`` fitted models of profile ``pr`` (one to three configurations observed) and gradient statistics."""
+    from fastblox import elastic
+
+    out = []
+    for _ in range(n):
+        pls = [(1,), (2,), (4,), (4, 4)][:int(rng.integers(1, 4)) + 1]
+        a = int(rng.integers(pr.min_local_bsz, pr.max_local_bsz + 1))
+        st_ = np.array([pr.step_time(p, a) for p in pls])
+        pp = elastic.fit_perf_params([len(p) for p in pls], [sum(p) for p in pls], [a] * len(pls),
+                                     st_[:, 0] - st_[:, 1], st_[:, 0], tol=cs.FIT_TOL, kernel=True)
+        b = float(rng.uniform(pr.batch_sizes[0], pr.batch_sizes[-1]))
+        out.append((pp, pr.grad_stats_at(b, int(rng.integers(0, pr.max_epochs)))))
+    return out
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(["cifar10", "bert", "yolov3"]), st.integers(0, 2**32 - 1))
+def test_run_memo_is_best_batch_bit_for_bit(app, seed):
+    """RunMemo.best (speeds kept per model and configurations, picks per gradient statistics, shared by the
+    jobs) against elastic.best_batch computed afresh, over calls that repeat and mix their inputs."""
+    from fastblox import elastic
+
+    rng = np.random.default_rng(seed)
+    pr = elastic.profile(app)
+    memo, models = cs.RunMemo(), _models(rng, pr, 3)
+    cfgs = [(np.array([1.0]), np.array([1.0])), (np.array([1.0, 1.0, 2.0]), np.array([1.0, 4.0, 8.0])),
+            (np.array([1.0, 2.0]), np.array([2.0, 8.0]))]
+    for _ in range(30):
+        pp, _ = models[int(rng.integers(3))]
+        grad = models[int(rng.integers(3))][1]
+        nodes, reps = cfgs[int(rng.integers(3))]
+        top = int(rng.choice([pr.max_local_bsz, pr.min_local_bsz + 1]))
+        mb = int(rng.choice([pr.max_batch_size, 2 * pr.init_batch_size]))
+        got = memo.best(app, "a", pr, pp, grad, nodes, reps, mb, top,
+                        None if rng.random() < 0.5 else (nodes.tobytes(), reps.tobytes()))
+        want = elastic.best_batch(pp, grad, pr.init_batch_size, nodes, reps, mb, pr.min_local_bsz, top)
+        want_np = elastic.best_batch_numpy(pp, grad, pr.init_batch_size, nodes, reps, mb, pr.min_local_bsz, top)
+        for g, w_, v in zip(got, want, want_np):
+            assert g.tobytes() == w_.tobytes() == v.tobytes()
+            assert not g.flags.writeable  # (shared: read-only)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_shared_rows_are_each_jobs_own(seed):
+    """SiaPolicy._row (rows shared by alike jobs, computed again when a job's models or statistics
+    change) against _new_row computed afresh for the job's state, as jobs' states change."""
+    rng = np.random.default_rng(seed)
+    types = cs.cluster_types(Cluster.parse("a:2x4,b:1x4"), pollux_profiles=True)
+    profs = cs.load_profiles(["cifar10", "bert"], ["a", "b"], None)
+    memo = cs.RunMemo()
+    jobs = [cs.SiaJob(f"{a}-{k}", a, 0.0, int(b), profs, ["a", "b"], memo)
+            for k, (a, b) in enumerate([("cifar10", 2048), ("cifar10", 2048), ("cifar10", 1024), ("bert", 96)])]
+    pol = cs.SiaPolicy(jobs, types)
+    models = {a: _models(rng, profs[a, "a"], 2) for a in ("cifar10", "bert")}
+    for _ in range(12):
+        j = int(rng.integers(len(jobs)))
+        job = jobs[j]
+        for t in ("a", "b"):  # a model on each type or none; the statistics of one of them
+            job.pp[t] = None if rng.random() < 0.3 else models[job.app][int(rng.integers(2))][0]
+        job.grad = models[job.app][int(rng.integers(2))][1]
+        job.seen["a"] = {(1, int(rng.choice([1, 2, 4])), 8): (0.1, 0.01)}
+        job.models += 1
+        for i, other in enumerate(jobs):
+            assert pol._row(i).tobytes() == pol._new_row(other, other.max_replicas()).tobytes()
+    assert not pol._row(0).flags.writeable
+
+
+def test_profile_with_a_bad_cell_names_file_row_column(tmp_path):
+    import shutil
+
+    from fastblox import elastic
+    from fastblox.errors import TraceError
+
+    d = tmp_path / "cifar10"
+    shutil.copytree(elastic.data_dir() / "cifar10", d)
+    f = d / "placements.csv"
+    lines = f.read_text().splitlines()
+    head = lines[0].split(",")
+    cells = lines[3].split(",")
+    cells[head.index("step_time")] = "fast"
+    lines[3] = ",".join(cells)
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TraceError, match=r"row 4, column 'step_time': not a number: 'fast'") as e:
+        elastic.profile("cifar10", str(tmp_path))
+    assert str(f) in str(e.value) and "\n" not in str(e.value)
+    good = elastic.profile("cifar10")  # (the same table from the bundled file, read a column at a time)
+    shutil.copy(elastic.data_dir() / "cifar10" / "placements.csv", f)
+    again = elastic.profile("cifar10", str(tmp_path))
+    assert again.points.tobytes() == good.points.tobytes() and again.values.tobytes() == good.values.tobytes()

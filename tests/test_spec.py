@@ -269,3 +269,38 @@ def test_no_run_option_shares_a_name_with_a_summary_figure():
     res = fastblox.simulate(fastblox.gavel_like_workload(20, seed=0), cluster="4x4", record_series=True)
     clash = set(PARAM_KEYS) & {k for k, v in res.summary.items() if not isinstance(v, dict)}
     assert clash <= {"num_jobs", "reference_gpu"}
+
+
+#: a run of each engine but the native one (``resolved(source=False)``: no workload needed)
+ENGINE_BASES = {"blox": dict(compat="blox"), "tiresias": dict(compat="tiresias", policy="dlas-gpu"),
+                "gavel": dict(compat="gavel", policy="fifo", cluster="36:0:0"),
+                "pollux": dict(compat="pollux", policy="pollux"), "synergy": dict(compat="synergy", policy="fifo"),
+                "sia": dict(compat="sia", policy="sia", cluster="aws:4x4,rtx:2x4"), "elastic": dict(policy="pollux")}
+
+
+@pytest.mark.parametrize("engine", list(ENGINE_BASES))
+def test_engines_table_says_what_each_engine_refuses(engine):
+    """Every option without an x in an engine's column of the engines table is refused by that
+    engine at its example's value, with a one-line error naming the option's flag."""
+    from fastblox.spec import OptionError, api_fields
+
+    base = ENGINE_BASES[engine]
+    RunSpec(**base).resolved(source=False)  # the base itself runs
+    without_x = [f.name for f in api_fields() if engine not in f.metadata["engines"]]
+    assert without_x
+    for name in without_x:
+        v = "/tmp" if name == "sia_profiles" else EXAMPLES[name][name]
+        with pytest.raises(OptionError) as e:
+            RunSpec(**{**base, name: v}).resolved(source=False)
+        assert e.value.option == name and str(e.value).startswith(flag(name) + ":") and "\n" not in str(e.value)
+
+
+def test_docs_hold_the_engines_table():
+    import re
+
+    from fastblox.spec import engines_table
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "running.md").read_text()
+    block = re.search(r"<!-- spec:engines:start -->\n(.*?)\n<!-- spec:engines:end -->", text, re.S)
+    assert block and block.group(1) == engines_table(), \
+        "docs/running.md's engines table differs from the options' declarations: paste `fastblox parts`'s table"
