@@ -577,7 +577,9 @@ class ElasticJob:
                                                          kernel=True)
         self.pp = self.fits[key]
 
-    def reallocate(self, placement: tuple, now: float) -> None:
+    def reallocate(self, placement: tuple, now: float, nodes=()) -> None:
+        """The job runs on ``placement`` (GPUs per node; empty: suspended) from ``now`` (``nodes``,
+        a node per GPU: read by ``fastblox.mixed.RigidJob`` only)."""
         if not placement:
             if self.placement:
                 self.preempted += 1
@@ -704,8 +706,11 @@ class PolluxPolicy:
     PAIR_CAP = 64  # a round of more active jobs: the search's pair moves give GPUs only to the 64 jobs furthest
     # above the least value they could have (kernels.pollux._partners), so a sweep costs jobs x 64, not jobs^2
 
-    def __init__(self, jobs: list, nodes: int, per_node: int, restart_s: float = elastic.RESTART_S):
+    def __init__(self, jobs: list, nodes: int, per_node: int, restart_s: float = elastic.RESTART_S,
+                 search: bool = True):
         self.jobs, self.nodes, self.per_node, self.restart_s = jobs, nodes, per_node, float(restart_s)
+        # (False: no local search after the plans: the rule kernels.pollux_rigid compiles for rigid jobs)
+        self.search = search
         self.objectives = []  # (interval time, objective of the chosen, of the unchanged allocation)
 
     # ---- the objective
@@ -946,7 +951,8 @@ class PolluxPolicy:
                     break
                 caps[short] = got[short]  # (the packing could not give them that many: plan again without)
         ok = (base.sum(axis=1) <= maxr).all()
-        best, f_best = self._refine([best, base if ok else None], f_best, base, tabs, factors, maxr)
+        if self.search:
+            best, f_best = self._refine([best, base if ok else None], f_best, base, tabs, factors, maxr)
         self.objectives.append((now, f_best, f_base))
         return {j: [n for n in range(self.nodes) for _ in range(int(best[i, n]))] for i, j in enumerate(order)}
 
@@ -997,7 +1003,7 @@ def _run_pollux(jobs, pol, submit, interval_s, max_intervals, until_s=None, gate
         new = pol.optimize(active, alloc, now)
         for j in active:
             if new.get(j) != alloc.get(j):
-                jobs[j].reallocate(to_placement(new.get(j, [])), now)
+                jobs[j].reallocate(to_placement(new.get(j, [])), now, new.get(j, ()))
         alloc = new
     else:
         raise RuntimeError(f"the replay did not finish in {max_intervals} intervals")

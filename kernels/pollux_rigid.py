@@ -1,0 +1,535 @@
+"""Pollux on rigid jobs, compiled: the elastic engine's replay (``fastblox.compat_pollux._run_pollux``
+with ``fastblox.mixed.RigidJob``) and ``PolluxPolicy.optimize``'s rule for jobs that take their
+gang or nothing, on nodes of any GPU types (``fastblox.mixed.simulate_rigid`` calls it; its
+plain twin is that Python replay with ``PolluxPolicy(search=False)``, compared by hypothesis).
+
+Each interval every running job advances (at the speed of the slowest GPU type it holds), jobs
+that finished leave, arrivals are let in (the native admission, ``kernels.admission.admit_to``),
+and Pollux's allocation is chosen, blind to GPU types: jobs in order of (attained GPU-seconds,
+submit time), each valued ``1 / (speedup / per_node * factor + 1e-3)`` (``speedup``: gang / fair
+share on its gang, 0 with no GPUs; ``factor``: the restart discount, 1 on its unchanged row),
+the least sum of values over GPU counts (the dynamic programme of
+``kernels.elastic.pollux_sizes`` over the three options a rigid job has: none, its gang, its
+current row), packed onto nodes (``PolluxPolicy._pack``/``_place_one``), planned again without
+the gangs the packing could not place, the best by Pollux's power mean kept (the current
+allocation included). Rows are sparse: at most ``K`` (node, GPUs) pairs a job.
+
+The local search the elastic engine runs after this (``kernels.pollux.search``) is left out:
+when the first plan over the full relaxation packs every gang, the allocation kept is optimal
+(the plan is optimal over GPU counts alone, a relaxation) and that search cannot improve it; the
+other rounds are counted (``stats[0]``) and the search might have moved jobs there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._jit import jit
+from .admission import admit_to
+
+MAX_NODES_PER_JOB = 16  # compat_pollux.MAX_NODES_PER_JOB: a spread row's nodes at most
+PASSES = 8  # PolluxPolicy.PASSES
+POLLUX_P = -1.0  # compat_pollux.POLLUX_P
+# the replay's outcome codes
+OK, TOO_LONG = 0, 1
+
+
+@jit(nrt=False)
+def pairwise_sum(a, lo, n):
+    """``np.sum`` of ``a[lo:lo + n]`` (float64, contiguous) with numpy's own pairwise summation
+    (blocks of 128 with eight accumulators), so the objective has numpy's bits."""
+    if n < 8:
+        s = 0.0
+        for i in range(n):
+            s += a[lo + i]
+        return s
+    if n <= 128:
+        r0 = a[lo]
+        r1 = a[lo + 1]
+        r2 = a[lo + 2]
+        r3 = a[lo + 3]
+        r4 = a[lo + 4]
+        r5 = a[lo + 5]
+        r6 = a[lo + 6]
+        r7 = a[lo + 7]
+        i = 8
+        while i < n - (n % 8):
+            r0 += a[lo + i]
+            r1 += a[lo + i + 1]
+            r2 += a[lo + i + 2]
+            r3 += a[lo + i + 3]
+            r4 += a[lo + i + 4]
+            r5 += a[lo + i + 5]
+            r6 += a[lo + i + 6]
+            r7 += a[lo + i + 7]
+            i += 8
+        s = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            s += a[lo + i]
+            i += 1
+        return s
+    n2 = n // 2
+    n2 -= n2 % 8
+    return pairwise_sum(a, lo, n2) + pairwise_sum(a, lo + n2, n - n2)
+
+
+@jit(nrt=False)
+def same_row(ja, na, nodes_a, cnt_a, jb, nb, nodes_b, cnt_b):
+    """Whether row ``ja`` of (``nodes_a``, ``cnt_a``, ``na`` pairs) is row ``jb`` of the other."""
+    if na != nb:
+        return False
+    for k in range(na):
+        if nodes_a[ja, k] != nodes_b[jb, k] or cnt_a[ja, k] != cnt_b[jb, k]:
+            return False
+    return True
+
+
+@jit(nrt=False)
+def _row_from_dense(dense, i, out_nodes, out_cnt, out_len):
+    """Row ``i`` of the sparse arrays from ``dense`` GPUs per node (ascending nodes); ``dense`` zeroed."""
+    m = 0
+    for k in range(len(dense)):
+        if dense[k] > 0:
+            out_nodes[i, m] = k
+            out_cnt[i, m] = dense[k]
+            m += 1
+            dense[k] = 0
+    out_len[i] = m
+
+
+@jit(nrt=False)
+def place_one(r, free, dist_on, per_node, dense, order):
+    """``PolluxPolicy._place_one``: ``r`` GPUs into ``dense`` (zeros in, GPUs per node out): one
+    node, the fullest that takes them; else whole free nodes plus the fullest node for the rest
+    (no other multi-node job on it); else spread over the freest nodes without another multi-node
+    job (at most ``MAX_NODES_PER_JOB``); else part of the freest node. ``order``: scratch (nodes)."""
+    N = len(free)
+    P = per_node
+    if r <= P:
+        pick = -1
+        for k in range(N):
+            if free[k] >= r and (pick < 0 or free[k] < free[pick]):
+                pick = k
+        if pick >= 0:
+            dense[pick] = r
+            return
+    else:
+        full = r // P
+        rest = r % P
+        nwhole = 0
+        for k in range(N):
+            if free[k] == P:
+                nwhole += 1
+        if nwhole >= full:
+            last = -1  # (the full-th whole node: the whole nodes used are those up to it)
+            c = 0
+            for k in range(N):
+                if free[k] == P:
+                    c += 1
+                    if c == full:
+                        last = k
+                        break
+            if rest:
+                pick = -1
+                for k in range(N):
+                    if free[k] >= rest and not dist_on[k] and not (free[k] == P and k <= last):
+                        if pick < 0 or free[k] < free[pick]:
+                            pick = k
+                if pick >= 0:
+                    for k in range(last + 1):
+                        if free[k] == P:
+                            dense[k] = P
+                    dense[pick] = rest
+                    return
+            else:
+                for k in range(last + 1):
+                    if free[k] == P:
+                        dense[k] = P
+                return
+    # spread: nodes without another multi-node job, most free first (lowest index among equals)
+    m = 0
+    for f in range(P, 0, -1):
+        for k in range(N):
+            if free[k] == f and not dist_on[k]:
+                order[m] = k
+                m += 1
+    if m > MAX_NODES_PER_JOB:
+        m = MAX_NODES_PER_JOB
+    left = r
+    nz = 0
+    tot = 0
+    for p in range(m):
+        k = order[p]
+        take = free[k] if free[k] < left else left
+        dense[k] = take
+        nz += 1
+        tot += take
+        left -= take
+        if left == 0:
+            break
+    if nz <= 1 and tot < r:  # one node can take part of it only
+        for k in range(N):
+            dense[k] = 0
+        best = 0
+        for k in range(1, N):
+            if free[k] > free[best]:
+                best = k
+        if free[best] > 0:
+            dense[best] = free[best] if free[best] < r else r
+
+
+@jit(nrt=False)
+def _sizes_dp(J, opt_r, opt_v, nopt, G, choice, dp, nxt, out_k):
+    """``kernels.elastic.pollux_sizes`` over each job's options in order (``opt_r``/``opt_v``
+    [job, 3], ``nopt`` of them; the elastic engine's inf options never win, so they are left out):
+    the option index of each job (``out_k``) of the least sum over at most ``G`` GPUs."""
+    for c in range(G + 1):
+        dp[c] = 0.0
+    for j in range(J):
+        for c in range(G + 1):
+            best = math.inf
+            bk = 0
+            for k in range(nopt[j]):
+                r = opt_r[j, k]
+                cand = dp[c - r] + opt_v[j, k] if c - r >= 0 else math.inf
+                if cand < best:
+                    best = cand
+                    bk = k
+            nxt[c] = best
+            choice[j, c] = bk
+        for c in range(G + 1):
+            dp[c] = nxt[c]
+    c = 0
+    for i in range(1, G + 1):
+        if dp[i] < dp[c]:
+            c = i
+    for j in range(J - 1, -1, -1):
+        k = choice[j, c]
+        out_k[j] = k
+        c -= opt_r[j, k]
+
+
+@jit
+def sizes(J, opt_r, opt_v, nopt, G, out_k, work_dp, work_nxt):
+    """Each job's option (index into its options) of the least sum over at most ``G`` GPUs:
+    each its own first least option when those fit together (the programme's answer then), else
+    the programme (``_sizes_dp``). Returns whether the programme ran."""
+    tot = 0
+    for j in range(J):
+        bk = 0
+        for k in range(1, nopt[j]):
+            if opt_v[j, k] < opt_v[j, bk]:
+                bk = k
+        out_k[j] = bk
+        tot += opt_r[j, bk]
+    if tot <= G:
+        return False
+    choice = np.empty((J, G + 1), dtype=np.int8)
+    _sizes_dp(J, opt_r, opt_v, nopt, G, choice, work_dp, work_nxt, out_k)
+    return True
+
+
+@jit(nrt=False)
+def objective(J, ord_j, gang, fair, per_node, factor, b_nodes, b_cnt, b_len, c_nodes, c_cnt, c_len, s_buf):
+    """Pollux's power mean (p = -1) of the scaled speedups of candidate rows (``c_*``, by position
+    in ``ord_j``) against the base rows (``b_*``, by job), as ``PolluxPolicy.objective``."""
+    for i in range(J):
+        j = ord_j[i]
+        r = 0
+        for k in range(c_len[i]):
+            r += c_cnt[i, k]
+        one = gang[j] / fair if r == gang[j] and r > 0 else 0.0
+        s = one / per_node
+        if not same_row(i, c_len[i], c_nodes, c_cnt, j, b_len[j], b_nodes, b_cnt):
+            s = s * factor[i]
+        s_buf[i] = (s + 1e-3) ** POLLUX_P
+    return (pairwise_sum(s_buf, 0, J) / J) ** (1.0 / POLLUX_P)
+
+
+@jit(nrt=False)
+def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order, place_ord,
+         c_nodes, c_cnt, c_len):
+    """``PolluxPolicy._pack``: rows (``c_*``, by position) with the options chosen (``keep_k[i]``:
+    keeps its row; ``r_of[i]``: its GPUs): kept rows as they are, the others largest first (by
+    position among equals) by :func:`place_one`; a gang the packing cannot give whole gets none.
+    Returns how many chosen gangs got none (the short ones: ``c_len[i]`` 0 with ``r_of[i]`` > 0)."""
+    N = len(free)
+    for k in range(N):
+        free[k] = per_node
+        dist_on[k] = False
+    m = 0
+    for i in range(J):
+        j = ord_j[i]
+        c_len[i] = 0
+        if keep_k[i]:
+            c_len[i] = b_len[j]
+            for k in range(b_len[j]):
+                c_nodes[i, k] = b_nodes[j, k]
+                c_cnt[i, k] = b_cnt[j, k]
+                free[b_nodes[j, k]] -= b_cnt[j, k]
+                if b_len[j] > 1:
+                    dist_on[b_nodes[j, k]] = True
+        elif r_of[i] > 0:
+            place_ord[m] = i
+            m += 1
+    # largest first, by position among equals (a stable insertion sort: few jobs start at once)
+    for a in range(1, m):
+        x = place_ord[a]
+        p = a
+        while p > 0 and r_of[place_ord[p - 1]] < r_of[x]:
+            place_ord[p] = place_ord[p - 1]
+            p -= 1
+        place_ord[p] = x
+    short = 0
+    for a in range(m):
+        i = place_ord[a]
+        r = r_of[i]
+        place_one(r, free, dist_on, per_node, dense, order)
+        tot = 0
+        for k in range(N):
+            tot += dense[k]
+        if tot != gang[ord_j[i]]:
+            for k in range(N):
+                dense[k] = 0
+            short += 1
+        _row_from_dense(dense, i, c_nodes, c_cnt, c_len)
+        for k in range(c_len[i]):
+            free[c_nodes[i, k]] -= c_cnt[i, k]
+            if c_len[i] > 1:
+                dist_on[c_nodes[i, k]] = True
+    return short
+
+
+@jit(nrt=False)
+def _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
+    """Each job's options, in the elastic engine's order (inf ones left out): no GPUs; its gang
+    (changed: discounted by ``factor``; not with ``whole`` for a gang of more than a node that is
+    not whole nodes, nor above its cap); keeping its row (running jobs). ``keep_at[i]``: the keep
+    option's index (-1: none)."""
+    P = per_node
+    for i in range(J):
+        j = ord_j[i]
+        g = gang[j]
+        opt_r[i, 0] = 0
+        opt_v[i, 0] = 1.0 / (0.0 / P * factor[i] + 1e-3)
+        n = 1
+        if caps[i] >= g and not (whole and g > P and g % P != 0):
+            opt_r[i, n] = g
+            opt_v[i, n] = 1.0 / (g / fair / P * factor[i] + 1e-3)
+            n += 1
+        keep_at[i] = -1
+        if b_len[j] > 0:
+            opt_r[i, n] = g
+            opt_v[i, n] = 1.0 / (g / fair / P + 1e-3)
+            keep_at[i] = n
+            n += 1
+        nopt[i] = n
+
+
+@jit(nrt=False)
+def _copy_rows(J, src_nodes, src_cnt, src_len, dst_nodes, dst_cnt, dst_len):
+    for i in range(J):
+        dst_len[i] = src_len[i]
+        for k in range(src_len[i]):
+            dst_nodes[i, k] = src_nodes[i, k]
+            dst_cnt[i, k] = src_cnt[i, k]
+
+
+@jit
+def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_node, b_nodes, b_cnt, b_len, K,
+             best_nodes, best_cnt, best_len, ord_j, stats):
+    """``PolluxPolicy.optimize`` (without its local search) for the active jobs ``act[:J]``
+    (workload order) holding rows ``b_*`` (by job): the allocation kept into ``best_*`` by
+    position in ``ord_j`` (the jobs by attained GPU-seconds, then submit time). ``stats``: [0]
+    rounds whose first plan over GPU counts alone could not be packed (not proven optimal), [1]
+    rounds that needed the programme, [2] rounds."""
+    G = N * per_node
+    a = act[:J]
+    o1 = np.argsort(submit[a], kind="mergesort")
+    o2 = np.argsort(attained[a[o1]], kind="mergesort")
+    for i in range(J):
+        ord_j[i] = a[o1[o2[i]]]
+    fair = math.ceil(G / J) * 1.0
+    factor = np.empty(J)
+    odd = False
+    for i in range(J):
+        j = ord_j[i]
+        age = now - submit[j]
+        rst = restarts[j] if restarts[j] > 0 else 0
+        x = age - rst * restart_s
+        factor[i] = (x if x > 0.0 else 0.0) / (age + restart_s)
+        if gang[j] > per_node and gang[j] % per_node != 0:
+            odd = True
+    s_buf = np.empty(J)
+    for i in range(J):  # the unchanged allocation
+        j = ord_j[i]
+        best_len[i] = b_len[j]
+        for k in range(b_len[j]):
+            best_nodes[i, k] = b_nodes[j, k]
+            best_cnt[i, k] = b_cnt[j, k]
+    f_best = objective(J, ord_j, gang, fair, per_node, factor, b_nodes, b_cnt, b_len, best_nodes, best_cnt, best_len,
+                       s_buf)
+    c_nodes = np.empty((J, K), dtype=np.int64)
+    c_cnt = np.empty((J, K), dtype=np.int64)
+    c_len = np.empty(J, dtype=np.int64)
+    opt_r = np.empty((J, 3), dtype=np.int64)
+    opt_v = np.empty((J, 3))
+    nopt = np.empty(J, dtype=np.int64)
+    keep_at = np.empty(J, dtype=np.int64)
+    caps = np.empty(J, dtype=np.int64)
+    out_k = np.empty(J, dtype=np.int64)
+    r_of = np.empty(J, dtype=np.int64)
+    keep_k = np.empty(J, dtype=np.bool_)
+    dp = np.empty(G + 1)
+    nxt = np.empty(G + 1)
+    free = np.empty(N, dtype=np.int64)
+    dist_on = np.empty(N, dtype=np.bool_)
+    dense = np.zeros(N, dtype=np.int64)
+    order = np.empty(N, dtype=np.int64)
+    place_ord = np.empty(J, dtype=np.int64)
+    proven = False
+    for w in range(2):
+        whole = w == 0
+        if not whole and not odd:
+            break  # (the same plans again: whole nodes change no job's options)
+        for i in range(J):
+            caps[i] = gang[ord_j[i]]
+        for pss in range(PASSES):
+            _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
+            if sizes(J, opt_r, opt_v, nopt, G, out_k, dp, nxt):
+                stats[1] += 1
+            for i in range(J):
+                keep_k[i] = out_k[i] == keep_at[i]
+                r_of[i] = opt_r[i, out_k[i]]
+            short = pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order,
+                         place_ord, c_nodes, c_cnt, c_len)
+            f = objective(J, ord_j, gang, fair, per_node, factor, b_nodes, b_cnt, b_len, c_nodes, c_cnt, c_len, s_buf)
+            if f > f_best:
+                f_best = f
+                _copy_rows(J, c_nodes, c_cnt, c_len, best_nodes, best_cnt, best_len)
+            if pss == 0 and short == 0 and (not whole or not odd):
+                proven = True  # (the plan over the full relaxation packed: an optimum)
+            if short == 0:
+                break
+            for i in range(J):
+                if not keep_k[i] and r_of[i] > 0 and c_len[i] == 0:
+                    caps[i] = 0
+    if not proven:
+        stats[0] += 1
+    stats[2] += 1
+
+
+@jit(nrt=False)
+def _advance(j, t0, secs, gang, work, done, rescale, speed, attained, finish, b_len):
+    """``fastblox.mixed.RigidJob.advance``: job ``j`` over ``[t0, t0 + secs)`` on its row, its work
+    done at ``speed`` work-seconds a second after its restart delay."""
+    if b_len[j] == 0 or finish[j] >= 0:
+        return
+    d = rescale[j] if rescale[j] < secs else secs
+    rescale[j] -= d
+    left = (work[j] - done[j]) / speed[j]
+    run = secs - d if secs - d < left else left
+    attained[j] += (d + run) * gang[j]
+    if run >= left:
+        finish[j] = t0 + d + left
+        done[j] = work[j]
+    else:
+        done[j] += run * speed[j]
+
+
+@jit
+def replay(submit, gang, work, speed_t, node_type, per_node, interval_s, restart_s, theta, max_intervals, K, first,
+           finish, preempted, restarts, attained, arrive_s, admit_s, stats):
+    """The elastic engine's replay of rigid jobs under Pollux (module docstring); per job:
+    ``first`` (-1: never ran), ``finish`` (-1), ``preempted``, ``restarts`` (-1: never ran),
+    ``attained`` (GPU-seconds held, restarts included), ``arrive_s``/``admit_s`` (the interval it
+    arrived at / was let in at: ``fastblox.mixed.Gate``). ``speed_t[j, t]``: job ``j``'s speed on
+    GPU type ``t`` (a gang over several types: the slowest). Returns OK or TOO_LONG."""
+    n = len(submit)
+    N = len(node_type)
+    total = N * per_node
+    b_nodes = np.zeros((n, K), dtype=np.int64)
+    b_cnt = np.zeros((n, K), dtype=np.int64)
+    b_len = np.zeros(n, dtype=np.int64)
+    done = np.zeros(n)
+    rescale = np.zeros(n)
+    speed = np.ones(n)
+    arr = np.argsort(submit, kind="mergesort")
+    sub_arr = submit[arr]
+    g_arr = gang[arr]
+    act = np.empty(n, dtype=np.int64)
+    nxt_act = np.empty(n, dtype=np.int64)
+    ord_j = np.empty(n, dtype=np.int64)
+    best_nodes = np.empty((n, K), dtype=np.int64)
+    best_cnt = np.empty((n, K), dtype=np.int64)
+    best_len = np.empty(n, dtype=np.int64)
+    J = 0
+    now = 0.0
+    left = n
+    next_arr = 0
+    head = 0
+    demand = 0
+    for _ in range(max_intervals):
+        if left == 0:
+            return OK
+        for a in range(J):
+            _advance(act[a], now, interval_s, gang, work, done, rescale, speed, attained, finish, b_len)
+        now += interval_s
+        m = 0
+        ndone = 0
+        for a in range(J):
+            j = act[a]
+            if finish[j] >= 0:
+                ndone += 1
+                demand -= gang[j]
+                b_len[j] = 0
+            else:
+                nxt_act[m] = j
+                m += 1
+        left -= ndone
+        f0 = next_arr
+        while next_arr < n and sub_arr[next_arr] <= now:
+            next_arr += 1
+        for q in range(f0, next_arr):
+            arrive_s[arr[q]] = now
+        last = admit_to(theta, total, demand, head, next_arr, g_arr)
+        for q in range(head, last):
+            demand += g_arr[q]
+            admit_s[arr[q]] = now
+            nxt_act[m] = arr[q]
+            m += 1
+        if ndone > 0 or last > head:
+            act[:m] = np.sort(nxt_act[:m])
+            J = m
+        head = last
+        if J == 0:
+            continue
+        optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_node, b_nodes, b_cnt, b_len, K,
+                 best_nodes, best_cnt, best_len, ord_j, stats)
+        for i in range(J):
+            j = ord_j[i]
+            if same_row(i, best_len[i], best_nodes, best_cnt, j, b_len[j], b_nodes, b_cnt):
+                continue
+            if best_len[i] == 0:
+                if b_len[j] > 0:
+                    preempted[j] += 1
+                b_len[j] = 0
+                continue
+            sp = math.inf
+            for k in range(best_len[i]):
+                b_nodes[j, k] = best_nodes[i, k]
+                b_cnt[j, k] = best_cnt[i, k]
+                s = speed_t[j, node_type[best_nodes[i, k]]]
+                if s < sp:
+                    sp = s
+            b_len[j] = best_len[i]
+            speed[j] = sp
+            rescale[j] = restart_s
+            if restarts[j] < 0:
+                restarts[j] = 0
+                first[j] = now
+            else:
+                restarts[j] += 1
+    return OK if left == 0 else TOO_LONG
