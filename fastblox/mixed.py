@@ -270,7 +270,8 @@ def simulate_mixed(apps, gangs, duration_s, is_elastic, submit_s, interval_s: fl
         if placement is not None:
             raise ConfigError(f"--placement: {POLLUX_PLACES}")
         jobs = make_jobs(apps, gangs, duration_s, is_elastic, submit_s, restart_s, speeds, node_type)
-        pol = cp.PolluxPolicy(jobs, nodes, per_node, restart_s, search=search)
+        pol = cp.PolluxPolicy(jobs, nodes, per_node, restart_s, search=search,
+                              rigid_sizes=None if search else _rigid_twin())
         with elastic.one_blas_thread():
             return cp._run_pollux(jobs, pol, submit, interval_s, max_intervals, gate=gate)
     if policy not in cp.BASELINES:
@@ -344,6 +345,12 @@ def type_speeds(workload, cluster, throughput) -> np.ndarray:
                             f"{cluster.gpu_types[t]} (--policy pollux places gangs blind to GPU types); use a "
                             "table with every type, or a cluster without it")
     return sp
+
+
+def _rigid_twin():
+    from .reference.pollux import rigid_sizes
+
+    return rigid_sizes
 
 
 def admission_gate(admission: str, submit_s, gpus, total_gpus: int) -> "Gate | None":

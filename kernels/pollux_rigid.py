@@ -180,54 +180,112 @@ def place_one(r, free, dist_on, per_node, dense, order):
             dense[best] = free[best] if free[best] < r else r
 
 
-@jit(nrt=False)
-def _sizes_dp(J, opt_r, opt_v, nopt, G, choice, dp, nxt, out_k):
-    """``kernels.elastic.pollux_sizes`` over each job's options in order (``opt_r``/``opt_v``
-    [job, 3], ``nopt`` of them; the elastic engine's inf options never win, so they are left out):
-    the option index of each job (``out_k``) of the least sum over at most ``G`` GPUs."""
-    for c in range(G + 1):
-        dp[c] = 0.0
-    for j in range(J):
-        for c in range(G + 1):
-            best = math.inf
-            bk = 0
-            for k in range(nopt[j]):
-                r = opt_r[j, k]
-                cand = dp[c - r] + opt_v[j, k] if c - r >= 0 else math.inf
-                if cand < best:
-                    best = cand
-                    bk = k
-            nxt[c] = best
-            choice[j, c] = bk
-        for c in range(G + 1):
-            dp[c] = nxt[c]
-    c = 0
-    for i in range(1, G + 1):
-        if dp[i] < dp[c]:
-            c = i
-    for j in range(J - 1, -1, -1):
-        k = choice[j, c]
-        out_k[j] = k
-        c -= opt_r[j, k]
-
-
 @jit
-def sizes(J, opt_r, opt_v, nopt, G, out_k, work_dp, work_nxt):
-    """Each job's option (index into its options) of the least sum over at most ``G`` GPUs:
-    each its own first least option when those fit together (the programme's answer then), else
-    the programme (``_sizes_dp``). Returns whether the programme ran."""
+def sizes(J, opt_r, opt_v, nopt, G, out_k):
+    """Each job's option (index into its options: 0 no GPUs, then its gang changed and/or kept)
+    of the least sum of values over at most ``G`` GPUs, as the elastic engine's dynamic
+    programme answers it but over classes of gangs: a job's run option is its first least one
+    with GPUs, taken only when below its no-GPU value (its gain: the difference); when those all
+    fit, every job takes it (the programme's answer then, exactly); else, in each class of alike
+    gangs the jobs of most gain (earliest position among equals) run, the count per class
+    maximising the total gain (a programme over the classes of 2 GPUs or more, ascending, by
+    capacity, the fewest jobs among equal totals; the 1-GPU class last, filling what is left; the
+    least capacity among equal totals). An optimum of the same objective; among optima it may
+    choose other jobs than the elastic engine's programme. Its plain twin:
+    ``fastblox.reference.pollux.rigid_sizes``. Returns whether the classes were needed."""
+    run = np.empty(J, dtype=np.int64)
+    gain = np.empty(J)
+    g = np.zeros(J, dtype=np.int64)
     tot = 0
-    for j in range(J):
-        bk = 0
-        for k in range(1, nopt[j]):
-            if opt_v[j, k] < opt_v[j, bk]:
+    for i in range(J):
+        bk = -1
+        for k in range(1, nopt[i]):
+            if bk < 0 or opt_v[i, k] < opt_v[i, bk]:
                 bk = k
-        out_k[j] = bk
-        tot += opt_r[j, bk]
+        out_k[i] = 0
+        run[i] = -1
+        if bk > 0 and opt_v[i, bk] < opt_v[i, 0]:
+            run[i] = bk
+            gain[i] = opt_v[i, 0] - opt_v[i, bk]
+            g[i] = opt_r[i, bk]
+            tot += g[i]
     if tot <= G:
+        for i in range(J):
+            if run[i] > 0:
+                out_k[i] = run[i]
         return False
-    choice = np.empty((J, G + 1), dtype=np.int8)
-    _sizes_dp(J, opt_r, opt_v, nopt, G, choice, work_dp, work_nxt, out_k)
+    # the candidates by (gang, gain descending, position)
+    cand = np.flatnonzero(run > 0)
+    o1 = np.argsort(-gain[cand], kind="mergesort")
+    c1 = cand[o1]
+    o2 = np.argsort(g[c1], kind="mergesort")
+    srt = c1[o2]
+    m = len(srt)
+    ncls = 0
+    for a in range(m):
+        if a == 0 or g[srt[a]] != g[srt[a - 1]]:
+            ncls += 1
+    cls_g = np.empty(ncls, dtype=np.int64)
+    cls_lo = np.empty(ncls + 1, dtype=np.int64)
+    q = 0
+    for a in range(m):
+        if a == 0 or g[srt[a]] != g[srt[a - 1]]:
+            cls_g[q] = g[srt[a]]
+            cls_lo[q] = a
+            q += 1
+    cls_lo[ncls] = m
+    pref = np.empty(m + ncls)  # (each class's prefix sums of gains: W[0] = 0, W[n] = W[n-1] + gain)
+    for q in range(ncls):
+        base = cls_lo[q] + q
+        pref[base] = 0.0
+        for a in range(cls_lo[q], cls_lo[q + 1]):
+            pref[base + a - cls_lo[q] + 1] = pref[base + a - cls_lo[q]] + gain[srt[a]]
+    first = 1 if cls_g[0] == 1 else 0  # (the 1-GPU class, if any, fills what is left)
+    F = np.zeros(G + 1)
+    Fn = np.empty(G + 1)
+    pick = np.zeros((ncls, G + 1), dtype=np.int64)
+    for q in range(first, ncls):
+        gq = cls_g[q]
+        cnt = cls_lo[q + 1] - cls_lo[q]
+        base = cls_lo[q] + q
+        for c in range(G + 1):
+            best = F[c]
+            bn = 0
+            top = c // gq
+            if top > cnt:
+                top = cnt
+            for nn in range(1, top + 1):
+                v = F[c - gq * nn] + pref[base + nn]
+                if v > best:
+                    best = v
+                    bn = nn
+            Fn[c] = best
+            pick[q, c] = bn
+        for c in range(G + 1):
+            F[c] = Fn[c]
+    c_best = 0
+    v_best = -1.0
+    for c in range(G + 1):
+        v = F[c]
+        if first:
+            cnt1 = cls_lo[1]
+            left = G - c
+            v = v + pref[cnt1 if cnt1 < left else left]
+        if v > v_best:
+            v_best = v
+            c_best = c
+    if first:
+        left = G - c_best
+        cnt1 = cls_lo[1]
+        n1 = cnt1 if cnt1 < left else left
+        for a in range(n1):
+            out_k[srt[a]] = run[srt[a]]
+    c = c_best
+    for q in range(ncls - 1, first - 1, -1):
+        nn = pick[q, c]
+        for a in range(cls_lo[q], cls_lo[q] + nn):
+            out_k[srt[a]] = run[srt[a]]
+        c -= cls_g[q] * nn
     return True
 
 
@@ -382,8 +440,6 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     out_k = np.empty(J, dtype=np.int64)
     r_of = np.empty(J, dtype=np.int64)
     keep_k = np.empty(J, dtype=np.bool_)
-    dp = np.empty(G + 1)
-    nxt = np.empty(G + 1)
     free = np.empty(N, dtype=np.int64)
     dist_on = np.empty(N, dtype=np.bool_)
     dense = np.zeros(N, dtype=np.int64)
@@ -398,7 +454,7 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
             caps[i] = gang[ord_j[i]]
         for pss in range(PASSES):
             _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
-            if sizes(J, opt_r, opt_v, nopt, G, out_k, dp, nxt):
+            if sizes(J, opt_r, opt_v, nopt, G, out_k):
                 stats[1] += 1
             for i in range(J):
                 keep_k[i] = out_k[i] == keep_at[i]
