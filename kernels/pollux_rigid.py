@@ -180,6 +180,50 @@ def place_one(r, free, dist_on, per_node, dense, order):
             dense[best] = free[best] if free[best] < r else r
 
 
+@jit(nrt=False)
+def _class_step(F, Fn, pick, pref, base, cnt, g, rho, L, stack):
+    """One class of ``cnt`` gangs of ``g`` GPUs added to the best totals ``F`` by capacity, at the
+    capacities ``rho + g * s`` (s < ``L``): ``Fn = max over n <= cnt of F[c - g n] + W[n]`` (``W``:
+    ``pref[base:]``, concave: the gains in decreasing order) and ``pick`` that ``n`` (the fewest
+    among equals). The best source ``k = s - n`` does not decrease with ``s`` (W concave), so the
+    capacities are solved by halving: the middle one's source is sought between the sources of
+    the nearest ones solved (``stack``: scratch, 4 x ``L`` rows)."""
+    stack[0, 0] = 0
+    stack[0, 1] = L - 1
+    stack[0, 2] = 0
+    stack[0, 3] = L - 1
+    top = 1
+    while top > 0:
+        top -= 1
+        sl = stack[top, 0]
+        sr = stack[top, 1]
+        kl = stack[top, 2]
+        kr = stack[top, 3]
+        if sl > sr:
+            continue
+        mid = (sl + sr) // 2
+        lo = kl if kl > mid - cnt else mid - cnt
+        hi = kr if kr < mid else mid
+        best = -math.inf
+        kb = hi
+        for k in range(hi, lo - 1, -1):  # (the largest source, the fewest gangs, among equals)
+            v = F[rho + g * k] + pref[base + mid - k]
+            if v > best:
+                best = v
+                kb = k
+        Fn[rho + g * mid] = best
+        pick[rho + g * mid] = mid - kb
+        stack[top, 0] = sl
+        stack[top, 1] = mid - 1
+        stack[top, 2] = kl
+        stack[top, 3] = kb
+        stack[top + 1, 0] = mid + 1
+        stack[top + 1, 1] = sr
+        stack[top + 1, 2] = kb
+        stack[top + 1, 3] = kr
+        top += 2
+
+
 @jit
 def sizes(J, opt_r, opt_v, nopt, G, out_k):
     """Each job's option (index into its options: 0 no GPUs, then its gang changed and/or kept)
@@ -244,23 +288,13 @@ def sizes(J, opt_r, opt_v, nopt, G, out_k):
     F = np.zeros(G + 1)
     Fn = np.empty(G + 1)
     pick = np.zeros((ncls, G + 1), dtype=np.int64)
+    stack = np.empty((4 * (G + 2), 4), dtype=np.int64)
     for q in range(first, ncls):
         gq = cls_g[q]
         cnt = cls_lo[q + 1] - cls_lo[q]
         base = cls_lo[q] + q
-        for c in range(G + 1):
-            best = F[c]
-            bn = 0
-            top = c // gq
-            if top > cnt:
-                top = cnt
-            for nn in range(1, top + 1):
-                v = F[c - gq * nn] + pref[base + nn]
-                if v > best:
-                    best = v
-                    bn = nn
-            Fn[c] = best
-            pick[q, c] = bn
+        for rho in range(min(gq, G + 1)):
+            _class_step(F, Fn, pick[q], pref, base, cnt, gq, rho, (G - rho) // gq + 1, stack)
         for c in range(G + 1):
             F[c] = Fn[c]
     c_best = 0
@@ -405,6 +439,19 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     rounds that needed the programme, [2] rounds."""
     G = N * per_node
     a = act[:J]
+    waiting = 0
+    for i in range(J):
+        if b_len[a[i]] == 0:
+            waiting += 1
+    if waiting == 0:  # (every job keeps its row: the plan, its packing and so the allocation kept; proven)
+        for i in range(J):
+            ord_j[i] = a[i]
+            best_len[i] = b_len[a[i]]
+            for k in range(b_len[a[i]]):
+                best_nodes[i, k] = b_nodes[a[i], k]
+                best_cnt[i, k] = b_cnt[a[i], k]
+        stats[2] += 1
+        return
     o1 = np.argsort(submit[a], kind="mergesort")
     o2 = np.argsort(attained[a[o1]], kind="mergesort")
     for i in range(J):

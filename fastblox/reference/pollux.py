@@ -251,15 +251,9 @@ def rigid_sizes(opts: list, total: int) -> list:
     F = [0.0] * (total + 1)
     picks = []
     for g in (x for x in sizes if x != 1):
-        new, pk = [], []
-        for c in range(total + 1):
-            best, bn = F[c], 0
-            for nn in range(1, min(c // g, len(classes[g])) + 1):
-                v = F[c - g * nn] + pref[g][nn]
-                if v > best:
-                    best, bn = v, nn
-            new.append(best)
-            pk.append(bn)
+        new, pk = [0.0] * (total + 1), [0] * (total + 1)
+        for rho in range(min(g, total + 1)):
+            _class_step(F, new, pk, pref[g], len(classes[g]), g, rho, (total - rho) // g + 1)
         F = new
         picks.append((g, pk))
     c_best, v_best = 0, -1.0
@@ -277,3 +271,23 @@ def rigid_sizes(opts: list, total: int) -> list:
             out[i] = run[i]
         c -= g * nn
     return out
+
+
+def _class_step(F, new, pk, W, cnt, g, rho, L):
+    """``kernels.pollux_rigid._class_step``, recursive: capacity ``rho + g*s`` takes the best
+    ``F[rho + g*k] + W[s - k]`` over sources ``k`` between its neighbours' (the largest among equals)."""
+
+    def solve(sl, sr, kl, kr):
+        if sl > sr:
+            return
+        mid = (sl + sr) // 2
+        best, kb = -math.inf, min(kr, mid)
+        for k in range(min(kr, mid), max(kl, mid - cnt) - 1, -1):
+            v = F[rho + g * k] + W[mid - k]
+            if v > best:
+                best, kb = v, k
+        new[rho + g * mid], pk[rho + g * mid] = best, mid - kb
+        solve(mid + 1, sr, kb, kr)
+        solve(sl, mid - 1, kl, kb)
+
+    solve(0, L - 1, 0, L - 1)
