@@ -100,6 +100,55 @@ def _row_from_dense(dense, i, out_nodes, out_cnt, out_len):
 
 
 @jit(nrt=False)
+def gang_fits(r, per_node, hist_all, hist_nd):
+    """Whether :func:`place_one` gives all ``r`` GPUs (else the gang is not placed at all), from
+    the count of nodes by free GPUs (``hist_all``) and of those without a multi-node job
+    (``hist_nd``): a node that takes them; whole free nodes and a node for the rest; or the
+    freest ``MAX_NODES_PER_JOB`` nodes without a multi-node job holding them."""
+    P = per_node
+    if r <= P:
+        for f in range(r, P + 1):
+            if hist_all[f] > 0:
+                return True
+    else:
+        full = r // P
+        rest = r % P
+        if hist_all[P] >= full:
+            if rest == 0:
+                return True
+            for f in range(rest, P):
+                if hist_nd[f] > 0:
+                    return True
+            if hist_all[P] - full > 0:
+                return True
+    slots = MAX_NODES_PER_JOB
+    tot = 0
+    used = 0
+    for f in range(P, 0, -1):
+        c = hist_nd[f] if hist_nd[f] < slots else slots
+        tot += c * f
+        used += c
+        slots -= c
+        if tot >= r:
+            return used > 1
+    return False
+
+
+@jit(nrt=False)
+def _take(k, cnt, multi, free, dist_on, hist_all, hist_nd):
+    """``cnt`` GPUs of node ``k`` taken (by a multi-node row: ``multi``), the counts kept."""
+    hist_all[free[k]] -= 1
+    if not dist_on[k]:
+        hist_nd[free[k]] -= 1
+    free[k] -= cnt
+    if multi:
+        dist_on[k] = True
+    hist_all[free[k]] += 1
+    if not dist_on[k]:
+        hist_nd[free[k]] += 1
+
+
+@jit(nrt=False)
 def place_one(r, free, dist_on, per_node, dense, order):
     """``PolluxPolicy._place_one``: ``r`` GPUs into ``dense`` (zeros in, GPUs per node out): one
     node, the fullest that takes them; else whole free nodes plus the fullest node for the rest
@@ -340,7 +389,7 @@ def objective(J, ord_j, gang, fair, per_node, factor, b_nodes, b_cnt, b_len, c_n
     return (pairwise_sum(s_buf, 0, J) / J) ** (1.0 / POLLUX_P)
 
 
-@jit(nrt=False)
+@jit
 def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order, place_ord,
          c_nodes, c_cnt, c_len):
     """``PolluxPolicy._pack``: rows (``c_*``, by position) with the options chosen (``keep_k[i]``:
@@ -351,6 +400,10 @@ def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, di
     for k in range(N):
         free[k] = per_node
         dist_on[k] = False
+    hist_all = np.zeros(per_node + 1, dtype=np.int64)
+    hist_nd = np.zeros(per_node + 1, dtype=np.int64)
+    hist_all[per_node] = N
+    hist_nd[per_node] = N
     m = 0
     for i in range(J):
         j = ord_j[i]
@@ -360,9 +413,7 @@ def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, di
             for k in range(b_len[j]):
                 c_nodes[i, k] = b_nodes[j, k]
                 c_cnt[i, k] = b_cnt[j, k]
-                free[b_nodes[j, k]] -= b_cnt[j, k]
-                if b_len[j] > 1:
-                    dist_on[b_nodes[j, k]] = True
+                _take(b_nodes[j, k], b_cnt[j, k], b_len[j] > 1, free, dist_on, hist_all, hist_nd)
         elif r_of[i] > 0:
             place_ord[m] = i
             m += 1
@@ -378,19 +429,13 @@ def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, di
     for a in range(m):
         i = place_ord[a]
         r = r_of[i]
-        place_one(r, free, dist_on, per_node, dense, order)
-        tot = 0
-        for k in range(N):
-            tot += dense[k]
-        if tot != gang[ord_j[i]]:
-            for k in range(N):
-                dense[k] = 0
+        if not gang_fits(r, per_node, hist_all, hist_nd):  # (place_one would give part of it: none)
             short += 1
+            continue
+        place_one(r, free, dist_on, per_node, dense, order)
         _row_from_dense(dense, i, c_nodes, c_cnt, c_len)
         for k in range(c_len[i]):
-            free[c_nodes[i, k]] -= c_cnt[i, k]
-            if c_len[i] > 1:
-                dist_on[c_nodes[i, k]] = True
+            _take(c_nodes[i, k], c_cnt[i, k], c_len[i] > 1, free, dist_on, hist_all, hist_nd)
     return short
 
 
@@ -439,6 +484,7 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     rounds that needed the programme, [2] rounds."""
     G = N * per_node
     a = act[:J]
+    stats[4] += J
     waiting = 0
     for i in range(J):
         if b_len[a[i]] == 0:
@@ -503,6 +549,7 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
             _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
             if sizes(J, opt_r, opt_v, nopt, G, out_k):
                 stats[1] += 1
+                stats[3] += J
             for i in range(J):
                 keep_k[i] = out_k[i] == keep_at[i]
                 r_of[i] = opt_r[i, out_k[i]]
