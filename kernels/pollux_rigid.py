@@ -484,7 +484,6 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     rounds that needed the programme, [2] rounds."""
     G = N * per_node
     a = act[:J]
-    stats[4] += J
     waiting = 0
     for i in range(J):
         if b_len[a[i]] == 0:
@@ -549,7 +548,6 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
             _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
             if sizes(J, opt_r, opt_v, nopt, G, out_k):
                 stats[1] += 1
-                stats[3] += J
             for i in range(J):
                 keep_k[i] = out_k[i] == keep_at[i]
                 r_of[i] = opt_r[i, out_k[i]]
