@@ -19,7 +19,9 @@ without it is all rigid, as every trace fastblox reads):
 The run is the Pollux simulator's (:func:`fastblox.compat_pollux._run_pollux`: intervals of
 ``--round-s``, 60 by default, and :class:`~fastblox.compat_pollux.PolluxPolicy`'s search) on any
 ``--cluster`` of alike nodes; a workload of elastic rows only runs exactly as ``--compat
-pollux`` does. Under ``elastic-optimus`` and ``elastic-tiresias`` the elastic rows run at their
+pollux`` does. A workload of rigid rows only runs compiled under Pollux (:func:`simulate_rigid`,
+docs/elastic.md "Rigid jobs, compiled"), on one GPU type or several (blind to types, each gang at
+its type's speed: :func:`type_speeds`). Under ``elastic-optimus`` and ``elastic-tiresias`` the elastic rows run at their
 workload batch size as in the simulator (:func:`fastblox.compat_pollux.run_fixed`, its
 :class:`~fastblox.compat_pollux.Optimus` and :class:`~fastblox.compat_pollux.Tiresias`) and the
 rigid rows at their gang or not at all (rows of :class:`~fastblox.compat_pollux.Jobs` without an

@@ -8,11 +8,12 @@ that finished leave, arrivals are let in (the native admission, ``kernels.admiss
 and Pollux's allocation is chosen, blind to GPU types: jobs in order of (attained GPU-seconds,
 submit time), each valued ``1 / (speedup / per_node * factor + 1e-3)`` (``speedup``: gang / fair
 share on its gang, 0 with no GPUs; ``factor``: the restart discount, 1 on its unchanged row),
-the least sum of values over GPU counts (the dynamic programme of
-``kernels.elastic.pollux_sizes`` over the three options a rigid job has: none, its gang, its
-current row), packed onto nodes (``PolluxPolicy._pack``/``_place_one``), planned again without
-the gangs the packing could not place, the best by Pollux's power mean kept (the current
-allocation included). Rows are sparse: at most ``K`` (node, GPUs) pairs a job.
+the least sum of values over GPU counts (:func:`sizes`: an optimum over classes of alike gangs,
+where the elastic engine runs ``kernels.elastic.pollux_sizes`` over every job and GPU count; among
+equal optima the two may choose other jobs), packed onto nodes (``PolluxPolicy._pack``/
+``_place_one``), planned again without the gangs the packing could not place, the best by
+Pollux's power mean kept (the current allocation included). Rows are sparse: at most ``K``
+(node, GPUs) pairs a job.
 
 The local search the elastic engine runs after this (``kernels.pollux.search``) is left out:
 when the first plan over the full relaxation packs every gang, the allocation kept is optimal
