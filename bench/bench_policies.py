@@ -130,7 +130,9 @@ def merge(old: str, d: dict) -> str:
     """``old`` (the block) with the rows of ``d``'s policies replaced or added after their
     workload's last row, and a line saying when and how those rows were measured."""
     new = {(r["workload"], r["policy"]): line for r, line in zip(d["rows"], table(d["rows"]).splitlines()[2:])}
-    lines = [ln for ln in old.splitlines() if not ln.startswith("Rows of ")]
+    names = ", ".join(f"`{p}`" for p in dict.fromkeys(r["policy"] for r in d["rows"]))
+    # (the line of an earlier --only run of other policies stays)
+    lines = [ln for ln in old.splitlines() if not ln.startswith(f"Rows of {names} measured")]
     while lines and not lines[-1].strip():
         lines.pop()
     for key, line in new.items():
@@ -141,7 +143,6 @@ def merge(old: str, d: dict) -> str:
         else:
             same = [i for i, ln in enumerate(lines) if ln.startswith(f"| {key[0]} |")]
             lines.insert(same[-1] + 1 if same else len(lines), line)
-    names = ", ".join(f"`{p}`" for p in dict.fromkeys(r["policy"] for r in d["rows"]))
     return "\n".join(lines) + (f"\n\nRows of {names} measured by `python bench/bench_policies.py --only "
                                f"{','.join(dict.fromkeys(r['policy'] for r in d['rows']))}` on {d['machine']} ({d['date']})."
                                + "".join(proofs(r) for r in d["rows"]))
