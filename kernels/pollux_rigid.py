@@ -386,7 +386,7 @@ def objective(J, ord_j, gang, fair, per_node, factor, b_nodes, b_cnt, b_len, c_n
         s = one / per_node
         if not same_row(i, c_len[i], c_nodes, c_cnt, j, b_len[j], b_nodes, b_cnt):
             s = s * factor[i]
-        s_buf[i] = (s + 1e-3) ** POLLUX_P
+        s_buf[i] = 1.0 / (s + 1e-3)  # (numpy's ``x ** -1.0`` on an array is its reciprocal: the same bits)
     return (pairwise_sum(s_buf, 0, J) / J) ** (1.0 / POLLUX_P)
 
 
