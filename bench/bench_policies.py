@@ -34,7 +34,7 @@ from fastblox.traces import read_trace  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared")
 POLICIES = ["fifo", "las", "srtf", "tiresias", "tiresias-gittins", "themis", "optimus", "gavel",
-            "gavel-las-agnostic", "gavel-ftf", "gavel-fifo", "sia"]
+            "gavel-las-agnostic", "gavel-ftf", "gavel-fifo", "sia", "pollux"]
 SMALL = ("peer 2,000 jobs", os.path.join(SHARED, "peer-traces", "gavel_n2000_lam400_s0.trace"), None,
          "v100:9x4,p100:9x4,k80:9x4")
 BIG = ("Philly 100k jobs", os.path.join(SHARED, "traces", "philly-rfold", "jobs.csv.gz"), 100_000,
@@ -100,7 +100,8 @@ def table(rows) -> str:
         if "timeout_s" in r:
             out.append(f"| {r['workload']} | `{r['policy']}` | stopped after {r['timeout_s']:.0f} s | | | | | |")
             continue
-        lp = f"{r['lp_ms_per_allocation']:.1f} ms ({r['allocations']})" if r["allocations"] else "–"
+        lp = (f"{r['lp_ms_per_allocation']:.1f} ms ({r['allocations']})" if r["lp_ms_per_allocation"] is not None
+              else "–")
         out.append(f"| {r['workload']} | `{r['policy']}` | {r['sim_s']:.3f} s | {r['steps']:,} | {r['us_per_step']:,.1f} | "
                    f"{r['avg_jct_h']:.2f} h | {r['preemptions']:,} | {lp} |")
     return "\n".join(out)
@@ -129,7 +130,9 @@ def merge(old: str, d: dict) -> str:
     """``old`` (the block) with the rows of ``d``'s policies replaced or added after their
     workload's last row, and a line saying when and how those rows were measured."""
     new = {(r["workload"], r["policy"]): line for r, line in zip(d["rows"], table(d["rows"]).splitlines()[2:])}
-    lines = [ln for ln in old.splitlines() if not ln.startswith("Rows of ")]
+    names = ", ".join(f"`{p}`" for p in dict.fromkeys(r["policy"] for r in d["rows"]))
+    # (the line of an earlier --only run of other policies stays)
+    lines = [ln for ln in old.splitlines() if not ln.startswith(f"Rows of {names} measured")]
     while lines and not lines[-1].strip():
         lines.pop()
     for key, line in new.items():
@@ -140,17 +143,21 @@ def merge(old: str, d: dict) -> str:
         else:
             same = [i for i, ln in enumerate(lines) if ln.startswith(f"| {key[0]} |")]
             lines.insert(same[-1] + 1 if same else len(lines), line)
-    names = ", ".join(f"`{p}`" for p in dict.fromkeys(r["policy"] for r in d["rows"]))
     return "\n".join(lines) + (f"\n\nRows of {names} measured by `python bench/bench_policies.py --only "
                                f"{','.join(dict.fromkeys(r['policy'] for r in d['rows']))}` on {d['machine']} ({d['date']})."
                                + "".join(proofs(r) for r in d["rows"]))
 
 
 def proofs(r) -> str:
-    """What a row's planner proved of its answers (``sia``: rounds not proven optimal, largest gap)."""
+    """What a row's planner proved of its answers (``sia``: rounds not proven optimal, largest gap;
+    ``pollux``: rounds whose plan could not be packed)."""
     p = r.get("planner") or {}
     if "not_proven_optimal" not in p:
         return ""
+    if "largest_proven_gap" not in p:
+        return (f" {r['workload']}, `{r['policy']}`: {p['not_proven_optimal']:,} of {p['allocations']:,} rounds not "
+                "proven optimal (the plan over GPU counts could not be packed; the elastic engine's local search "
+                f"would run there), {p['programme_rounds']:,} plans over classes of gangs.")
     a = p["allocations"]
     return (f" {r['workload']}, `{r['policy']}`: {a - p['not_proven_optimal']:,} of {a:,} rounds proven optimal, the "
             f"others within {100 * p['largest_proven_gap']:.3f} % of the optimum (answers: "

@@ -586,7 +586,9 @@ class ElasticJob:
                                                          kernel=True)
         self.pp = self.fits[key]
 
-    def reallocate(self, placement: tuple, now: float) -> None:
+    def reallocate(self, placement: tuple, now: float, nodes=()) -> None:
+        """The job runs on ``placement`` (GPUs per node; empty: suspended) from ``now`` (``nodes``,
+        a node per GPU: read by ``fastblox.mixed.RigidJob`` only)."""
         if not placement:
             if self.placement:
                 self.preempted += 1
@@ -724,8 +726,12 @@ class PolluxPolicy:
     PAIR_CAP = 64  # a round of more active jobs: the search's pair moves give GPUs only to the 64 jobs furthest
     # above the least value they could have (kernels.pollux._partners), so a sweep costs jobs x 64, not jobs^2
 
-    def __init__(self, jobs: list, nodes: int, per_node: int, restart_s: float = elastic.RESTART_S):
+    def __init__(self, jobs: list, nodes: int, per_node: int, restart_s: float = elastic.RESTART_S,
+                 search: bool = True, rigid_sizes=None):
         self.jobs, self.nodes, self.per_node, self.restart_s = jobs, nodes, per_node, float(restart_s)
+        # (search False and rigid_sizes ``fastblox.reference.pollux.rigid_sizes``, the plan of a round of
+        # rigid jobs only: the rule kernels.pollux_rigid compiles, of which this is then the plain twin)
+        self.search, self.rigid_sizes = search, rigid_sizes
         self.objectives = []  # (interval time, objective of the chosen, of the unchanged allocation)
 
     # ---- the objective
@@ -784,6 +790,8 @@ class PolluxPolicy:
         from .kernels.elastic import pollux_sizes
 
         opts = self._options(base, tabs, factors, maxr, whole)
+        if self.rigid_sizes is not None and (self._gang > 0).all():
+            return self._rigid_sizes(opts)
         G, J = self.nodes * self.per_node, len(opts)
         offs = np.zeros(J + 1, dtype=np.int64)
         offs[1:] = np.cumsum([len(v) for v, _ in opts])
@@ -794,6 +802,20 @@ class PolluxPolicy:
         pollux_sizes(vals.astype(np.float64), offs, keep_r, keep_v, G, np.zeros((J, G + 1), dtype=np.int64),
                      np.zeros(G + 1), np.zeros(G + 1), out_r, out_keep)
         return [(int(r), bool(k)) for r, k in zip(out_r, out_keep)]
+
+    def _rigid_sizes(self, opts: list) -> list:
+        """:meth:`_sizes` of rigid jobs by ``self.rigid_sizes`` over each job's finite options (no
+        GPUs, its gang, keeping its row)."""
+        three = []
+        for (vals, kp), g in zip(opts, self._gang.tolist()):
+            o = [(0, float(vals[0]))]
+            if len(vals) > g and np.isfinite(vals[g]):
+                o.append((g, float(vals[g])))
+            if kp is not None:
+                o.append((int(kp[0]), float(kp[1])))
+            three.append(o)
+        pick = self.rigid_sizes(three, self.nodes * self.per_node)
+        return [(o[k][0], k == len(o) - 1 and kp is not None) for o, k, (_, kp) in zip(three, pick, opts)]
 
     def _sizes_numpy(self, base: np.ndarray, tabs: list, factors: np.ndarray, maxr: np.ndarray, whole: bool) -> list:
         """:meth:`_sizes` in numpy (the plain twin the tests compare the kernel with)."""
@@ -979,7 +1001,8 @@ class PolluxPolicy:
                     break
                 caps[short] = got[short]  # (the packing could not give them that many: plan again without)
         ok = (base.sum(axis=1) <= maxr).all()
-        best, f_best = self._refine([best, base if ok else None], f_best, base, tabs, factors, maxr)
+        if self.search:
+            best, f_best = self._refine([best, base if ok else None], f_best, base, tabs, factors, maxr)
         self.objectives.append((now, f_best, f_base))
         nodes = np.arange(self.nodes)
         return {j: np.repeat(nodes, best[i]).tolist() for i, j in enumerate(order)}
@@ -1031,7 +1054,7 @@ def _run_pollux(jobs, pol, submit, interval_s, max_intervals, until_s=None, gate
         new = pol.optimize(active, alloc, now)
         for j in active:
             if new.get(j) != alloc.get(j):
-                jobs[j].reallocate(to_placement(new.get(j, [])), now)
+                jobs[j].reallocate(to_placement(new.get(j, [])), now, new.get(j, ()))
         alloc = new
     else:
         raise RuntimeError(f"the replay did not finish in {max_intervals} intervals")

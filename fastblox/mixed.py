@@ -19,7 +19,9 @@ without it is all rigid, as every trace fastblox reads):
 The run is the Pollux simulator's (:func:`fastblox.compat_pollux._run_pollux`: intervals of
 ``--round-s``, 60 by default, and :class:`~fastblox.compat_pollux.PolluxPolicy`'s search) on any
 ``--cluster`` of alike nodes; a workload of elastic rows only runs exactly as ``--compat
-pollux`` does. Under ``elastic-optimus`` and ``elastic-tiresias`` the elastic rows run at their
+pollux`` does. A workload of rigid rows only runs compiled under Pollux (:func:`simulate_rigid`,
+docs/elastic.md "Rigid jobs, compiled"), on one GPU type or several (blind to types, each gang at
+its type's speed: :func:`type_speeds`). Under ``elastic-optimus`` and ``elastic-tiresias`` the elastic rows run at their
 workload batch size as in the simulator (:func:`fastblox.compat_pollux.run_fixed`, its
 :class:`~fastblox.compat_pollux.Optimus` and :class:`~fastblox.compat_pollux.Tiresias`) and the
 rigid rows at their gang or not at all (rows of :class:`~fastblox.compat_pollux.Jobs` without an
@@ -162,13 +164,16 @@ def elastic_rows(workload) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ rigid jobs
 class RigidJob:
     """A rigid job under Pollux: ``work_s`` seconds on exactly ``gang`` GPUs (the interface of
-    :class:`fastblox.compat_pollux.ElasticJob` that the replay and the policy use)."""
+    :class:`fastblox.compat_pollux.ElasticJob` that the replay and the policy use). On a cluster
+    of several GPU types (``node_type``: each node's type) it does its work at ``speeds[t]``
+    work-seconds a second on type ``t``, at the slowest type's when its gang spans several."""
 
     restart_s = elastic.RESTART_S  # (make_jobs sets --restart-s on the job)
 
-    def __init__(self, gang: int, work_s: float, submit: float):
+    def __init__(self, gang: int, work_s: float, submit: float, speeds=None, node_type=None):
         self.gang, self.work_s, self.submit = int(gang), float(work_s), float(submit)
-        self.done_s, self.rescale = 0.0, 0.0
+        self.speeds, self.node_type = speeds, node_type
+        self.done_s, self.rescale, self.speed = 0.0, 0.0, 1.0
         self.placement = ()
         self.finish = self.restarts = self.first = None
         self.attained_gpu, self.preempted = 0.0, 0
@@ -179,7 +184,9 @@ class RigidJob:
     def max_replicas(self, gpus: int) -> int:
         return self.gang
 
-    def reallocate(self, placement: tuple, now: float) -> None:
+    def reallocate(self, placement: tuple, now: float, nodes=()) -> None:
+        """The job runs on ``placement`` (GPUs per node; empty: suspended) from ``now``; ``nodes``
+        (a node per GPU) set its speed on a cluster of several GPU types."""
         if not placement:
             if self.placement:
                 self.preempted += 1
@@ -188,6 +195,8 @@ class RigidJob:
         if sum(placement) != self.gang:
             raise RuntimeError(f"a rigid job of {self.gang} GPUs was given {sum(placement)}")
         self.placement = tuple(placement)
+        if self.speeds is not None:
+            self.speed = min(float(self.speeds[self.node_type[n]]) for n in nodes)
         cp.relaunched(self, now)
 
     def advance(self, t0: float, secs: float) -> None:
@@ -195,14 +204,14 @@ class RigidJob:
             return
         d = min(self.rescale, secs)
         self.rescale -= d
-        left = self.work_s - self.done_s
+        left = (self.work_s - self.done_s) / self.speed  # (wall seconds to its end)
         run = min(secs - d, left)
         self.attained_gpu += (d + run) * self.gang
         if run >= left:
             self.finish = t0 + d + left
             self.done_s = self.work_s
         else:
-            self.done_s += run
+            self.done_s += run * self.speed
 
 
 class RigidSpeedups:
@@ -226,16 +235,18 @@ class RigidSpeedups:
 
 
 # ------------------------------------------------------------------------------------------ the run
-def make_jobs(apps, gangs, duration_s, is_elastic, submit_s, restart_s: float = elastic.RESTART_S) -> list:
+def make_jobs(apps, gangs, duration_s, is_elastic, submit_s, restart_s: float = elastic.RESTART_S, speeds=None,
+              node_type=None) -> list:
     """The replay's jobs: elastic rows as ``--compat pollux`` makes them, rigid rows as
-    :class:`RigidJob`; each stopped ``restart_s`` at every (re-)allocation."""
+    :class:`RigidJob` (``speeds[j]``, ``node_type``: on several GPU types); each stopped
+    ``restart_s`` at every (re-)allocation."""
     fits = {}
     out = []
-    for a, g, d, e, t in zip(apps, gangs, duration_s, is_elastic, submit_s):
+    for i, (a, g, d, e, t) in enumerate(zip(apps, gangs, duration_s, is_elastic, submit_s)):
         if e:
             out.append(cp.ElasticJob(a, float(t), cp.POLLUX_NCF_BATCH if a == "ncf" else None, fits))
         else:
-            out.append(RigidJob(int(g), float(d), float(t)))
+            out.append(RigidJob(int(g), float(d), float(t), None if speeds is None else speeds[i], node_type))
         out[-1].restart_s = float(restart_s)
     return out
 
@@ -243,22 +254,26 @@ def make_jobs(apps, gangs, duration_s, is_elastic, submit_s, restart_s: float = 
 def simulate_mixed(apps, gangs, duration_s, is_elastic, submit_s, interval_s: float = cp.INTERVAL_S,
                    nodes: int = cp.NODES, per_node: int = cp.GPUS_PER_NODE, max_intervals: int = 1_000_000,
                    policy: str = "pollux", batch_size=None, theta: float = 0.0, placement: str | None = None,
-                   gate: "Gate | None" = None, restart_s: float = elastic.RESTART_S) -> dict:
+                   gate: "Gate | None" = None, restart_s: float = elastic.RESTART_S, speeds=None, node_type=None,
+                   search: bool = True) -> dict:
     """Replay elastic and rigid jobs (workload order) under ``policy``, the Pollux simulator's
     ``pollux``, ``tiresias`` or ``optimus`` (:data:`fastblox.spec.ELASTIC_RUNS` maps the
     elastic engine's names to these). ``batch_size``: the elastic rows' (tiresias and optimus run
     them at it); ``theta``: the native load-based admission's threshold (0: accept all), or a
     ``gate`` to read afterwards; ``placement``: a native placement of the gangs tiresias and
     optimus start (None: the simulator's, the nodes with the most free GPUs first); ``restart_s``:
-    the delay of every (re-)allocation (Pollux's objective discounts restarts by it too). Returns what
-    :func:`fastblox.compat_pollux.simulate_pollux` does."""
+    the delay of every (re-)allocation (Pollux's objective discounts restarts by it too);
+    ``speeds`` [job, GPU type] and ``node_type`` [node]: rigid jobs' speeds on a cluster of several
+    GPU types (:class:`RigidJob`); ``search``: Pollux's local search after its plans (False: the
+    rule :func:`simulate_rigid` compiles). Returns what :func:`fastblox.compat_pollux.simulate_pollux` does."""
     gate = gate or Gate(submit_s, gangs, theta, nodes * per_node)
     submit = np.asarray(submit_s, dtype=np.float64)
     if policy == "pollux":
         if placement is not None:
             raise ConfigError(f"--placement: {POLLUX_PLACES}")
-        jobs = make_jobs(apps, gangs, duration_s, is_elastic, submit_s, restart_s)
-        pol = cp.PolluxPolicy(jobs, nodes, per_node, restart_s)
+        jobs = make_jobs(apps, gangs, duration_s, is_elastic, submit_s, restart_s, speeds, node_type)
+        pol = cp.PolluxPolicy(jobs, nodes, per_node, restart_s, search=search,
+                              rigid_sizes=None if search else _rigid_twin())
         with elastic.one_blas_thread():
             return cp._run_pollux(jobs, pol, submit, interval_s, max_intervals, gate=gate)
     if policy not in cp.BASELINES:
@@ -271,6 +286,73 @@ def simulate_mixed(apps, gangs, duration_s, is_elastic, submit_s, interval_s: fl
     pol = cls(jobs, np.asarray(gangs, dtype=np.int64), nodes, per_node,
               None if placement is None else native_placer(placement, nodes, per_node))
     return cp.run_fixed(jobs, pol, interval_s, max_intervals, gate)
+
+
+def simulate_rigid(gangs, duration_s, submit_s, interval_s: float = cp.INTERVAL_S, node_type=None,
+                   per_node: int = cp.GPUS_PER_NODE, speeds=None, theta: float = 0.0,
+                   restart_s: float = elastic.RESTART_S, max_intervals: int = 10_000_000) -> dict:
+    """Rigid jobs (workload order) under Pollux, compiled (``kernels.pollux_rigid.replay``): the
+    replay of :func:`simulate_mixed` with ``search=False`` (its plain twin), on nodes of types
+    ``node_type`` (default: 16 of one type), each job at ``speeds[job, type]`` (default 1),
+    admitted by ``--admission load:THETA`` (``theta``; 0: all). Returns per-job ``start_s``,
+    ``finish_s``, ``preemptions``, ``restarts``, ``attained_gpu_s``, ``end_s``, ``held`` (jobs
+    admission held back) and ``unproven_rounds``/``programme_rounds``/``rounds``
+    (``kernels.pollux_rigid.optimize``'s stats)."""
+    from .errors import SimulationError
+    from .kernels.pollux_rigid import MAX_NODES_PER_JOB, OK, replay
+
+    gangs = np.ascontiguousarray(gangs, dtype=np.int64)
+    n = len(gangs)
+    node_type = np.zeros(cp.NODES, np.int64) if node_type is None else np.ascontiguousarray(node_type, dtype=np.int64)
+    speeds = np.ones((n, int(node_type.max()) + 1)) if speeds is None else np.ascontiguousarray(speeds, np.float64)
+    K = max(MAX_NODES_PER_JOB, -(-int(gangs.max(initial=1)) // per_node) + 1)  # (a row's nodes at most)
+    first, finish = np.full(n, -1.0), np.full(n, -1.0)
+    restarts, preempted = np.full(n, -1, np.int64), np.zeros(n, np.int64)
+    attained, arrive, admit = np.zeros(n), np.full(n, -1.0), np.full(n, -1.0)
+    stats = np.zeros(3, np.int64)
+    with elastic.one_blas_thread():
+        code = replay(np.ascontiguousarray(submit_s, dtype=np.float64), gangs,
+                      np.ascontiguousarray(duration_s, dtype=np.float64), speeds, node_type, int(per_node),
+                      float(interval_s), float(restart_s), float(theta), int(max_intervals), K, first, finish,
+                      preempted, restarts, attained, arrive, admit, stats)
+    if code != OK:
+        raise SimulationError(f"the Pollux replay of rigid jobs did not finish in {max_intervals} intervals")
+    return {"start_s": first, "finish_s": finish, "preemptions": preempted, "restarts": np.maximum(restarts, 0),
+            "attained_gpu_s": attained, "end_s": float(finish.max()), "held": admit > arrive,
+            "unproven_rounds": int(stats[0]), "programme_rounds": int(stats[1]), "rounds": int(stats[2])}
+
+
+def type_speeds(workload, cluster, throughput) -> np.ndarray:
+    """[job, GPU type]: each rigid job's work-seconds per second on each of the cluster's types
+    with its gang on one node: ones without a throughput table; with one, the native engine's
+    speed model (``fastblox.speed``: a job of unknown model at its type's relative speed, a known
+    one at the table's rate over its rate on the reference type). Raises WorkloadError for a job
+    with no speed on some type (Pollux's type-blind packing may put it there)."""
+    from .speed import build_speed_model, resolve_table
+
+    T = len(cluster.gpu_types)
+    if resolve_table(throughput) is None:
+        return np.ones((len(workload), T))
+    sm = build_speed_model(workload, cluster, throughput)
+    rt = sm.rates
+    sp = np.broadcast_to(np.asarray(rt.type_speed, dtype=np.float64), (len(workload), T)).copy()
+    known = np.flatnonzero(sm.cls >= 0)
+    if len(known):
+        g = np.minimum(workload.num_gpus[known], rt.tab.shape[2] - 1)
+        sp[known] = rt.tab[sm.cls[known], :, g] / sm.ref_rate[known, None]
+    bad = ~(np.isfinite(sp) & (sp > 0))
+    if bad.any():
+        j, t = (int(x[0]) for x in np.nonzero(bad))
+        raise WorkloadError(f"workload {workload.name!r}: job {int(workload.job_id[j])} has no throughput on "
+                            f"{cluster.gpu_types[t]} (--policy pollux places gangs blind to GPU types); use a "
+                            "table with every type, or a cluster without it")
+    return sp
+
+
+def _rigid_twin():
+    from .reference.pollux import rigid_sizes
+
+    return rigid_sizes
 
 
 def admission_gate(admission: str, submit_s, gpus, total_gpus: int) -> "Gate | None":
@@ -348,15 +430,20 @@ def native_placer(kind: str, nodes: int, per_node: int):
     return place
 
 
-def check_cluster(cluster, any_elastic: bool) -> tuple:
-    """(nodes, GPUs per node) of a cluster the elastic engine runs: alike nodes of one GPU type,
-    no racks; with elastic jobs, at most :data:`MAX_GPUS_PER_NODE` GPUs a node. Raises ConfigError."""
+def check_cluster(cluster, any_elastic: bool, policy: str = "pollux") -> tuple:
+    """(nodes, GPUs per node) of a cluster the elastic engine runs: alike nodes without racks, of
+    one GPU type (several under ``pollux`` on rigid jobs only: :func:`simulate_rigid`); with
+    elastic jobs, at most :data:`MAX_GPUS_PER_NODE` GPUs a node. Raises ConfigError."""
     g = np.asarray(cluster.node_gpus)
-    if len(cluster.gpu_types) > 1 or cluster.node_rack is not None or (g != g[0]).any():
-        why = (" (Pollux does not model GPU types; for several, --policy sia is Sia's heterogeneity-aware objective "
-               "on rigid jobs: docs/policies.md)" if len(cluster.gpu_types) > 1 else "")
-        raise ConfigError(f"--cluster: --policy pollux runs on alike nodes of one GPU type without racks (e.g. 32x4); "
+    several = len(cluster.gpu_types) > 1
+    if cluster.node_rack is not None or (g != g[0]).any() or (several and policy != "pollux"):
+        why = (f" (--policy {policy} runs on one GPU type; --policy pollux runs rigid jobs on several)" if several
+               else "")
+        raise ConfigError(f"--cluster: --policy {policy} runs on alike nodes without racks (e.g. 32x4); "
                           f"not {cluster.spec!r}{why}")
+    if several and any_elastic:
+        raise ConfigError(f"--cluster: --policy pollux runs elastic jobs on one GPU type (Pollux's model of an elastic "
+                          f"job has no GPU types; rigid jobs only run on several: docs/policies.md); not {cluster.spec!r}")
     if any_elastic and g[0] > MAX_GPUS_PER_NODE:
         raise ConfigError(f"--cluster: elastic jobs need nodes of at most {MAX_GPUS_PER_NODE} GPUs (the Pollux "
                           f"profiles measure placements up to {MAX_GPUS_PER_NODE} GPUs a node); {cluster.spec!r} has "
@@ -399,9 +486,11 @@ def run(workload, r, cluster, tracked, sim_timer):
     from .spec import ELASTIC_RUNS
 
     e = elastic_rows(workload)
-    nodes, per_node = check_cluster(cluster, bool(e.any()))
+    nodes, per_node = check_cluster(cluster, bool(e.any()), r.policy)
     apps, gangs, dur, e = job_arrays(workload, nodes * per_node)
     policy = ELASTIC_RUNS[r.policy]
+    if policy == "pollux" and not e.any():
+        return _run_rigid(workload, r, cluster, tracked, sim_timer, gangs, dur, per_node)
     if policy == "tiresias" and (gangs > nodes * per_node).any():
         j = int(np.flatnonzero(gangs > nodes * per_node)[0])
         raise WorkloadError(f"workload {workload.name!r}: job {int(workload.job_id[j])} asks for {int(gangs[j])} GPUs "
@@ -424,6 +513,37 @@ def run(workload, r, cluster, tracked, sim_timer):
     for kind, m in (("elastic", e), ("rigid", ~e)):
         m = m & tracked & (finish >= 0)
         summ[f"avg_jct_{kind}_s"] = float((finish[m] - workload.submit_s[m]).mean()) if m.any() else float("nan")
+    mark(summ, None)
+    return Result(jobs, summ, r.as_dict())
+
+
+def _run_rigid(workload, r, cluster, tracked, sim_timer, gangs, dur, per_node):
+    """``--policy pollux`` on a workload of rigid jobs only: :func:`simulate_rigid`."""
+    from .parts import Admission
+    from .results import Result, _jobs_table, _summary
+    from .slices import mark
+    from .spec import default_throughput
+
+    speeds = type_speeds(workload, cluster, default_throughput(None, cluster))
+    with sim_timer() as t:
+        out = simulate_rigid(gangs, dur, workload.submit_s, r.round_s, cluster.node_type, per_node, speeds,
+                             Admission.parse(r.admission).theta, r.restart_s)
+    finish, first, att_gpu = out["finish_s"], out["start_s"], out["attained_gpu_s"]
+    att = att_gpu / np.maximum(workload.num_gpus, 1)
+    jobs = lambda: _jobs_table(workload, first, finish, out["preemptions"], att, att_gpu, tracked)  # noqa: E731
+    summ = _summary(workload, cluster, tracked, finish, first, out["preemptions"], att_gpu,
+                    float(workload.submit_s.min()), out["end_s"], t.seconds, 0.0)
+    summ["engine"] = ("pollux on rigid jobs (fastblox.mixed.simulate_rigid: compiled"
+                      + (", blind to GPU types)" if len(cluster.gpu_types) > 1 else ")"))
+    summ["restarts"] = int(out["restarts"].sum())
+    summ["held_jobs"] = int(out["held"].sum())  # (by --admission)
+    summ["elastic_jobs"] = 0
+    summ["avg_jct_elastic_s"] = float("nan")
+    m = tracked & (finish >= 0)
+    summ["avg_jct_rigid_s"] = float((finish[m] - workload.submit_s[m]).mean()) if m.any() else float("nan")
+    summ["num_steps"] = out["rounds"]  # (scheduling rounds with jobs to allocate)
+    summ["planner"] = {"allocations": out["rounds"], "programme_rounds": out["programme_rounds"],
+                       "not_proven_optimal": out["unproven_rounds"]}
     mark(summ, None)
     return Result(jobs, summ, r.as_dict())
 

@@ -731,6 +731,12 @@ def _resolve_sia(s: RunSpec, source: bool) -> dict:
     return dict(cluster=cl, round_s=s.round_s or 60.0)
 
 
+def default_throughput(throughput, c):
+    """The throughput table of a run: ``throughput`` as given, else the built-in one (``gavel``) on
+    a cluster of several GPU types (the native engine, and Pollux's rigid jobs), else none."""
+    return "gavel" if throughput is None and len(c.gpu_types) > 1 else throughput
+
+
 def _resolve_elastic(s: RunSpec, c) -> dict:
     """``--policy pollux`` without --compat: elastic and rigid jobs on any cluster of alike nodes
     (fastblox.mixed; the nodes' size is checked against the workload's elastic rows when it runs)."""
@@ -742,7 +748,7 @@ def _resolve_elastic(s: RunSpec, c) -> dict:
     if s.policy == "pollux" and s.placement is not None:
         raise OptionError("placement", f"{POLLUX_PLACES} (elastic-tiresias and elastic-optimus take one)")
     try:
-        check_cluster(c, False)
+        check_cluster(c, False, s.policy)
     except ConfigError as e:
         raise OptionError("cluster", str(e).removeprefix("--cluster: ")) from None
     return dict(round_s=s.round_s or 60.0, restart_s=RESTART_S if s.restart_s is None else s.restart_s)
@@ -804,10 +810,7 @@ def _resolve_native(s: RunSpec, c, defaults) -> dict:
     if not s.placement_effects and (s.multi_node_factor != 1.0 or s.rack_factor != 1.0):
         raise OptionError("placement_effects", "--no-placement-effects turns off the multi-node and rack factors; "
                           "drop them")
-    if s.throughput is None and len(c.gpu_types) > 1:
-        throughput = "gavel"
-    else:
-        throughput = s.throughput
+    throughput = default_throughput(s.throughput, c)
     return dict(placement=s.placement or DEFAULT_PLACEMENT, time_model=tm, round_s=float(round_s), preempt=bool(preempt),
                 throughput=throughput, restart_s=restart_s)
 

@@ -78,8 +78,8 @@ def test_bad_runs_are_refused_clearly(tmp_path):
     assert res.summary["num_finished"] == 1
     with pytest.raises(WorkloadError, match="rigid job 1 asks for 3 GPUs; the cluster has 2"):
         fastblox.simulate(w, policy="pollux", cluster="1x2")
-    with pytest.raises(OptionError, match="--cluster"):
-        fastblox.simulate(w, policy="pollux", cluster="v100:1x4,k80:1x4")
+    with pytest.raises(ConfigError, match="--cluster: --policy pollux runs elastic jobs on one GPU type"):
+        fastblox.simulate(w, policy="pollux", cluster="v100:1x4,k80:1x4")  # (rigid jobs only: several)
     with pytest.raises(OptionError, match="--placement: pollux chooses its jobs' nodes itself"):
         fastblox.simulate(w, policy="pollux", placement="consolidated")
     with pytest.raises(OptionError, match="--checkpoint-s: --policy elastic-optimus replays"):

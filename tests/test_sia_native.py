@@ -256,12 +256,14 @@ def test_class_kernels_equal_their_plain_twins(case, mu):
     assert sia._value(gain, sia._class_milp(gain, kc, pc, counts, cap, pinned)[0]) <= b2 + 1e-9  # (still a bound)
 
 
-def test_pollux_refuses_gpu_types_and_names_sia():
-    """Decision (docs/policies.md): Pollux over several GPU types stays refused, pointing at sia."""
+def test_pollux_takes_gpu_types_for_rigid_jobs_only():
+    """docs/policies.md: Pollux over several GPU types runs rigid jobs (type-blind,
+    tests/test_pollux_rigid.py); the Pollux simulator's fixed-batch policies stay on one type."""
     from fastblox.spec import RunSpec
 
-    with pytest.raises(fastblox.errors.ConfigError, match="policy sia"):
-        RunSpec(policy="pollux", cluster="v100:2x4,k80:2x4").resolved(source=False)
+    assert RunSpec(policy="pollux", cluster="v100:2x4,k80:2x4").resolved(source=False).policy == "pollux"
+    with pytest.raises(fastblox.errors.ConfigError, match="runs on one GPU type"):
+        RunSpec(policy="elastic-optimus", cluster="v100:2x4,k80:2x4").resolved(source=False)
 
 
 def test_among_optima_running_jobs_keep_their_type():

@@ -218,3 +218,76 @@ def search(state, base, table, keep, maxr, per_node, max_nodes, max_sweeps, kick
             if _better(sum(tv), sum(vals)):
                 rows, vals, taken = trial, tv, taken + 1
     return rows, taken
+
+
+def rigid_sizes(opts: list, total: int) -> list:
+    """``kernels.pollux_rigid.sizes`` in plain Python: ``opts[i]`` is job ``i``'s options as
+    ``(GPUs, value)`` pairs (no GPUs first, then its gang changed and/or kept); returns each job's
+    option index. Gains, classes, sums and ties exactly as the kernel (its docstring)."""
+    J = len(opts)
+    run, gain, gang = [0] * J, [0.0] * J, [0] * J
+    for i, o in enumerate(opts):
+        bk = -1
+        for k in range(1, len(o)):
+            if bk < 0 or o[k][1] < o[bk][1]:
+                bk = k
+        if bk > 0 and o[bk][1] < o[0][1]:
+            run[i], gain[i], gang[i] = bk, o[0][1] - o[bk][1], o[bk][0]
+    cand = [i for i in range(J) if run[i]]
+    if sum(gang[i] for i in cand) <= total:
+        return run
+    cand.sort(key=lambda i: (gang[i], -gain[i], i))
+    classes = {}
+    for i in cand:
+        classes.setdefault(gang[i], []).append(i)
+    sizes = sorted(classes)
+    pref = {}
+    for g in sizes:
+        w = [0.0]
+        for i in classes[g]:
+            w.append(w[-1] + gain[i])
+        pref[g] = w
+    ones = classes.get(1, [])
+    F = [0.0] * (total + 1)
+    picks = []
+    for g in (x for x in sizes if x != 1):
+        new, pk = [0.0] * (total + 1), [0] * (total + 1)
+        for rho in range(min(g, total + 1)):
+            _class_step(F, new, pk, pref[g], len(classes[g]), g, rho, (total - rho) // g + 1)
+        F = new
+        picks.append((g, pk))
+    c_best, v_best = 0, -1.0
+    for c in range(total + 1):
+        v = F[c] + pref[1][min(len(ones), total - c)] if ones else F[c]
+        if v > v_best:
+            v_best, c_best = v, c
+    out = [0] * J
+    for i in ones[:min(len(ones), total - c_best)]:
+        out[i] = run[i]
+    c = c_best
+    for g, pk in reversed(picks):
+        nn = pk[c]
+        for i in classes[g][:nn]:
+            out[i] = run[i]
+        c -= g * nn
+    return out
+
+
+def _class_step(F, new, pk, W, cnt, g, rho, L):
+    """``kernels.pollux_rigid._class_step``, recursive: capacity ``rho + g*s`` takes the best
+    ``F[rho + g*k] + W[s - k]`` over sources ``k`` between its neighbours' (the largest among equals)."""
+
+    def solve(sl, sr, kl, kr):
+        if sl > sr:
+            return
+        mid = (sl + sr) // 2
+        best, kb = -math.inf, min(kr, mid)
+        for k in range(min(kr, mid), max(kl, mid - cnt) - 1, -1):
+            v = F[rho + g * k] + W[mid - k]
+            if v > best:
+                best, kb = v, k
+        new[rho + g * mid], pk[rho + g * mid] = best, mid - kb
+        solve(mid + 1, sr, kb, kr)
+        solve(sl, mid - 1, kl, kb)
+
+    solve(0, L - 1, 0, L - 1)

@@ -1,0 +1,684 @@
+"""Pollux on rigid jobs, compiled: the elastic engine's replay (``fastblox.compat_pollux._run_pollux``
+with ``fastblox.mixed.RigidJob``) and ``PolluxPolicy.optimize``'s rule for jobs that take their
+gang or nothing, on nodes of any GPU types (``fastblox.mixed.simulate_rigid`` calls it; its
+plain twin is that Python replay with ``PolluxPolicy(search=False)``, compared by hypothesis).
+
+Each interval every running job advances (at the speed of the slowest GPU type it holds), jobs
+that finished leave, arrivals are let in (the native admission, ``kernels.admission.admit_to``),
+and Pollux's allocation is chosen, blind to GPU types: jobs in order of (attained GPU-seconds,
+submit time), each valued ``1 / (speedup / per_node * factor + 1e-3)`` (``speedup``: gang / fair
+share on its gang, 0 with no GPUs; ``factor``: the restart discount, 1 on its unchanged row),
+the least sum of values over GPU counts (:func:`sizes`: an optimum over classes of alike gangs,
+where the elastic engine runs ``kernels.elastic.pollux_sizes`` over every job and GPU count; among
+equal optima the two may choose other jobs), packed onto nodes (``PolluxPolicy._pack``/
+``_place_one``), planned again without the gangs the packing could not place, the best by
+Pollux's power mean kept (the current allocation included). Rows are sparse: at most ``K``
+(node, GPUs) pairs a job.
+
+The local search the elastic engine runs after this (``kernels.pollux.search``) is left out:
+when the first plan over the full relaxation packs every gang, the allocation kept is optimal
+(the plan is optimal over GPU counts alone, a relaxation) and that search cannot improve it; the
+other rounds are counted (``stats[0]``) and the search might have moved jobs there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._jit import jit
+from .admission import admit_to
+
+MAX_NODES_PER_JOB = 16  # compat_pollux.MAX_NODES_PER_JOB: a spread row's nodes at most
+PASSES = 8  # PolluxPolicy.PASSES
+POLLUX_P = -1.0  # compat_pollux.POLLUX_P
+# the replay's outcome codes
+OK, TOO_LONG = 0, 1
+
+
+@jit(nrt=False)
+def pairwise_sum(a, lo, n):
+    """``np.sum`` of ``a[lo:lo + n]`` (float64, contiguous) with numpy's own pairwise summation
+    (blocks of 128 with eight accumulators), so the objective has numpy's bits."""
+    if n < 8:
+        s = 0.0
+        for i in range(n):
+            s += a[lo + i]
+        return s
+    if n <= 128:
+        r0 = a[lo]
+        r1 = a[lo + 1]
+        r2 = a[lo + 2]
+        r3 = a[lo + 3]
+        r4 = a[lo + 4]
+        r5 = a[lo + 5]
+        r6 = a[lo + 6]
+        r7 = a[lo + 7]
+        i = 8
+        while i < n - (n % 8):
+            r0 += a[lo + i]
+            r1 += a[lo + i + 1]
+            r2 += a[lo + i + 2]
+            r3 += a[lo + i + 3]
+            r4 += a[lo + i + 4]
+            r5 += a[lo + i + 5]
+            r6 += a[lo + i + 6]
+            r7 += a[lo + i + 7]
+            i += 8
+        s = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            s += a[lo + i]
+            i += 1
+        return s
+    n2 = n // 2
+    n2 -= n2 % 8
+    return pairwise_sum(a, lo, n2) + pairwise_sum(a, lo + n2, n - n2)
+
+
+@jit(nrt=False)
+def same_row(ja, na, nodes_a, cnt_a, jb, nb, nodes_b, cnt_b):
+    """Whether row ``ja`` of (``nodes_a``, ``cnt_a``, ``na`` pairs) is row ``jb`` of the other."""
+    if na != nb:
+        return False
+    for k in range(na):
+        if nodes_a[ja, k] != nodes_b[jb, k] or cnt_a[ja, k] != cnt_b[jb, k]:
+            return False
+    return True
+
+
+@jit(nrt=False)
+def _row_from_dense(dense, i, out_nodes, out_cnt, out_len):
+    """Row ``i`` of the sparse arrays from ``dense`` GPUs per node (ascending nodes); ``dense`` zeroed."""
+    m = 0
+    for k in range(len(dense)):
+        if dense[k] > 0:
+            out_nodes[i, m] = k
+            out_cnt[i, m] = dense[k]
+            m += 1
+            dense[k] = 0
+    out_len[i] = m
+
+
+@jit(nrt=False)
+def gang_fits(r, per_node, hist_all, hist_nd):
+    """Whether :func:`place_one` gives all ``r`` GPUs (else the gang is not placed at all), from
+    the count of nodes by free GPUs (``hist_all``) and of those without a multi-node job
+    (``hist_nd``): a node that takes them; whole free nodes and a node for the rest; or the
+    freest ``MAX_NODES_PER_JOB`` nodes without a multi-node job holding them."""
+    P = per_node
+    if r <= P:
+        for f in range(r, P + 1):
+            if hist_all[f] > 0:
+                return True
+    else:
+        full = r // P
+        rest = r % P
+        if hist_all[P] >= full:
+            if rest == 0:
+                return True
+            for f in range(rest, P):
+                if hist_nd[f] > 0:
+                    return True
+            if hist_all[P] - full > 0:
+                return True
+    slots = MAX_NODES_PER_JOB
+    tot = 0
+    used = 0
+    for f in range(P, 0, -1):
+        c = hist_nd[f] if hist_nd[f] < slots else slots
+        tot += c * f
+        used += c
+        slots -= c
+        if tot >= r:
+            return used > 1
+    return False
+
+
+@jit(nrt=False)
+def _take(k, cnt, multi, free, dist_on, hist_all, hist_nd):
+    """``cnt`` GPUs of node ``k`` taken (by a multi-node row: ``multi``), the counts kept."""
+    hist_all[free[k]] -= 1
+    if not dist_on[k]:
+        hist_nd[free[k]] -= 1
+    free[k] -= cnt
+    if multi:
+        dist_on[k] = True
+    hist_all[free[k]] += 1
+    if not dist_on[k]:
+        hist_nd[free[k]] += 1
+
+
+@jit(nrt=False)
+def place_one(r, free, dist_on, per_node, dense, order):
+    """``PolluxPolicy._place_one``: ``r`` GPUs into ``dense`` (zeros in, GPUs per node out): one
+    node, the fullest that takes them; else whole free nodes plus the fullest node for the rest
+    (no other multi-node job on it); else spread over the freest nodes without another multi-node
+    job (at most ``MAX_NODES_PER_JOB``); else part of the freest node. ``order``: scratch (nodes)."""
+    N = len(free)
+    P = per_node
+    if r <= P:
+        pick = -1
+        for k in range(N):
+            if free[k] >= r and (pick < 0 or free[k] < free[pick]):
+                pick = k
+        if pick >= 0:
+            dense[pick] = r
+            return
+    else:
+        full = r // P
+        rest = r % P
+        nwhole = 0
+        for k in range(N):
+            if free[k] == P:
+                nwhole += 1
+        if nwhole >= full:
+            last = -1  # (the full-th whole node: the whole nodes used are those up to it)
+            c = 0
+            for k in range(N):
+                if free[k] == P:
+                    c += 1
+                    if c == full:
+                        last = k
+                        break
+            if rest:
+                pick = -1
+                for k in range(N):
+                    if free[k] >= rest and not dist_on[k] and not (free[k] == P and k <= last):
+                        if pick < 0 or free[k] < free[pick]:
+                            pick = k
+                if pick >= 0:
+                    for k in range(last + 1):
+                        if free[k] == P:
+                            dense[k] = P
+                    dense[pick] = rest
+                    return
+            else:
+                for k in range(last + 1):
+                    if free[k] == P:
+                        dense[k] = P
+                return
+    # spread: nodes without another multi-node job, most free first (lowest index among equals)
+    m = 0
+    for f in range(P, 0, -1):
+        for k in range(N):
+            if free[k] == f and not dist_on[k]:
+                order[m] = k
+                m += 1
+    if m > MAX_NODES_PER_JOB:
+        m = MAX_NODES_PER_JOB
+    left = r
+    nz = 0
+    tot = 0
+    for p in range(m):
+        k = order[p]
+        take = free[k] if free[k] < left else left
+        dense[k] = take
+        nz += 1
+        tot += take
+        left -= take
+        if left == 0:
+            break
+    if nz <= 1 and tot < r:  # one node can take part of it only
+        for k in range(N):
+            dense[k] = 0
+        best = 0
+        for k in range(1, N):
+            if free[k] > free[best]:
+                best = k
+        if free[best] > 0:
+            dense[best] = free[best] if free[best] < r else r
+
+
+@jit(nrt=False)
+def _class_step(F, Fn, pick, pref, base, cnt, g, rho, L, stack):
+    """One class of ``cnt`` gangs of ``g`` GPUs added to the best totals ``F`` by capacity, at the
+    capacities ``rho + g * s`` (s < ``L``): ``Fn = max over n <= cnt of F[c - g n] + W[n]`` (``W``:
+    ``pref[base:]``, concave: the gains in decreasing order) and ``pick`` that ``n`` (the fewest
+    among equals). The best source ``k = s - n`` does not decrease with ``s`` (W concave), so the
+    capacities are solved by halving: the middle one's source is sought between the sources of
+    the nearest ones solved (``stack``: scratch, 4 x ``L`` rows)."""
+    stack[0, 0] = 0
+    stack[0, 1] = L - 1
+    stack[0, 2] = 0
+    stack[0, 3] = L - 1
+    top = 1
+    while top > 0:
+        top -= 1
+        sl = stack[top, 0]
+        sr = stack[top, 1]
+        kl = stack[top, 2]
+        kr = stack[top, 3]
+        if sl > sr:
+            continue
+        mid = (sl + sr) // 2
+        lo = kl if kl > mid - cnt else mid - cnt
+        hi = kr if kr < mid else mid
+        best = -math.inf
+        kb = hi
+        for k in range(hi, lo - 1, -1):  # (the largest source, the fewest gangs, among equals)
+            v = F[rho + g * k] + pref[base + mid - k]
+            if v > best:
+                best = v
+                kb = k
+        Fn[rho + g * mid] = best
+        pick[rho + g * mid] = mid - kb
+        stack[top, 0] = sl
+        stack[top, 1] = mid - 1
+        stack[top, 2] = kl
+        stack[top, 3] = kb
+        stack[top + 1, 0] = mid + 1
+        stack[top + 1, 1] = sr
+        stack[top + 1, 2] = kb
+        stack[top + 1, 3] = kr
+        top += 2
+
+
+@jit
+def sizes(J, opt_r, opt_v, nopt, G, out_k):
+    """Each job's option (index into its options: 0 no GPUs, then its gang changed and/or kept)
+    of the least sum of values over at most ``G`` GPUs, as the elastic engine's dynamic
+    programme answers it but over classes of gangs: a job's run option is its first least one
+    with GPUs, taken only when below its no-GPU value (its gain: the difference); when those all
+    fit, every job takes it (the programme's answer then, exactly); else, in each class of alike
+    gangs the jobs of most gain (earliest position among equals) run, the count per class
+    maximising the total gain (a programme over the classes of 2 GPUs or more, ascending, by
+    capacity, the fewest jobs among equal totals; the 1-GPU class last, filling what is left; the
+    least capacity among equal totals). An optimum of the same objective; among optima it may
+    choose other jobs than the elastic engine's programme. Its plain twin:
+    ``fastblox.reference.pollux.rigid_sizes``. Returns whether the classes were needed."""
+    run = np.empty(J, dtype=np.int64)
+    gain = np.empty(J)
+    g = np.zeros(J, dtype=np.int64)
+    tot = 0
+    for i in range(J):
+        bk = -1
+        for k in range(1, nopt[i]):
+            if bk < 0 or opt_v[i, k] < opt_v[i, bk]:
+                bk = k
+        out_k[i] = 0
+        run[i] = -1
+        if bk > 0 and opt_v[i, bk] < opt_v[i, 0]:
+            run[i] = bk
+            gain[i] = opt_v[i, 0] - opt_v[i, bk]
+            g[i] = opt_r[i, bk]
+            tot += g[i]
+    if tot <= G:
+        for i in range(J):
+            if run[i] > 0:
+                out_k[i] = run[i]
+        return False
+    # the candidates by (gang, gain descending, position)
+    cand = np.flatnonzero(run > 0)
+    o1 = np.argsort(-gain[cand], kind="mergesort")
+    c1 = cand[o1]
+    o2 = np.argsort(g[c1], kind="mergesort")
+    srt = c1[o2]
+    m = len(srt)
+    ncls = 0
+    for a in range(m):
+        if a == 0 or g[srt[a]] != g[srt[a - 1]]:
+            ncls += 1
+    cls_g = np.empty(ncls, dtype=np.int64)
+    cls_lo = np.empty(ncls + 1, dtype=np.int64)
+    q = 0
+    for a in range(m):
+        if a == 0 or g[srt[a]] != g[srt[a - 1]]:
+            cls_g[q] = g[srt[a]]
+            cls_lo[q] = a
+            q += 1
+    cls_lo[ncls] = m
+    pref = np.empty(m + ncls)  # (each class's prefix sums of gains: W[0] = 0, W[n] = W[n-1] + gain)
+    for q in range(ncls):
+        base = cls_lo[q] + q
+        pref[base] = 0.0
+        for a in range(cls_lo[q], cls_lo[q + 1]):
+            pref[base + a - cls_lo[q] + 1] = pref[base + a - cls_lo[q]] + gain[srt[a]]
+    first = 1 if cls_g[0] == 1 else 0  # (the 1-GPU class, if any, fills what is left)
+    F = np.zeros(G + 1)
+    Fn = np.empty(G + 1)
+    pick = np.zeros((ncls, G + 1), dtype=np.int64)
+    stack = np.empty((4 * (G + 2), 4), dtype=np.int64)
+    for q in range(first, ncls):
+        gq = cls_g[q]
+        cnt = cls_lo[q + 1] - cls_lo[q]
+        base = cls_lo[q] + q
+        for rho in range(min(gq, G + 1)):
+            _class_step(F, Fn, pick[q], pref, base, cnt, gq, rho, (G - rho) // gq + 1, stack)
+        for c in range(G + 1):
+            F[c] = Fn[c]
+    c_best = 0
+    v_best = -1.0
+    for c in range(G + 1):
+        v = F[c]
+        if first:
+            cnt1 = cls_lo[1]
+            left = G - c
+            v = v + pref[cnt1 if cnt1 < left else left]
+        if v > v_best:
+            v_best = v
+            c_best = c
+    if first:
+        left = G - c_best
+        cnt1 = cls_lo[1]
+        n1 = cnt1 if cnt1 < left else left
+        for a in range(n1):
+            out_k[srt[a]] = run[srt[a]]
+    c = c_best
+    for q in range(ncls - 1, first - 1, -1):
+        nn = pick[q, c]
+        for a in range(cls_lo[q], cls_lo[q] + nn):
+            out_k[srt[a]] = run[srt[a]]
+        c -= cls_g[q] * nn
+    return True
+
+
+@jit(nrt=False)
+def objective(J, ord_j, gang, fair, per_node, factor, b_nodes, b_cnt, b_len, c_nodes, c_cnt, c_len, s_buf):
+    """Pollux's power mean (p = -1) of the scaled speedups of candidate rows (``c_*``, by position
+    in ``ord_j``) against the base rows (``b_*``, by job), as ``PolluxPolicy.objective``."""
+    for i in range(J):
+        j = ord_j[i]
+        r = 0
+        for k in range(c_len[i]):
+            r += c_cnt[i, k]
+        one = gang[j] / fair if r == gang[j] and r > 0 else 0.0
+        s = one / per_node
+        if not same_row(i, c_len[i], c_nodes, c_cnt, j, b_len[j], b_nodes, b_cnt):
+            s = s * factor[i]
+        s_buf[i] = 1.0 / (s + 1e-3)  # (numpy's ``x ** -1.0`` on an array is its reciprocal: the same bits)
+    return (pairwise_sum(s_buf, 0, J) / J) ** (1.0 / POLLUX_P)
+
+
+@jit
+def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order, place_ord,
+         c_nodes, c_cnt, c_len):
+    """``PolluxPolicy._pack``: rows (``c_*``, by position) with the options chosen (``keep_k[i]``:
+    keeps its row; ``r_of[i]``: its GPUs): kept rows as they are, the others largest first (by
+    position among equals) by :func:`place_one`; a gang the packing cannot give whole gets none.
+    Returns how many chosen gangs got none (the short ones: ``c_len[i]`` 0 with ``r_of[i]`` > 0)."""
+    N = len(free)
+    for k in range(N):
+        free[k] = per_node
+        dist_on[k] = False
+    hist_all = np.zeros(per_node + 1, dtype=np.int64)
+    hist_nd = np.zeros(per_node + 1, dtype=np.int64)
+    hist_all[per_node] = N
+    hist_nd[per_node] = N
+    m = 0
+    for i in range(J):
+        j = ord_j[i]
+        c_len[i] = 0
+        if keep_k[i]:
+            c_len[i] = b_len[j]
+            for k in range(b_len[j]):
+                c_nodes[i, k] = b_nodes[j, k]
+                c_cnt[i, k] = b_cnt[j, k]
+                _take(b_nodes[j, k], b_cnt[j, k], b_len[j] > 1, free, dist_on, hist_all, hist_nd)
+        elif r_of[i] > 0:
+            place_ord[m] = i
+            m += 1
+    # largest first, by position among equals (a stable insertion sort: few jobs start at once)
+    for a in range(1, m):
+        x = place_ord[a]
+        p = a
+        while p > 0 and r_of[place_ord[p - 1]] < r_of[x]:
+            place_ord[p] = place_ord[p - 1]
+            p -= 1
+        place_ord[p] = x
+    short = 0
+    for a in range(m):
+        i = place_ord[a]
+        r = r_of[i]
+        if not gang_fits(r, per_node, hist_all, hist_nd):  # (place_one would give part of it: none)
+            short += 1
+            continue
+        place_one(r, free, dist_on, per_node, dense, order)
+        _row_from_dense(dense, i, c_nodes, c_cnt, c_len)
+        for k in range(c_len[i]):
+            _take(c_nodes[i, k], c_cnt[i, k], c_len[i] > 1, free, dist_on, hist_all, hist_nd)
+    return short
+
+
+@jit(nrt=False)
+def _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
+    """Each job's options, in the elastic engine's order (inf ones left out): no GPUs; its gang
+    (changed: discounted by ``factor``; not with ``whole`` for a gang of more than a node that is
+    not whole nodes, nor above its cap); keeping its row (running jobs). ``keep_at[i]``: the keep
+    option's index (-1: none)."""
+    P = per_node
+    for i in range(J):
+        j = ord_j[i]
+        g = gang[j]
+        opt_r[i, 0] = 0
+        opt_v[i, 0] = 1.0 / (0.0 / P * factor[i] + 1e-3)
+        n = 1
+        if caps[i] >= g and not (whole and g > P and g % P != 0):
+            opt_r[i, n] = g
+            opt_v[i, n] = 1.0 / (g / fair / P * factor[i] + 1e-3)
+            n += 1
+        keep_at[i] = -1
+        if b_len[j] > 0:
+            opt_r[i, n] = g
+            opt_v[i, n] = 1.0 / (g / fair / P + 1e-3)
+            keep_at[i] = n
+            n += 1
+        nopt[i] = n
+
+
+@jit(nrt=False)
+def _copy_rows(J, src_nodes, src_cnt, src_len, dst_nodes, dst_cnt, dst_len):
+    for i in range(J):
+        dst_len[i] = src_len[i]
+        for k in range(src_len[i]):
+            dst_nodes[i, k] = src_nodes[i, k]
+            dst_cnt[i, k] = src_cnt[i, k]
+
+
+@jit
+def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_node, b_nodes, b_cnt, b_len, K,
+             best_nodes, best_cnt, best_len, ord_j, stats):
+    """``PolluxPolicy.optimize`` (without its local search) for the active jobs ``act[:J]``
+    (workload order) holding rows ``b_*`` (by job): the allocation kept into ``best_*`` by
+    position in ``ord_j`` (the jobs by attained GPU-seconds, then submit time). ``stats``: [0]
+    rounds whose first plan over GPU counts alone could not be packed (not proven optimal), [1]
+    rounds that needed the programme, [2] rounds."""
+    G = N * per_node
+    a = act[:J]
+    waiting = 0
+    for i in range(J):
+        if b_len[a[i]] == 0:
+            waiting += 1
+    if waiting == 0:  # (every job keeps its row: the plan, its packing and so the allocation kept; proven)
+        for i in range(J):
+            ord_j[i] = a[i]
+            best_len[i] = b_len[a[i]]
+            for k in range(b_len[a[i]]):
+                best_nodes[i, k] = b_nodes[a[i], k]
+                best_cnt[i, k] = b_cnt[a[i], k]
+        stats[2] += 1
+        return
+    o1 = np.argsort(submit[a], kind="mergesort")
+    o2 = np.argsort(attained[a[o1]], kind="mergesort")
+    for i in range(J):
+        ord_j[i] = a[o1[o2[i]]]
+    fair = math.ceil(G / J) * 1.0
+    factor = np.empty(J)
+    odd = False
+    for i in range(J):
+        j = ord_j[i]
+        age = now - submit[j]
+        rst = restarts[j] if restarts[j] > 0 else 0
+        x = age - rst * restart_s
+        factor[i] = (x if x > 0.0 else 0.0) / (age + restart_s)
+        if gang[j] > per_node and gang[j] % per_node != 0:
+            odd = True
+    s_buf = np.empty(J)
+    for i in range(J):  # the unchanged allocation
+        j = ord_j[i]
+        best_len[i] = b_len[j]
+        for k in range(b_len[j]):
+            best_nodes[i, k] = b_nodes[j, k]
+            best_cnt[i, k] = b_cnt[j, k]
+    f_best = objective(J, ord_j, gang, fair, per_node, factor, b_nodes, b_cnt, b_len, best_nodes, best_cnt, best_len,
+                       s_buf)
+    c_nodes = np.empty((J, K), dtype=np.int64)
+    c_cnt = np.empty((J, K), dtype=np.int64)
+    c_len = np.empty(J, dtype=np.int64)
+    opt_r = np.empty((J, 3), dtype=np.int64)
+    opt_v = np.empty((J, 3))
+    nopt = np.empty(J, dtype=np.int64)
+    keep_at = np.empty(J, dtype=np.int64)
+    caps = np.empty(J, dtype=np.int64)
+    out_k = np.empty(J, dtype=np.int64)
+    r_of = np.empty(J, dtype=np.int64)
+    keep_k = np.empty(J, dtype=np.bool_)
+    free = np.empty(N, dtype=np.int64)
+    dist_on = np.empty(N, dtype=np.bool_)
+    dense = np.zeros(N, dtype=np.int64)
+    order = np.empty(N, dtype=np.int64)
+    place_ord = np.empty(J, dtype=np.int64)
+    proven = False
+    for w in range(2):
+        whole = w == 0
+        if not whole and not odd:
+            break  # (the same plans again: whole nodes change no job's options)
+        for i in range(J):
+            caps[i] = gang[ord_j[i]]
+        for pss in range(PASSES):
+            _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
+            if sizes(J, opt_r, opt_v, nopt, G, out_k):
+                stats[1] += 1
+            for i in range(J):
+                keep_k[i] = out_k[i] == keep_at[i]
+                r_of[i] = opt_r[i, out_k[i]]
+            short = pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order,
+                         place_ord, c_nodes, c_cnt, c_len)
+            f = objective(J, ord_j, gang, fair, per_node, factor, b_nodes, b_cnt, b_len, c_nodes, c_cnt, c_len, s_buf)
+            if f > f_best:
+                f_best = f
+                _copy_rows(J, c_nodes, c_cnt, c_len, best_nodes, best_cnt, best_len)
+            if pss == 0 and short == 0 and (not whole or not odd):
+                proven = True  # (the plan over the full relaxation packed: an optimum)
+            if short == 0:
+                break
+            for i in range(J):
+                if not keep_k[i] and r_of[i] > 0 and c_len[i] == 0:
+                    caps[i] = 0
+    if not proven:
+        stats[0] += 1
+    stats[2] += 1
+
+
+@jit(nrt=False)
+def _advance(j, t0, secs, gang, work, done, rescale, speed, attained, finish, b_len):
+    """``fastblox.mixed.RigidJob.advance``: job ``j`` over ``[t0, t0 + secs)`` on its row, its work
+    done at ``speed`` work-seconds a second after its restart delay."""
+    if b_len[j] == 0 or finish[j] >= 0:
+        return
+    d = rescale[j] if rescale[j] < secs else secs
+    rescale[j] -= d
+    left = (work[j] - done[j]) / speed[j]
+    run = secs - d if secs - d < left else left
+    attained[j] += (d + run) * gang[j]
+    if run >= left:
+        finish[j] = t0 + d + left
+        done[j] = work[j]
+    else:
+        done[j] += run * speed[j]
+
+
+@jit
+def replay(submit, gang, work, speed_t, node_type, per_node, interval_s, restart_s, theta, max_intervals, K, first,
+           finish, preempted, restarts, attained, arrive_s, admit_s, stats):
+    """The elastic engine's replay of rigid jobs under Pollux (module docstring); per job:
+    ``first`` (-1: never ran), ``finish`` (-1), ``preempted``, ``restarts`` (-1: never ran),
+    ``attained`` (GPU-seconds held, restarts included), ``arrive_s``/``admit_s`` (the interval it
+    arrived at / was let in at: ``fastblox.mixed.Gate``). ``speed_t[j, t]``: job ``j``'s speed on
+    GPU type ``t`` (a gang over several types: the slowest). Returns OK or TOO_LONG."""
+    n = len(submit)
+    N = len(node_type)
+    total = N * per_node
+    b_nodes = np.zeros((n, K), dtype=np.int64)
+    b_cnt = np.zeros((n, K), dtype=np.int64)
+    b_len = np.zeros(n, dtype=np.int64)
+    done = np.zeros(n)
+    rescale = np.zeros(n)
+    speed = np.ones(n)
+    arr = np.argsort(submit, kind="mergesort")
+    sub_arr = submit[arr]
+    g_arr = gang[arr]
+    act = np.empty(n, dtype=np.int64)
+    nxt_act = np.empty(n, dtype=np.int64)
+    ord_j = np.empty(n, dtype=np.int64)
+    best_nodes = np.empty((n, K), dtype=np.int64)
+    best_cnt = np.empty((n, K), dtype=np.int64)
+    best_len = np.empty(n, dtype=np.int64)
+    J = 0
+    now = 0.0
+    left = n
+    next_arr = 0
+    head = 0
+    demand = 0
+    for _ in range(max_intervals):
+        if left == 0:
+            return OK
+        for a in range(J):
+            _advance(act[a], now, interval_s, gang, work, done, rescale, speed, attained, finish, b_len)
+        now += interval_s
+        m = 0
+        ndone = 0
+        for a in range(J):
+            j = act[a]
+            if finish[j] >= 0:
+                ndone += 1
+                demand -= gang[j]
+                b_len[j] = 0
+            else:
+                nxt_act[m] = j
+                m += 1
+        left -= ndone
+        f0 = next_arr
+        while next_arr < n and sub_arr[next_arr] <= now:
+            next_arr += 1
+        for q in range(f0, next_arr):
+            arrive_s[arr[q]] = now
+        last = admit_to(theta, total, demand, head, next_arr, g_arr)
+        for q in range(head, last):
+            demand += g_arr[q]
+            admit_s[arr[q]] = now
+            nxt_act[m] = arr[q]
+            m += 1
+        if ndone > 0 or last > head:
+            act[:m] = np.sort(nxt_act[:m])
+            J = m
+        head = last
+        if J == 0:
+            continue
+        optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_node, b_nodes, b_cnt, b_len, K,
+                 best_nodes, best_cnt, best_len, ord_j, stats)
+        for i in range(J):
+            j = ord_j[i]
+            if same_row(i, best_len[i], best_nodes, best_cnt, j, b_len[j], b_nodes, b_cnt):
+                continue
+            if best_len[i] == 0:
+                if b_len[j] > 0:
+                    preempted[j] += 1
+                b_len[j] = 0
+                continue
+            sp = math.inf
+            for k in range(best_len[i]):
+                b_nodes[j, k] = best_nodes[i, k]
+                b_cnt[j, k] = best_cnt[i, k]
+                s = speed_t[j, node_type[best_nodes[i, k]]]
+                if s < sp:
+                    sp = s
+            b_len[j] = best_len[i]
+            speed[j] = sp
+            rescale[j] = restart_s
+            if restarts[j] < 0:
+                restarts[j] = 0
+                first[j] = now
+            else:
+                restarts[j] += 1
+    return OK if left == 0 else TOO_LONG

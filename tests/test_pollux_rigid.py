@@ -1,0 +1,145 @@
+"""Pollux on rigid jobs, compiled (kernels/pollux_rigid.py, fastblox.mixed.simulate_rigid), on one
+GPU type or several (type-blind)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import SHARED, need_shared
+import fastblox
+from fastblox import mixed
+from fastblox.errors import ConfigError
+from fastblox.reference.pollux import rigid_sizes
+from fastblox.spec import OptionError, RunSpec
+
+KEYS = ("start_s", "finish_s", "preemptions", "restarts", "attained_gpu_s")
+
+
+def _twin(gangs, dur, submit, nodes, per_node, node_type=None, speeds=None, theta=0.0, search=False):
+    """The elastic engine's Python replay (``search=False``: the compiled rule's plain twin)."""
+    n = len(gangs)
+    gate = mixed.Gate(submit, gangs, theta, nodes * per_node)
+    return mixed.simulate_mixed([""] * n, gangs, dur, np.zeros(n, bool), submit, 60.0, nodes, per_node, gate=gate,
+                                speeds=speeds, node_type=node_type, search=search)
+
+
+rigid_job = st.tuples(st.sampled_from([1, 1, 1, 2, 3, 4, 6, 8, 12]), st.integers(30, 4000), st.integers(0, 2400))
+
+
+@settings(max_examples=25, deadline=None)
+@given(jobs=st.lists(rigid_job, min_size=1, max_size=14), nodes=st.integers(1, 4), per_node=st.sampled_from([2, 4, 8]),
+       types=st.integers(1, 3), theta=st.sampled_from([0.0, 1.0]), seed=st.integers(0, 9))
+def test_the_kernel_is_its_plain_twin(jobs, nodes, per_node, types, theta, seed):
+    """kernels.pollux_rigid.replay gives the Python replay (PolluxPolicy with the class plan and no
+    local search, RigidJob at its nodes' slowest type) bit for bit, on one or several GPU types."""
+    gangs = np.array([min(g, nodes * per_node) for g, _, _ in jobs], dtype=np.int64)
+    dur = np.array([float(d) for _, d, _ in jobs])
+    submit = np.array([float(t) for _, _, t in jobs])
+    node_type = np.arange(nodes) % types
+    speeds = np.round(np.random.default_rng(seed).uniform(0.2, 1.0, (len(jobs), types)), 3)
+    a = _twin(gangs, dur, submit, nodes, per_node, node_type, speeds, theta)
+    b = mixed.simulate_rigid(gangs, dur, submit, 60.0, node_type, per_node, speeds, theta)
+    for k in KEYS:
+        assert np.array_equal(np.asarray(a[k]), np.asarray(b[k])), k
+    assert (b["finish_s"] > submit).all()
+
+
+def _brute(opts, total):
+    """The least sum of values over every choice of options within ``total`` GPUs."""
+    best = np.inf
+    for pick in itertools.product(*(range(len(o)) for o in opts)):
+        if sum(o[k][0] for o, k in zip(opts, pick)) <= total:
+            best = min(best, sum(o[k][1] for o, k in zip(opts, pick)))
+    return best
+
+
+value = st.sampled_from([2.0, 7.5, 40.0, 120.0, 333.0, 999.0, 1000.0])  # (few values: many ties)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), J=st.integers(1, 7), total=st.integers(1, 12))
+def test_the_class_plan_is_its_twin_and_an_optimum(data, J, total):
+    """kernels.pollux_rigid.sizes (over classes of gangs, by halving) chooses as its plain twin
+    does, and its sum of values is the least of every choice (brute force) within the GPUs."""
+    from fastblox.kernels.pollux_rigid import sizes
+
+    opts = []
+    for _ in range(J):
+        g = data.draw(st.sampled_from([1, 1, 2, 3, 4, 8]))
+        o = [(0, 1000.0)]
+        if data.draw(st.booleans()):
+            o.append((g, data.draw(value)))
+        if data.draw(st.booleans()):
+            o.append((g, data.draw(value)))
+        opts.append(o)
+    opt_r, opt_v = np.zeros((J, 3), np.int64), np.zeros((J, 3))
+    nopt = np.array([len(o) for o in opts], dtype=np.int64)
+    for i, o in enumerate(opts):
+        for k, (r, v) in enumerate(o):
+            opt_r[i, k], opt_v[i, k] = r, v
+    out = np.zeros(J, np.int64)
+    sizes(J, opt_r, opt_v, nopt, total, out)
+    assert out.tolist() == rigid_sizes(opts, total)
+    assert sum(o[k][0] for o, k in zip(opts, out)) <= total
+    assert sum(o[k][1] for o, k in zip(opts, out)) == pytest.approx(_brute(opts, total), abs=1e-9)
+
+
+def test_the_objective_runs_many_small_gangs_rather_than_one_big():
+    """Pollux's power mean (p = -1) of speedups over the fair share: on one 8-GPU node, a running
+    8-GPU job gives way to eight 1-GPU jobs (their harmonic mean is far higher), and the node is
+    never over its GPUs. Fails if the objective or the capacity were handled otherwise."""
+    gangs = np.array([8] + [1] * 8)
+    dur = np.array([50_000.0] + [600.0] * 8)
+    submit = np.array([0.0] + [3000.0] * 8)
+    out = mixed.simulate_rigid(gangs, dur, submit, 60.0, np.zeros(1, np.int64), 8)
+    assert out["preemptions"][0] >= 1  # (the big job stopped for the small ones)
+    # (all eight at once, at the first interval they are older than 0 s: a job of age 0 has factor 0)
+    assert (out["start_s"][1:] == 3060.0).all()
+    assert (out["finish_s"][1:] == 3060.0 + 30.0 + 600.0).all()
+    # and one 1-GPU job more than the node holds waits for a GPU
+    more = mixed.simulate_rigid(np.append(gangs, 1), np.append(dur, 600.0), np.append(submit, 3000.0), 60.0,
+                                np.zeros(1, np.int64), 8)
+    assert (more["start_s"][1:] == 3060.0).sum() == 8
+
+
+def test_where_every_plan_packs_rigid_runs_are_the_elastic_engines_job_by_job():
+    """Where every round's first plan over GPU counts packs (here: 150 short Philly jobs on 2x8,
+    contended in 43 rounds), the compiled rule gives the elastic engine's run (its programme,
+    packing and local search) bit for bit: each such plan is an optimum, which the search cannot
+    improve, and here the two plans choose alike among equals."""
+    from fastblox.traces import read_trace
+
+    w = read_trace(need_shared(SHARED / "traces" / "philly-rfold" / "jobs.csv.gz"), on_bad_rows="drop").head(5000)
+    w = w.take(np.flatnonzero(w.duration_s < 7200)[:150])
+    gangs = np.minimum(w.num_gpus, 16)
+    a = _twin(gangs, w.duration_s, w.submit_s, 2, 8, search=True)
+    b = mixed.simulate_rigid(gangs, w.duration_s, w.submit_s, 60.0, np.zeros(2, np.int64), 8)
+    assert b["unproven_rounds"] == 0 and b["programme_rounds"] > 0
+    for k in KEYS:
+        assert np.array_equal(np.asarray(a[k]), np.asarray(b[k])), k
+
+
+def test_several_gpu_types_run_type_blind_at_the_tables_speeds():
+    """--policy pollux on rigid jobs over two GPU types: packed blind to types (the first nodes, the
+    V100s, first), each gang at its type's speed from the built-in table (the same model as the
+    native engine's); elastic rows on several types and the fixed-batch policies are refused."""
+    from fastblox.throughput import ThroughputTable
+
+    w = fastblox.Workload.from_arrays([0.0, 0.0, 0.0], [4, 4, 4], duration_s=[1000.0, 1000.0, 1000.0])
+    res = fastblox.simulate(w, policy="pollux", cluster="v100:2x4,k80:1x4")
+    f = res.jobs["finish_s"].to_numpy()
+    k80 = float(ThroughputTable.builtin().type_speed(("k80",), "v100")[0])
+    assert 0 < k80 < 1
+    assert sorted(f.tolist()) == pytest.approx([60.0 + 30.0 + 1000.0] * 2 + [60.0 + 30.0 + 1000.0 / k80])
+    assert "blind to GPU types" in res.summary["engine"]
+    el = fastblox.Workload.from_arrays([0.0], [1], duration_s=[5.0], elastic=np.array([True]),
+                                       model=np.array(["ncf"], dtype=object), batch_size=np.array([32768]))
+    with pytest.raises(ConfigError, match="runs elastic jobs on one GPU type"):
+        fastblox.simulate(el, policy="pollux", cluster="v100:1x4,k80:1x4")
+    with pytest.raises(OptionError, match="--policy elastic-tiresias runs on one GPU type"):
+        RunSpec(policy="elastic-tiresias", cluster="v100:2x4,k80:2x4").resolved(source=False)
