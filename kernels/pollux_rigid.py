@@ -29,51 +29,13 @@ import numpy as np
 
 from ._jit import jit
 from .admission import admit_to
+from .elastic import pairwise_sum  # numpy's pairwise summation, so the objective has numpy's bits
 
 MAX_NODES_PER_JOB = 16  # compat_pollux.MAX_NODES_PER_JOB: a spread row's nodes at most
 PASSES = 8  # PolluxPolicy.PASSES
 POLLUX_P = -1.0  # compat_pollux.POLLUX_P
 # the replay's outcome codes
 OK, TOO_LONG = 0, 1
-
-
-@jit(nrt=False)
-def pairwise_sum(a, lo, n):
-    """``np.sum`` of ``a[lo:lo + n]`` (float64, contiguous) with numpy's own pairwise summation
-    (blocks of 128 with eight accumulators), so the objective has numpy's bits."""
-    if n < 8:
-        s = 0.0
-        for i in range(n):
-            s += a[lo + i]
-        return s
-    if n <= 128:
-        r0 = a[lo]
-        r1 = a[lo + 1]
-        r2 = a[lo + 2]
-        r3 = a[lo + 3]
-        r4 = a[lo + 4]
-        r5 = a[lo + 5]
-        r6 = a[lo + 6]
-        r7 = a[lo + 7]
-        i = 8
-        while i < n - (n % 8):
-            r0 += a[lo + i]
-            r1 += a[lo + i + 1]
-            r2 += a[lo + i + 2]
-            r3 += a[lo + i + 3]
-            r4 += a[lo + i + 4]
-            r5 += a[lo + i + 5]
-            r6 += a[lo + i + 6]
-            r7 += a[lo + i + 7]
-            i += 8
-        s = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < n:
-            s += a[lo + i]
-            i += 1
-        return s
-    n2 = n // 2
-    n2 -= n2 % 8
-    return pairwise_sum(a, lo, n2) + pairwise_sum(a, lo + n2, n - n2)
 
 
 @jit(nrt=False)
