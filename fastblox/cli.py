@@ -153,9 +153,11 @@ def format_summary(res, label: str) -> str:
         lines.append(f"  speed      table {s['throughput_table']} (reference {s['reference_gpu']}), "
                      f"{s['jobs_with_known_model']} of {s['num_jobs']} jobs of a known model")
     if "elastic_jobs" in s:
-        lines.append(f"  elastic    {s['elastic_jobs']} elastic jobs, mean JCT {s['avg_jct_elastic_s']:,.1f} s | "
-                     f"{s['num_jobs'] - s['elastic_jobs']} rigid, mean JCT {s['avg_jct_rigid_s']:,.1f} s | "
-                     f"{s['restarts']} restarts" + (f" | {s['held_jobs']} held by admission" if s.get("held_jobs") else ""))
+        kinds = [f"{n} {kind}" + (f", mean JCT {s[key]:,.1f} s" if n else "") for n, kind, key in
+                 ((s["elastic_jobs"], "elastic jobs", "avg_jct_elastic_s"),
+                  (s["num_jobs"] - s["elastic_jobs"], "rigid", "avg_jct_rigid_s"))]
+        lines.append(f"  elastic    {kinds[0]} | {kinds[1]} | {s['restarts']} restarts"
+                     + (f" | {s['held_jobs']} held by admission" if s.get("held_jobs") else ""))
     if s.get("held_jobs") and "elastic_jobs" not in s:
         lines.append(f"  admission  {s['held_jobs']} jobs held back after they arrived")
     if "num_rounds" in s:

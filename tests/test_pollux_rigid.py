@@ -143,3 +143,15 @@ def test_several_gpu_types_run_type_blind_at_the_tables_speeds():
         fastblox.simulate(el, policy="pollux", cluster="v100:1x4,k80:1x4")
     with pytest.raises(OptionError, match="--policy elastic-tiresias runs on one GPU type"):
         RunSpec(policy="elastic-tiresias", cluster="v100:2x4,k80:2x4").resolved(source=False)
+
+
+def test_the_cli_reports_a_rigid_only_run_without_an_empty_elastic_mean(tmp_path, capsys):
+    """A workload of rigid jobs under --policy pollux prints their mean JCT and no 'nan' for the
+    elastic jobs it has none of."""
+    from fastblox.cli import main
+
+    assert main(["run", "--policy", "pollux", "--workload", "sample", "--num-jobs", "40", "--cluster",
+                 "v100:2x8,k80:2x8", "--out", str(tmp_path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("elastic "))
+    assert "nan" not in line and line.split("|")[0].strip() == "elastic    0 elastic jobs"
+    assert "40 rigid, mean JCT" in line
