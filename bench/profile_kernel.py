@@ -4,6 +4,8 @@
     python bench/profile_kernel.py --config 10000,128x8,las --top 60
     python bench/profile_kernel.py --trace my.parquet --config 0,64x8,tiresias   # 0: every job
     python bench/profile_kernel.py --config 20000,16x8,py:las     # an array-form user policy (LAS)
+    python bench/profile_kernel.py --trace ../shared/traces/philly-rfold/jobs.csv.gz \
+        --on-bad-rows drop --config 20000,v100:100x8,p100:100x8,k80:100x8,pollux  # Pollux's rigid replay (kernels/pollux_rigid.py)
 
 ``perf`` sees numba's code as anonymous JIT memory. This script runs the simulation in a child
 under ``perf record`` with the kernels compiled with line tables (``FASTBLOX_KERNEL_LINES=1``: the
@@ -36,7 +38,10 @@ from _util import OUT, ROOT  # noqa: E402
 
 PROFILE = OUT / "profile"
 DEFAULT_TRACE = OUT / "scale" / "philly_1m.parquet"
-SOURCES = ("engine.py", "walk.py", "placement.py", "rates.py", "state.py", "compat.py", "planners.py")
+SOURCES = ("engine.py", "walk.py", "placement.py", "rates.py", "state.py", "compat.py", "planners.py",
+           "pollux_rigid.py", "elastic.py", "admission.py")
+#: policies replayed by a kernel of their own (not the native engine's ``advance``): the modules sampled
+OWN_REPLAY = {"pollux": ("pollux_rigid", "elastic", "admission")}
 
 
 #: ``--config ...,py:NAME``: an array-form user policy, called from Python at every step
@@ -49,20 +54,28 @@ def child(args) -> None:
     """Under perf: compile (fresh cache), write the symbol map and objects, run ``--runs`` times."""
     import fastblox
     from fastblox.engine import prepare_native
+    import importlib
+
     from fastblox.kernels import engine as ke, placement as kp, rates as kr, walk as kw
     from fastblox.traces import read_trace
     from numba.core.registry import CPUDispatcher
 
     jobs, cluster, policy = args.config
     policy = PY_POLICIES[policy[3:]] if policy.startswith("py:") else policy
-    w = read_trace(args.trace)
+    w = read_trace(args.trace, on_bad_rows=args.on_bad_rows)
     if jobs:
         w = w.head(jobs)
-    fastblox.simulate(w.head(min(len(w), 1000)), cluster=cluster, policy=policy, time_model="events")
+    own = OWN_REPLAY.get(policy) if isinstance(policy, str) else None
+    if own:
+        fastblox.simulate(w.head(min(len(w), 1000)), cluster=cluster, policy=policy)
+        mods = tuple(importlib.import_module(f"fastblox.kernels.{m}") for m in own)
+    else:
+        fastblox.simulate(w.head(min(len(w), 1000)), cluster=cluster, policy=policy, time_model="events")
+        mods = (ke, kw, kp, kr)
     objdir = Path(args.child)
     syms = []  # (address, symbol, object file)
     k = 0
-    for mod in (ke, kw, kp, kr):
+    for mod in mods:
         for name in sorted(vars(mod)):
             d = getattr(mod, name)
             if not isinstance(d, CPUDispatcher) or d.__module__ != mod.__name__:
@@ -91,6 +104,11 @@ def child(args) -> None:
             pm.write(f"{a:x} {max(size, 1):x} {name}\n")
             st.write(f"{a:x} {path} {name}\n")
     for _ in range(args.runs):
+        if own:
+            t0 = time.thread_time()
+            fastblox.simulate(w, cluster=cluster, policy=policy)
+            print(f"  simulate {time.thread_time() - t0:.3f} s of CPU ({len(w):,} jobs)", file=sys.stderr)
+            continue
         nr = prepare_native(w, cluster=cluster, policy=policy, time_model="events")
         t0 = time.thread_time()
         nr.state.drive()
@@ -143,16 +161,20 @@ def attribute(objdir: Path, script: str) -> tuple[int, collections.Counter, coll
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default="1000000,2801x8,fifo", help="JOBS,CLUSTER,POLICY (JOBS 0: the whole trace)")
+    ap.add_argument("--config", default="1000000,2801x8,fifo", help="JOBS,CLUSTER,POLICY (JOBS 0: the whole trace; CLUSTER may hold commas)")
     ap.add_argument("--trace", default=str(DEFAULT_TRACE), help="a trace file (default: bench_scale's 1M Parquet)")
     ap.add_argument("--runs", type=int, default=3, help="kernel runs sampled (default 3)")
     ap.add_argument("--freq", type=int, default=5000, help="samples per second (default 5000)")
     ap.add_argument("--top", type=int, default=40, help="source lines shown (default 40)")
+    ap.add_argument("--on-bad-rows", choices=("error", "drop"), default="error",
+                    help="the trace's bad rows: an error, or dropped and counted (read_trace's on_bad_rows)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     try:
-        n, cluster, policy = args.config.split(",")
-        args.config = (int(n), cluster, policy)
+        n, *cluster, policy = args.config.split(",")
+        args.config = (int(n), ",".join(cluster), policy)
+        if not cluster:
+            raise ValueError
     except ValueError:
         ap.error(f"--config: expected JOBS,CLUSTER,POLICY (e.g. 1000000,2801x8,fifo), got {args.config!r}")
     if args.child:
@@ -172,7 +194,7 @@ def main() -> None:
         data = Path(tmp) / "perf.data"
         cmd = ["perf", "record", "-q", "-F", str(args.freq), "-o", str(data), "--", sys.executable, __file__,
                "--child", str(objdir), "--config", ",".join(map(str, args.config)), "--trace", args.trace,
-               "--runs", str(args.runs)]
+               "--runs", str(args.runs), "--on-bad-rows", args.on_bad_rows]
         print(f"profile_kernel: compiling with line tables and sampling {args.runs} runs (about a minute or two)",
               file=sys.stderr)
         r = subprocess.run(cmd, env=env, cwd=ROOT)
@@ -200,7 +222,8 @@ def main() -> None:
         out.append(f"  {100 * c / total:5.1f} %  {loc:<20} {text[:100]}")
     report = "\n".join(out) + "\n"
     print(report)
-    path = PROFILE / f"{n}_{cluster}_{policy}.txt"
+    tag = re.sub(r"[^\w.-]+", "_", cluster)
+    path = PROFILE / f"{n}_{tag}_{policy}.txt"
     path.write_text(report)
     print(f"written to {path.relative_to(ROOT)}", file=sys.stderr)
 
