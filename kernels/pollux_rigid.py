@@ -236,6 +236,142 @@ def _class_step(F, Fn, pick, pref, base, cnt, g, rho, L, stack):
         top += 2
 
 
+@jit(nrt=False)
+def _runs(J, opt_r, opt_v, nopt, run, gain, g):
+    """Each job's run option (its first least one with GPUs, taken only when below its no-GPU
+    value; -1: none), its gain (the difference) and its GPUs (0: none). Returns the GPUs of all
+    run options."""
+    tot = 0
+    for i in range(J):
+        bk = -1
+        for k in range(1, nopt[i]):
+            if bk < 0 or opt_v[i, k] < opt_v[i, bk]:
+                bk = k
+        run[i] = -1
+        gain[i] = 0.0
+        g[i] = 0
+        if bk > 0 and opt_v[i, bk] < opt_v[i, 0]:
+            run[i] = bk
+            gain[i] = opt_v[i, 0] - opt_v[i, bk]
+            g[i] = opt_r[i, bk]
+            tot += g[i]
+    return tot
+
+
+@jit
+def _classes(J, run, gain, g, srt, cls_g, cls_lo, cls_of):
+    """The candidates (run option > -1) by (gang, gain descending, position) into ``srt`` and
+    their classes of alike gangs (``cls_g``, members ``srt[cls_lo[q]:cls_lo[q + 1]]``;
+    ``cls_of[i]``: job ``i``'s class, -1 none). Returns (candidates, classes)."""
+    cand = np.flatnonzero(run > 0)
+    o1 = np.argsort(-gain[cand], kind="mergesort")
+    c1 = cand[o1]
+    o2 = np.argsort(g[c1], kind="mergesort")
+    m = len(c1)
+    for a in range(m):
+        srt[a] = c1[o2[a]]
+    for i in range(J):
+        cls_of[i] = -1
+    ncls = 0
+    for a in range(m):
+        if a == 0 or g[srt[a]] != g[srt[a - 1]]:
+            cls_g[ncls] = g[srt[a]]
+            cls_lo[ncls] = a
+            ncls += 1
+        cls_of[srt[a]] = ncls - 1
+    cls_lo[ncls] = m
+    return m, ncls
+
+
+@jit
+def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, q0, Fs, pick, out_k):
+    """The count per class maximising the total gain (module docstring of :func:`sizes`) over
+    the candidates ``srt`` still ``alive`` (a class's members in their order), from class ``q0``
+    on: the best totals before each class ``q`` are ``Fs[q]`` (kept from an earlier solve of the
+    same classes for ``q <= q0``) and its counts ``pick[q]``. Sets ``out_k`` of the jobs run."""
+    m = cls_lo[ncls]
+    mem = np.empty(m, dtype=np.int64)  # (the alive members, class by class, in order)
+    lo = np.empty(ncls + 1, dtype=np.int64)
+    k = 0
+    for q in range(ncls):
+        lo[q] = k
+        for a in range(cls_lo[q], cls_lo[q + 1]):
+            if alive[srt[a]]:
+                mem[k] = srt[a]
+                k += 1
+    lo[ncls] = k
+    pref = np.empty(k + ncls)  # (each class's prefix sums of gains: W[0] = 0, W[n] = W[n-1] + gain)
+    for q in range(ncls):
+        base = lo[q] + q
+        pref[base] = 0.0
+        for a in range(lo[q], lo[q + 1]):
+            pref[base + a - lo[q] + 1] = pref[base + a - lo[q]] + gain[mem[a]]
+    first = 1 if cls_g[0] == 1 else 0  # (the 1-GPU class, if any, fills what is left)
+    if q0 <= first:
+        q0 = first
+        for c in range(G + 1):
+            Fs[first, c] = 0.0
+    stack = np.empty((4 * (G + 2), 4), dtype=np.int64)
+    for q in range(q0, ncls):
+        gq = cls_g[q]
+        cnt = lo[q + 1] - lo[q]
+        base = lo[q] + q
+        F = Fs[q]
+        Fn = Fs[q + 1]
+        if q == first and _increasing(pref, base, cnt):
+            _first_class(Fn, pick[q], pref, base, cnt, gq, G)
+            continue
+        for rho in range(min(gq, G + 1)):
+            _class_step(F, Fn, pick[q], pref, base, cnt, gq, rho, (G - rho) // gq + 1, stack)
+    F = Fs[ncls]
+    cnt1 = lo[1] if first else 0
+    c_best = 0
+    v_best = -1.0
+    for c in range(G + 1):
+        v = F[c]
+        if first:
+            left = G - c
+            v = v + pref[cnt1 if cnt1 < left else left]
+        if v > v_best:
+            v_best = v
+            c_best = c
+    for a in range(len(out_k)):
+        out_k[a] = 0
+    if first:
+        left = G - c_best
+        n1 = cnt1 if cnt1 < left else left
+        for a in range(n1):
+            out_k[mem[a]] = run[mem[a]]
+    c = c_best
+    for q in range(ncls - 1, first - 1, -1):
+        nn = pick[q, c]
+        for a in range(lo[q], lo[q] + nn):
+            out_k[mem[a]] = run[mem[a]]
+        c -= cls_g[q] * nn
+
+
+@jit(nrt=False)
+def _increasing(pref, base, cnt):
+    """Whether a class's prefix sums strictly increase (no gain lost to rounding)."""
+    for n in range(cnt):
+        if not pref[base + n + 1] > pref[base + n]:
+            return False
+    return True
+
+
+@jit(nrt=False)
+def _first_class(Fn, pick, pref, base, cnt, g, G):
+    """:func:`_class_step` over every capacity for the first class, added to totals of zero with
+    strictly increasing prefix sums: there the halving's source at step ``s`` is ``max(0, s -
+    cnt)`` (by induction over the steps solved: the least source in range is the unique best),
+    so each capacity takes ``min(s, cnt)`` gangs and ``0.0 + W[n]``, i.e. ``W[n]``, bit for bit."""
+    for c in range(G + 1):
+        s = c // g
+        n = s if s < cnt else cnt
+        Fn[c] = pref[base + n]
+        pick[c] = n
+
+
 @jit
 def sizes(J, opt_r, opt_v, nopt, G, out_k):
     """Each job's option (index into its options: 0 no GPUs, then its gang changed and/or kept)
@@ -248,90 +384,26 @@ def sizes(J, opt_r, opt_v, nopt, G, out_k):
     capacity, the fewest jobs among equal totals; the 1-GPU class last, filling what is left; the
     least capacity among equal totals). An optimum of the same objective; among optima it may
     choose other jobs than the elastic engine's programme. Its plain twin:
-    ``fastblox.reference.pollux.rigid_sizes``. Returns whether the classes were needed."""
+    ``fastblox.reference.pollux.rigid_sizes``. Returns whether the classes were needed.
+    (:func:`optimize` runs its parts itself, to keep the classes and the totals of a round's
+    plans from one plan to the next.)"""
     run = np.empty(J, dtype=np.int64)
     gain = np.empty(J)
-    g = np.zeros(J, dtype=np.int64)
-    tot = 0
-    for i in range(J):
-        bk = -1
-        for k in range(1, nopt[i]):
-            if bk < 0 or opt_v[i, k] < opt_v[i, bk]:
-                bk = k
-        out_k[i] = 0
-        run[i] = -1
-        if bk > 0 and opt_v[i, bk] < opt_v[i, 0]:
-            run[i] = bk
-            gain[i] = opt_v[i, 0] - opt_v[i, bk]
-            g[i] = opt_r[i, bk]
-            tot += g[i]
+    g = np.empty(J, dtype=np.int64)
+    tot = _runs(J, opt_r, opt_v, nopt, run, gain, g)
     if tot <= G:
         for i in range(J):
-            if run[i] > 0:
-                out_k[i] = run[i]
+            out_k[i] = run[i] if run[i] > 0 else 0
         return False
-    # the candidates by (gang, gain descending, position)
-    cand = np.flatnonzero(run > 0)
-    o1 = np.argsort(-gain[cand], kind="mergesort")
-    c1 = cand[o1]
-    o2 = np.argsort(g[c1], kind="mergesort")
-    srt = c1[o2]
-    m = len(srt)
-    ncls = 0
-    for a in range(m):
-        if a == 0 or g[srt[a]] != g[srt[a - 1]]:
-            ncls += 1
-    cls_g = np.empty(ncls, dtype=np.int64)
-    cls_lo = np.empty(ncls + 1, dtype=np.int64)
-    q = 0
-    for a in range(m):
-        if a == 0 or g[srt[a]] != g[srt[a - 1]]:
-            cls_g[q] = g[srt[a]]
-            cls_lo[q] = a
-            q += 1
-    cls_lo[ncls] = m
-    pref = np.empty(m + ncls)  # (each class's prefix sums of gains: W[0] = 0, W[n] = W[n-1] + gain)
-    for q in range(ncls):
-        base = cls_lo[q] + q
-        pref[base] = 0.0
-        for a in range(cls_lo[q], cls_lo[q + 1]):
-            pref[base + a - cls_lo[q] + 1] = pref[base + a - cls_lo[q]] + gain[srt[a]]
-    first = 1 if cls_g[0] == 1 else 0  # (the 1-GPU class, if any, fills what is left)
-    F = np.zeros(G + 1)
-    Fn = np.empty(G + 1)
+    srt = np.empty(J, dtype=np.int64)
+    cls_g = np.empty(J, dtype=np.int64)
+    cls_lo = np.empty(J + 1, dtype=np.int64)
+    cls_of = np.empty(J, dtype=np.int64)
+    m, ncls = _classes(J, run, gain, g, srt, cls_g, cls_lo, cls_of)
+    alive = np.ones(J, dtype=np.bool_)
+    Fs = np.empty((ncls + 1, G + 1))
     pick = np.zeros((ncls, G + 1), dtype=np.int64)
-    stack = np.empty((4 * (G + 2), 4), dtype=np.int64)
-    for q in range(first, ncls):
-        gq = cls_g[q]
-        cnt = cls_lo[q + 1] - cls_lo[q]
-        base = cls_lo[q] + q
-        for rho in range(min(gq, G + 1)):
-            _class_step(F, Fn, pick[q], pref, base, cnt, gq, rho, (G - rho) // gq + 1, stack)
-        for c in range(G + 1):
-            F[c] = Fn[c]
-    c_best = 0
-    v_best = -1.0
-    for c in range(G + 1):
-        v = F[c]
-        if first:
-            cnt1 = cls_lo[1]
-            left = G - c
-            v = v + pref[cnt1 if cnt1 < left else left]
-        if v > v_best:
-            v_best = v
-            c_best = c
-    if first:
-        left = G - c_best
-        cnt1 = cls_lo[1]
-        n1 = cnt1 if cnt1 < left else left
-        for a in range(n1):
-            out_k[srt[a]] = run[srt[a]]
-    c = c_best
-    for q in range(ncls - 1, first - 1, -1):
-        nn = pick[q, c]
-        for a in range(cls_lo[q], cls_lo[q] + nn):
-            out_k[srt[a]] = run[srt[a]]
-        c -= cls_g[q] * nn
+    _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, 0, Fs, pick, out_k)
     return True
 
 
@@ -438,6 +510,64 @@ def _copy_rows(J, src_nodes, src_cnt, src_len, dst_nodes, dst_cnt, dst_len):
 
 
 @jit
+def _order(a, submit, attained, ord_j):
+    """The jobs ``a`` by (attained GPU-seconds, submit time), stably: ``ord_j``. The stable sorts
+    numpy's mergesort gives, with less sorting: none by submit time when ``a`` is in that order
+    already (workload order), and of the jobs that never ran (attained 0, first in their order)
+    none by attained."""
+    J = len(a)
+    b = a.copy()
+    for i in range(1, J):
+        if submit[a[i]] < submit[a[i - 1]]:
+            b = a[np.argsort(submit[a], kind="mergesort")]
+            break
+    z = 0
+    for i in range(J):
+        if attained[b[i]] == 0.0:
+            ord_j[z] = b[i]
+            z += 1
+        elif not attained[b[i]] > 0.0:  # (no other key arises; sorted in full if one did)
+            o = np.argsort(attained[b], kind="mergesort")
+            for k in range(J):
+                ord_j[k] = b[o[k]]
+            return
+    if z == J:
+        return
+    pos = np.empty(J - z, dtype=np.int64)
+    k = 0
+    for i in range(J):
+        if attained[b[i]] != 0.0:
+            pos[k] = b[i]
+            k += 1
+    o = np.argsort(attained[pos], kind="mergesort")
+    for k in range(J - z):
+        ord_j[z + k] = pos[o[k]]
+
+
+@jit(nrt=False)
+def _changed(J, ncls, run, gain, g, p_run, p_gain, p_g, cls_of, alive):
+    """The first class to solve again after a plan's jobs lost options (-1: sort the classes
+    anew). The classes sorted (``ncls`` >= 0) hold for the run options ``p_*`` they were sorted
+    by; jobs that have lost their run option since are marked not ``alive`` (the others keep
+    their order), the first class of 2 GPUs or more they were in returned; any other change (a new candidate, a
+    gain or gang changed) needs a new sort."""
+    if ncls < 0:
+        return -1
+    q0 = ncls
+    for i in range(J):
+        if run[i] == p_run[i] and gain[i] == p_gain[i] and g[i] == p_g[i]:
+            continue
+        if p_run[i] > 0 and run[i] <= 0 and alive[i]:
+            alive[i] = False
+            if p_g[i] > 1 and cls_of[i] < q0:  # (the 1-GPU class is not in the programme: filled last)
+                q0 = cls_of[i]
+            p_run[i], p_gain[i], p_g[i] = run[i], gain[i], g[i]
+            continue
+        return -1
+    return q0
+
+
+@jit
 def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_node, b_nodes, b_cnt, b_len, K,
              best_nodes, best_cnt, best_len, ord_j, stats):
     """``PolluxPolicy.optimize`` (without its local search) for the active jobs ``act[:J]``
@@ -460,10 +590,7 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                 best_cnt[i, k] = b_cnt[a[i], k]
         stats[2] += 1
         return
-    o1 = np.argsort(submit[a], kind="mergesort")
-    o2 = np.argsort(attained[a[o1]], kind="mergesort")
-    for i in range(J):
-        ord_j[i] = a[o1[o2[i]]]
+    _order(a, submit, attained, ord_j)
     fair = math.ceil(G / J) * 1.0
     factor = np.empty(J)
     odd = False
@@ -500,6 +627,19 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     dense = np.zeros(N, dtype=np.int64)
     order = np.empty(N, dtype=np.int64)
     place_ord = np.empty(J, dtype=np.int64)
+    run = np.empty(J, dtype=np.int64)
+    gain = np.empty(J)
+    g = np.empty(J, dtype=np.int64)
+    p_run = np.empty(J, dtype=np.int64)
+    p_gain = np.empty(J)
+    p_g = np.empty(J, dtype=np.int64)
+    srt = np.empty(J, dtype=np.int64)
+    cls_g = np.empty(J, dtype=np.int64)
+    cls_lo = np.empty(J + 1, dtype=np.int64)
+    cls_of = np.empty(J, dtype=np.int64)
+    alive = np.empty(J, dtype=np.bool_)
+    Fs = np.empty((0, G + 1))
+    pick = np.empty((0, G + 1), dtype=np.int64)
     proven = False
     for w in range(2):
         whole = w == 0
@@ -507,10 +647,26 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
             break  # (the same plans again: whole nodes change no job's options)
         for i in range(J):
             caps[i] = gang[ord_j[i]]
+        ncls = -1  # (no classes sorted for these options yet)
         for pss in range(PASSES):
             _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
-            if sizes(J, opt_r, opt_v, nopt, G, out_k):
+            tot = _runs(J, opt_r, opt_v, nopt, run, gain, g)
+            q0 = _changed(J, ncls, run, gain, g, p_run, p_gain, p_g, cls_of, alive)
+            if tot <= G:
+                for i in range(J):
+                    out_k[i] = run[i] if run[i] > 0 else 0
+            else:  # (``sizes``: the classes sorted once, later plans solved from the first class that lost jobs)
                 stats[1] += 1
+                if q0 < 0:
+                    _, ncls = _classes(J, run, gain, g, srt, cls_g, cls_lo, cls_of)
+                    for i in range(J):
+                        alive[i] = True
+                        p_run[i], p_gain[i], p_g[i] = run[i], gain[i], g[i]
+                    if Fs.shape[0] < ncls + 1:
+                        Fs = np.empty((ncls + 1, G + 1))
+                        pick = np.empty((ncls, G + 1), dtype=np.int64)
+                    q0 = 0
+                _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, q0, Fs, pick, out_k)
             for i in range(J):
                 keep_k[i] = out_k[i] == keep_at[i]
                 r_of[i] = opt_r[i, out_k[i]]

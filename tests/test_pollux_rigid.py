@@ -89,6 +89,82 @@ def test_the_class_plan_is_its_twin_and_an_optimum(data, J, total):
     assert sum(o[k][1] for o, k in zip(opts, out)) == pytest.approx(_brute(opts, total), abs=1e-9)
 
 
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), J=st.integers(2, 24), total=st.integers(1, 40))
+def test_a_plan_solved_again_from_the_first_class_that_lost_jobs_is_the_plan_solved_anew(data, J, total):
+    """optimize's later plans of a round: the classes sorted once, jobs that lost their run
+    option marked, the programme solved again from the first class of 2 GPUs or more that lost
+    one (the totals before it kept) choose exactly as sizes over the jobs left, and the first
+    class's shortcut (_first_class) gives the halving's totals and counts bit for bit."""
+    from fastblox.kernels import pollux_rigid as pr
+
+    gangs = np.array([data.draw(st.sampled_from([1, 1, 2, 2, 4, 4, 8, 3])) for _ in range(J)], np.int64)
+    vals = np.array([data.draw(value) for _ in range(J)])
+    opt_r, opt_v = np.zeros((J, 3), np.int64), np.zeros((J, 3))
+    opt_v[:, 0] = 1000.0
+    opt_r[:, 1], opt_v[:, 1] = gangs, vals
+    nopt = np.full(J, 2, np.int64)
+    run, gain, g = np.empty(J, np.int64), np.empty(J), np.empty(J, np.int64)
+    pr._runs(J, opt_r, opt_v, nopt, run, gain, g)
+    srt, cls_g, cls_lo, cls_of = (np.empty(n, np.int64) for n in (J, J, J + 1, J))
+    _, ncls = pr._classes(J, run, gain, g, srt, cls_g, cls_lo, cls_of)
+    if ncls == 0:
+        return
+    alive = np.ones(J, bool)
+    Fs, pick = np.empty((ncls + 1, total + 1)), np.empty((ncls, total + 1), np.int64)
+    out = np.empty(J, np.int64)
+    pr._solve(srt, ncls, cls_g, cls_lo, alive, gain, run, total, 0, Fs, pick, out)
+    full = np.zeros(J, np.int64)
+    pr.sizes(J, opt_r, opt_v, nopt, total, full)
+    if run.sum() > 0 and g[run > 0].sum() > total:
+        assert out.tolist() == full.tolist()
+    gone = data.draw(st.lists(st.integers(0, J - 1), max_size=J, unique=True))
+    nopt[gone] = 1  # (their gang option gone: no run option left)
+    r2, g2, gg2 = np.empty(J, np.int64), np.empty(J), np.empty(J, np.int64)
+    p_run, p_gain, p_g = run.copy(), gain.copy(), g.copy()
+    pr._runs(J, opt_r, opt_v, nopt, r2, g2, gg2)
+    q0 = pr._changed(J, ncls, r2, g2, gg2, p_run, p_gain, p_g, cls_of, alive)
+    assert q0 >= 0
+    pr._solve(srt, ncls, cls_g, cls_lo, alive, g2, r2, total, q0, Fs, pick, out)
+    fresh = np.zeros(J, np.int64)
+    pr.sizes(J, opt_r, opt_v, nopt, total, fresh)
+    if gg2.sum() > total:
+        assert out.tolist() == fresh.tolist()
+        assert out.tolist() == rigid_sizes([[(0, 1000.0)] + ([(int(gangs[i]), float(vals[i]))] if nopt[i] > 1
+                                                               else []) for i in range(J)], total)
+    # the first class's shortcut is the halving's result, bit for bit
+    pref = np.concatenate([[0.0], np.cumsum(np.sort(gain[gangs == 2])[::-1])])
+    if len(pref) > 1 and (np.diff(pref) > 0).all():
+        cnt = len(pref) - 1
+        F0, Fa, Fb = np.zeros(total + 1), np.empty(total + 1), np.empty(total + 1)
+        pa, pb = np.empty(total + 1, np.int64), np.empty(total + 1, np.int64)
+        stack = np.empty((4 * (total + 2), 4), np.int64)
+        for rho in range(min(2, total + 1)):
+            pr._class_step(F0, Fa, pa, pref, 0, cnt, 2, rho, (total - rho) // 2 + 1, stack)
+        pr._first_class(Fb, pb, pref, 0, cnt, 2, total)
+        assert Fa.tobytes() == Fb.tobytes() and pa.tolist() == pb.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(sub=st.lists(st.sampled_from([0.0, 5.0, 60.0, 61.5, 300.0]), min_size=1, max_size=30),
+       att=st.lists(st.sampled_from([0.0, 0.0, 0.0, 60.0, 120.0, 480.0, -0.0]), min_size=30, max_size=30),
+       in_order=st.booleans(), data=st.data())
+def test_the_round_order_is_numpys_two_stable_sorts(sub, att, in_order, data):
+    """optimize's job order (attained GPU-seconds, then submit time) with less sorting
+    (_order) is numpy's two stable argsorts, jobs in workload order or not."""
+    from fastblox.kernels.pollux_rigid import _order
+
+    n = len(sub)
+    submit = np.sort(sub) if in_order else np.array(sub)
+    attained = np.array(att[:n])
+    a = np.array(sorted(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))), np.int64)
+    o1 = np.argsort(submit[a], kind="mergesort")
+    o2 = np.argsort(attained[a[o1]], kind="mergesort")
+    out = np.empty(len(a), np.int64)
+    _order(a, submit, attained, out)
+    assert out.tolist() == a[o1[o2]].tolist()
+
+
 def test_the_objective_runs_many_small_gangs_rather_than_one_big():
     """Pollux's power mean (p = -1) of speedups over the fair share: on one 8-GPU node, a running
     8-GPU job gives way to eight 1-GPU jobs (their harmonic mean is far higher), and the node is
