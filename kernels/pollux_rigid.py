@@ -311,18 +311,25 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, q0, Fs, pick, out_k):
         q0 = first
         for c in range(G + 1):
             Fs[first, c] = 0.0
+    cap = 0  # (the GPUs of every gang so far: more capacity adds nothing, its totals and counts are cap's)
     stack = np.empty((4 * (G + 2), 4), dtype=np.int64)
-    for q in range(q0, ncls):
+    for q in range(first, ncls):
         gq = cls_g[q]
         cnt = lo[q + 1] - lo[q]
+        cap = min(G, cap + gq * cnt)
+        if q < q0:
+            continue
         base = lo[q] + q
         F = Fs[q]
         Fn = Fs[q + 1]
         if q == first and _increasing(pref, base, cnt):
             _first_class(Fn, pick[q], pref, base, cnt, gq, G)
             continue
-        for rho in range(min(gq, G + 1)):
-            _class_step(F, Fn, pick[q], pref, base, cnt, gq, rho, (G - rho) // gq + 1, stack)
+        for rho in range(min(gq, cap + 1)):
+            _class_step(F, Fn, pick[q], pref, base, cnt, gq, rho, (cap - rho) // gq + 1, stack)
+        for c in range(cap + 1, G + 1):
+            Fn[c] = Fn[cap]
+            pick[q, c] = pick[q, cap]
     F = Fs[ncls]
     cnt1 = lo[1] if first else 0
     c_best = 0
@@ -381,7 +388,8 @@ def sizes(J, opt_r, opt_v, nopt, G, out_k):
     fit, every job takes it (the programme's answer then, exactly); else, in each class of alike
     gangs the jobs of most gain (earliest position among equals) run, the count per class
     maximising the total gain (a programme over the classes of 2 GPUs or more, ascending, by
-    capacity, the fewest jobs among equal totals; the 1-GPU class last, filling what is left; the
+    capacity up to the GPUs of every gang so far, beyond which a capacity's totals and counts are
+    that one's; the fewest jobs among equal totals; the 1-GPU class last, filling what is left; the
     least capacity among equal totals). An optimum of the same objective; among optima it may
     choose other jobs than the elastic engine's programme. Its plain twin:
     ``fastblox.reference.pollux.rigid_sizes``. Returns whether the classes were needed.

@@ -250,10 +250,14 @@ def rigid_sizes(opts: list, total: int) -> list:
     ones = classes.get(1, [])
     F = [0.0] * (total + 1)
     picks = []
+    cap = 0  # (the GPUs of every gang so far: more capacity adds nothing, its totals and counts are cap's)
     for g in (x for x in sizes if x != 1):
+        cap = min(total, cap + g * len(classes[g]))
         new, pk = [0.0] * (total + 1), [0] * (total + 1)
-        for rho in range(min(g, total + 1)):
-            _class_step(F, new, pk, pref[g], len(classes[g]), g, rho, (total - rho) // g + 1)
+        for rho in range(min(g, cap + 1)):
+            _class_step(F, new, pk, pref[g], len(classes[g]), g, rho, (cap - rho) // g + 1)
+        new[cap + 1:] = [new[cap]] * (total - cap)
+        pk[cap + 1:] = [pk[cap]] * (total - cap)
         F = new
         picks.append((g, pk))
     c_best, v_best = 0, -1.0
