@@ -237,32 +237,37 @@ def _class_step(F, Fn, pick, pref, base, cnt, g, rho, L, stack):
 
 
 @jit(nrt=False)
+def _run_row(i, opt_r, opt_v, nopt, run, gain, g):
+    """Job ``i``'s run option (its first least one with GPUs, taken only when below its no-GPU
+    value; -1: none), its gain (the difference) and its GPUs (0: none)."""
+    bk = -1
+    for k in range(1, nopt[i]):
+        if bk < 0 or opt_v[i, k] < opt_v[i, bk]:
+            bk = k
+    run[i] = -1
+    gain[i] = 0.0
+    g[i] = 0
+    if bk > 0 and opt_v[i, bk] < opt_v[i, 0]:
+        run[i] = bk
+        gain[i] = opt_v[i, 0] - opt_v[i, bk]
+        g[i] = opt_r[i, bk]
+
+
+@jit(nrt=False)
 def _runs(J, opt_r, opt_v, nopt, run, gain, g):
-    """Each job's run option (its first least one with GPUs, taken only when below its no-GPU
-    value; -1: none), its gain (the difference) and its GPUs (0: none). Returns the GPUs of all
-    run options."""
+    """Every job's :func:`_run_row`. Returns the GPUs of all run options."""
     tot = 0
     for i in range(J):
-        bk = -1
-        for k in range(1, nopt[i]):
-            if bk < 0 or opt_v[i, k] < opt_v[i, bk]:
-                bk = k
-        run[i] = -1
-        gain[i] = 0.0
-        g[i] = 0
-        if bk > 0 and opt_v[i, bk] < opt_v[i, 0]:
-            run[i] = bk
-            gain[i] = opt_v[i, 0] - opt_v[i, bk]
-            g[i] = opt_r[i, bk]
-            tot += g[i]
+        _run_row(i, opt_r, opt_v, nopt, run, gain, g)
+        tot += g[i]
     return tot
 
 
 @jit
-def _classes(J, run, gain, g, srt, cls_g, cls_lo, cls_of):
+def _classes(J, run, gain, g, srt, cls_g, cls_lo):
     """The candidates (run option > -1) by (gang, gain descending, position) into ``srt`` and
-    their classes of alike gangs (``cls_g``, members ``srt[cls_lo[q]:cls_lo[q + 1]]``;
-    ``cls_of[i]``: job ``i``'s class, -1 none). Returns (candidates, classes)."""
+    their classes of alike gangs (``cls_g``, members ``srt[cls_lo[q]:cls_lo[q + 1]]``). Returns
+    (candidates, classes)."""
     cand = np.flatnonzero(run > 0)
     o1 = np.argsort(-gain[cand], kind="mergesort")
     c1 = cand[o1]
@@ -270,25 +275,102 @@ def _classes(J, run, gain, g, srt, cls_g, cls_lo, cls_of):
     m = len(c1)
     for a in range(m):
         srt[a] = c1[o2[a]]
-    for i in range(J):
-        cls_of[i] = -1
     ncls = 0
     for a in range(m):
         if a == 0 or g[srt[a]] != g[srt[a - 1]]:
             cls_g[ncls] = g[srt[a]]
             cls_lo[ncls] = a
             ncls += 1
-        cls_of[srt[a]] = ncls - 1
     cls_lo[ncls] = m
     return m, ncls
 
 
+@jit(nrt=False)
+def _above(gain, mem, a0, a1, thr):
+    """How many of the members ``mem[a0:a1]`` (gains not increasing) gain more than ``thr``."""
+    lo = a0
+    hi = a1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if gain[mem[mid]] > thr:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - a0
+
+
+@jit(nrt=False)
+def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
+    """How many of each class every optimum of the programme runs, at least ``nlo[q]`` and at
+    most ``nhi[q]`` (its jobs of most gain), by the programme's Lagrangian bound: with a price
+    ``lam`` a GPU (the greedy's break density, by bisection), every choice's total is at most
+    ``UB = lam * G + sum(max(0, r_i))`` (``r_i = gain_i - lam * gang_i``) less ``r_i`` for each
+    job of ``r_i > 0`` left out and ``-r_i`` for each of ``r_i < 0`` run; the greedy (densest
+    first, then what still fits) is a choice of total ``LB``; so an optimum runs every job of
+    ``r_i > UB - LB`` and none of ``r_i < LB - UB``. Decided with a margin above the rounding of
+    the totals (``tol``), so ties among optima in floating point stay between the bounds."""
+    m = lo[ncls]
+    top = 0.0
+    for q in range(ncls):
+        if lo[q + 1] > lo[q]:
+            d = gain[mem[lo[q]]] / cls_g[q]
+            if d > top:
+                top = d
+    a = 0.0  # (the jobs of density above ``a`` need more than G GPUs; above ``b``, at most G)
+    b = 2.0 * top + 1.0
+    for _ in range(64):
+        mid = 0.5 * (a + b)
+        if not (a < mid < b):
+            break
+        c = 0
+        for q in range(ncls):
+            c += cls_g[q] * _above(gain, mem, lo[q], lo[q + 1], mid * cls_g[q])
+        if c > G:
+            a = mid
+        else:
+            b = mid
+    lam = b
+    ub = lam * G
+    lb = 0.0
+    s = G
+    for q in range(ncls):
+        t = _above(gain, mem, lo[q], lo[q + 1], lam * cls_g[q])
+        ub += pref[lo[q] + q + t] - lam * cls_g[q] * t
+        lb += pref[lo[q] + q + t]
+        s -= cls_g[q] * t
+        nlo[q] = t  # (the greedy's count so far)
+    while s > 0:  # the greedy fills what is left, densest first
+        bq = -1
+        bd = -1.0
+        for q in range(ncls):
+            if nlo[q] < lo[q + 1] - lo[q] and cls_g[q] <= s:
+                d = gain[mem[lo[q] + nlo[q]]] / cls_g[q]
+                if d > bd:
+                    bd = d
+                    bq = q
+        if bq < 0:
+            break
+        lb += gain[mem[lo[bq] + nlo[bq]]]
+        s -= cls_g[bq]
+        nlo[bq] += 1
+    gap = ub - lb if ub > lb else 0.0
+    tol = gap + 1e-12 * (m + ncls + 4) * (abs(ub) + lam * G + 1.0)
+    for q in range(ncls):
+        nlo[q] = _above(gain, mem, lo[q], lo[q + 1], lam * cls_g[q] + tol)
+        nhi[q] = _above(gain, mem, lo[q], lo[q + 1], lam * cls_g[q] - tol)
+
+
 @jit
-def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, q0, Fs, pick, out_k):
+def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, out_k):
     """The count per class maximising the total gain (module docstring of :func:`sizes`) over
-    the candidates ``srt`` still ``alive`` (a class's members in their order), from class ``q0``
-    on: the best totals before each class ``q`` are ``Fs[q]`` (kept from an earlier solve of the
-    same classes for ``q <= q0``) and its counts ``pick[q]``. Sets ``out_k`` of the jobs run."""
+    the candidates ``srt`` still ``alive`` (a class's members in their order); ``Fs``, ``pick``:
+    scratch of at least ``ncls + 1`` and ``ncls`` rows of ``G + 1``. Sets ``out_k`` of the jobs run.
+
+    The programme runs between the bounds :func:`_core` proves for every optimum: each class from
+    its ``nlo`` jobs to its ``nhi``, capacities from the GPUs of every class's ``nlo`` up to what
+    the 1-GPU class's ``nlo`` leaves; a choice's total is the same sum in the same order as over
+    every count and capacity, and the optima and their ties are all inside, so the choice is the
+    one the programme over every count and capacity makes (its plain twin)."""
     m = cls_lo[ncls]
     mem = np.empty(m, dtype=np.int64)  # (the alive members, class by class, in order)
     lo = np.empty(ncls + 1, dtype=np.int64)
@@ -306,55 +388,66 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, q0, Fs, pick, out_k):
         pref[base] = 0.0
         for a in range(lo[q], lo[q + 1]):
             pref[base + a - lo[q] + 1] = pref[base + a - lo[q]] + gain[mem[a]]
+    nlo = np.empty(ncls, dtype=np.int64)
+    nhi = np.empty(ncls, dtype=np.int64)
+    _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi)
     first = 1 if cls_g[0] == 1 else 0  # (the 1-GPU class, if any, fills what is left)
-    if q0 <= first:
-        q0 = first
-        for c in range(G + 1):
-            Fs[first, c] = 0.0
-    cap = 0  # (the GPUs of every gang so far: more capacity adds nothing, its totals and counts are cap's)
-    stack = np.empty((4 * (G + 2), 4), dtype=np.int64)
-    for q in range(first, ncls):
-        gq = cls_g[q]
-        cnt = lo[q + 1] - lo[q]
-        cap = min(G, cap + gq * cnt)
-        if q < q0:
-            continue
-        base = lo[q] + q
-        F = Fs[q]
-        Fn = Fs[q + 1]
-        if q == first and _increasing(pref, base, cnt):
-            _first_class(Fn, pick[q], pref, base, cnt, gq, G)
-            continue
-        for rho in range(min(gq, cap + 1)):
-            _class_step(F, Fn, pick[q], pref, base, cnt, gq, rho, (cap - rho) // gq + 1, stack)
-        for c in range(cap + 1, G + 1):
-            Fn[c] = Fn[cap]
-            pick[q, c] = pick[q, cap]
-    F = Fs[ncls]
     cnt1 = lo[1] if first else 0
-    c_best = 0
+    cmax = G - nlo[0] if first else G
+    c0 = 0  # (the GPUs of every class's nlo: capacity c0 + d is the programme's state d)
+    for q in range(first, ncls):
+        c0 += cls_g[q] * nlo[q]
+    if c0 > cmax:  # (not after a sound reduction: the fixed jobs are in every optimum; all counts then)
+        for q in range(ncls):
+            nlo[q] = 0
+            nhi[q] = lo[q + 1] - lo[q]
+        c0 = 0
+        cmax = G
+    width = cmax - c0
+    for d in range(width + 1):
+        Fs[0, d] = 0.0
+    D = 0  # (the GPUs of every gang so far above nlo: more capacity adds nothing, its totals and counts are D's)
+    stack = np.empty((4 * (width + 2), 4), dtype=np.int64)
+    for q in range(first, ncls):
+        i = q - first
+        gq = cls_g[q]
+        cnt = nhi[q] - nlo[q]
+        b = lo[q] + q + nlo[q]  # (the class's totals from its nlo jobs on: pref[b + n])
+        D = min(width, D + gq * cnt)
+        F = Fs[i]
+        Fn = Fs[i + 1]
+        if i == 0 and _increasing(pref, b, cnt):
+            _first_class(Fn, pick[i], pref, b, cnt, gq, D)
+        else:
+            for rho in range(min(gq, D + 1)):
+                _class_step(F, Fn, pick[i], pref, b, cnt, gq, rho, (D - rho) // gq + 1, stack)
+        for d in range(D + 1, width + 1):
+            Fn[d] = Fn[D]
+            pick[i, d] = pick[i, D]
+    F = Fs[ncls - first]
+    d_best = 0
     v_best = -1.0
-    for c in range(G + 1):
-        v = F[c]
+    for d in range(D + 1):  # (beyond D, the same totals with less left for the 1-GPU class)
+        v = F[d]
         if first:
-            left = G - c
+            left = G - c0 - d
             v = v + pref[cnt1 if cnt1 < left else left]
         if v > v_best:
             v_best = v
-            c_best = c
+            d_best = d
     for a in range(len(out_k)):
         out_k[a] = 0
     if first:
-        left = G - c_best
+        left = G - c0 - d_best
         n1 = cnt1 if cnt1 < left else left
         for a in range(n1):
             out_k[mem[a]] = run[mem[a]]
-    c = c_best
+    d = d_best
     for q in range(ncls - 1, first - 1, -1):
-        nn = pick[q, c]
-        for a in range(lo[q], lo[q] + nn):
+        nn = pick[q - first, d]
+        for a in range(lo[q], lo[q] + nlo[q] + nn):
             out_k[mem[a]] = run[mem[a]]
-        c -= cls_g[q] * nn
+        d -= cls_g[q] * nn
 
 
 @jit(nrt=False)
@@ -390,11 +483,13 @@ def sizes(J, opt_r, opt_v, nopt, G, out_k):
     maximising the total gain (a programme over the classes of 2 GPUs or more, ascending, by
     capacity up to the GPUs of every gang so far, beyond which a capacity's totals and counts are
     that one's; the fewest jobs among equal totals; the 1-GPU class last, filling what is left; the
-    least capacity among equal totals). An optimum of the same objective; among optima it may
-    choose other jobs than the elastic engine's programme. Its plain twin:
+    least capacity among equal totals), run only between the counts a Lagrangian bound proves for
+    every optimum (:func:`_core`, :func:`_solve`), where it chooses as over every count. An
+    optimum of the same objective; among optima it may choose other jobs than the elastic
+    engine's programme. Its plain twin (the programme over every count and capacity):
     ``fastblox.reference.pollux.rigid_sizes``. Returns whether the classes were needed.
-    (:func:`optimize` runs its parts itself, to keep the classes and the totals of a round's
-    plans from one plan to the next.)"""
+    (:func:`optimize` runs its parts itself, to keep the classes of a round's plans from one plan
+    to the next.)"""
     run = np.empty(J, dtype=np.int64)
     gain = np.empty(J)
     g = np.empty(J, dtype=np.int64)
@@ -406,27 +501,25 @@ def sizes(J, opt_r, opt_v, nopt, G, out_k):
     srt = np.empty(J, dtype=np.int64)
     cls_g = np.empty(J, dtype=np.int64)
     cls_lo = np.empty(J + 1, dtype=np.int64)
-    cls_of = np.empty(J, dtype=np.int64)
-    m, ncls = _classes(J, run, gain, g, srt, cls_g, cls_lo, cls_of)
+    m, ncls = _classes(J, run, gain, g, srt, cls_g, cls_lo)
     alive = np.ones(J, dtype=np.bool_)
     Fs = np.empty((ncls + 1, G + 1))
     pick = np.zeros((ncls, G + 1), dtype=np.int64)
-    _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, 0, Fs, pick, out_k)
+    _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, out_k)
     return True
 
 
 @jit(nrt=False)
-def objective(J, ord_j, gang, fair, per_node, factor, b_nodes, b_cnt, b_len, c_nodes, c_cnt, c_len, s_buf):
-    """Pollux's power mean (p = -1) of the scaled speedups of candidate rows (``c_*``, by position
-    in ``ord_j``) against the base rows (``b_*``, by job), as ``PolluxPolicy.objective``."""
+def objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf):
+    """Pollux's power mean (p = -1) of the scaled speedups of candidate rows of ``c_r`` GPUs
+    (by position in ``ord_j``), each discounted unless the job's row is unchanged (``c_same``),
+    as ``PolluxPolicy.objective``."""
     for i in range(J):
         j = ord_j[i]
-        r = 0
-        for k in range(c_len[i]):
-            r += c_cnt[i, k]
+        r = c_r[i]
         one = gang[j] / fair if r == gang[j] and r > 0 else 0.0
         s = one / per_node
-        if not same_row(i, c_len[i], c_nodes, c_cnt, j, b_len[j], b_nodes, b_cnt):
+        if not c_same[i]:
             s = s * factor[i]
         s_buf[i] = 1.0 / (s + 1e-3)  # (numpy's ``x ** -1.0`` on an array is its reciprocal: the same bits)
     return (pairwise_sum(s_buf, 0, J) / J) ** (1.0 / POLLUX_P)
@@ -434,10 +527,11 @@ def objective(J, ord_j, gang, fair, per_node, factor, b_nodes, b_cnt, b_len, c_n
 
 @jit
 def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order, place_ord,
-         c_nodes, c_cnt, c_len):
+         c_nodes, c_cnt, c_len, c_r, c_same):
     """``PolluxPolicy._pack``: rows (``c_*``, by position) with the options chosen (``keep_k[i]``:
     keeps its row; ``r_of[i]``: its GPUs): kept rows as they are, the others largest first (by
     position among equals) by :func:`place_one`; a gang the packing cannot give whole gets none.
+    ``c_r[i]``: the GPUs of row ``i``; ``c_same[i]``: whether it is the job's row in ``b_*``.
     Returns how many chosen gangs got none (the short ones: ``c_len[i]`` 0 with ``r_of[i]`` > 0)."""
     N = len(free)
     for k in range(N):
@@ -451,11 +545,15 @@ def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, di
     for i in range(J):
         j = ord_j[i]
         c_len[i] = 0
+        c_r[i] = 0
+        c_same[i] = b_len[j] == 0
         if keep_k[i]:
             c_len[i] = b_len[j]
+            c_same[i] = True
             for k in range(b_len[j]):
                 c_nodes[i, k] = b_nodes[j, k]
                 c_cnt[i, k] = b_cnt[j, k]
+                c_r[i] += b_cnt[j, k]
                 _take(b_nodes[j, k], b_cnt[j, k], b_len[j] > 1, free, dist_on, hist_all, hist_nd)
         elif r_of[i] > 0:
             place_ord[m] = i
@@ -478,34 +576,42 @@ def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, di
         place_one(r, free, dist_on, per_node, dense, order)
         _row_from_dense(dense, i, c_nodes, c_cnt, c_len)
         for k in range(c_len[i]):
+            c_r[i] += c_cnt[i, k]
             _take(c_nodes[i, k], c_cnt[i, k], c_len[i] > 1, free, dist_on, hist_all, hist_nd)
+        j = ord_j[i]
+        c_same[i] = same_row(i, c_len[i], c_nodes, c_cnt, j, b_len[j], b_nodes, b_cnt)
     return short
 
 
 @jit(nrt=False)
-def _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
-    """Each job's options, in the elastic engine's order (inf ones left out): no GPUs; its gang
-    (changed: discounted by ``factor``; not with ``whole`` for a gang of more than a node that is
-    not whole nodes, nor above its cap); keeping its row (running jobs). ``keep_at[i]``: the keep
-    option's index (-1: none)."""
+def _option_row(i, j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
+    """Job ``j``'s options (at position ``i``), in the elastic engine's order (inf ones left
+    out): no GPUs; its gang (changed: discounted by ``factor``; not with ``whole`` for a gang of
+    more than a node that is not whole nodes, nor above its cap); keeping its row (running
+    jobs). ``keep_at[i]``: the keep option's index (-1: none)."""
     P = per_node
+    g = gang[j]
+    opt_r[i, 0] = 0
+    opt_v[i, 0] = 1.0 / (0.0 / P * factor[i] + 1e-3)
+    n = 1
+    if caps[i] >= g and not (whole and g > P and g % P != 0):
+        opt_r[i, n] = g
+        opt_v[i, n] = 1.0 / (g / fair / P * factor[i] + 1e-3)
+        n += 1
+    keep_at[i] = -1
+    if b_len[j] > 0:
+        opt_r[i, n] = g
+        opt_v[i, n] = 1.0 / (g / fair / P + 1e-3)
+        keep_at[i] = n
+        n += 1
+    nopt[i] = n
+
+
+@jit(nrt=False)
+def _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
+    """Every job's :func:`_option_row`, by position in ``ord_j``."""
     for i in range(J):
-        j = ord_j[i]
-        g = gang[j]
-        opt_r[i, 0] = 0
-        opt_v[i, 0] = 1.0 / (0.0 / P * factor[i] + 1e-3)
-        n = 1
-        if caps[i] >= g and not (whole and g > P and g % P != 0):
-            opt_r[i, n] = g
-            opt_v[i, n] = 1.0 / (g / fair / P * factor[i] + 1e-3)
-            n += 1
-        keep_at[i] = -1
-        if b_len[j] > 0:
-            opt_r[i, n] = g
-            opt_v[i, n] = 1.0 / (g / fair / P + 1e-3)
-            keep_at[i] = n
-            n += 1
-        nopt[i] = n
+        _option_row(i, ord_j[i], gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
 
 
 @jit(nrt=False)
@@ -553,26 +659,28 @@ def _order(a, submit, attained, ord_j):
 
 
 @jit(nrt=False)
-def _changed(J, ncls, run, gain, g, p_run, p_gain, p_g, cls_of, alive):
-    """The first class to solve again after a plan's jobs lost options (-1: sort the classes
-    anew). The classes sorted (``ncls`` >= 0) hold for the run options ``p_*`` they were sorted
-    by; jobs that have lost their run option since are marked not ``alive`` (the others keep
-    their order), the first class of 2 GPUs or more they were in returned; any other change (a new candidate, a
-    gain or gang changed) needs a new sort."""
+def _kept_row(i, run, gain, g, p_run, p_gain, p_g, alive):
+    """Whether job ``i``'s run option leaves the classes sorted by the run options ``p_*``
+    holding: unchanged, or lost since (the job then marked not ``alive``; the others keep their
+    order); any other change (a new candidate, a gain or gang changed) needs a new sort."""
+    if run[i] == p_run[i] and gain[i] == p_gain[i] and g[i] == p_g[i]:
+        return True
+    if p_run[i] > 0 and run[i] <= 0 and alive[i]:
+        alive[i] = False
+        p_run[i], p_gain[i], p_g[i] = run[i], gain[i], g[i]
+        return True
+    return False
+
+
+@jit(nrt=False)
+def _kept(J, ncls, run, gain, g, p_run, p_gain, p_g, alive):
+    """Whether the classes sorted (``ncls`` >= 0) still hold for every job (:func:`_kept_row`)."""
     if ncls < 0:
-        return -1
-    q0 = ncls
+        return False
     for i in range(J):
-        if run[i] == p_run[i] and gain[i] == p_gain[i] and g[i] == p_g[i]:
-            continue
-        if p_run[i] > 0 and run[i] <= 0 and alive[i]:
-            alive[i] = False
-            if p_g[i] > 1 and cls_of[i] < q0:  # (the 1-GPU class is not in the programme: filled last)
-                q0 = cls_of[i]
-            p_run[i], p_gain[i], p_g[i] = run[i], gain[i], g[i]
-            continue
-        return -1
-    return q0
+        if not _kept_row(i, run, gain, g, p_run, p_gain, p_g, alive):
+            return False
+    return True
 
 
 @jit
@@ -611,14 +719,17 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
         if gang[j] > per_node and gang[j] % per_node != 0:
             odd = True
     s_buf = np.empty(J)
+    c_r = np.empty(J, dtype=np.int64)
+    c_same = np.ones(J, dtype=np.bool_)
     for i in range(J):  # the unchanged allocation
         j = ord_j[i]
         best_len[i] = b_len[j]
+        c_r[i] = 0
         for k in range(b_len[j]):
             best_nodes[i, k] = b_nodes[j, k]
             best_cnt[i, k] = b_cnt[j, k]
-    f_best = objective(J, ord_j, gang, fair, per_node, factor, b_nodes, b_cnt, b_len, best_nodes, best_cnt, best_len,
-                       s_buf)
+            c_r[i] += b_cnt[j, k]
+    f_best = objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf)
     c_nodes = np.empty((J, K), dtype=np.int64)
     c_cnt = np.empty((J, K), dtype=np.int64)
     c_len = np.empty(J, dtype=np.int64)
@@ -644,8 +755,8 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     srt = np.empty(J, dtype=np.int64)
     cls_g = np.empty(J, dtype=np.int64)
     cls_lo = np.empty(J + 1, dtype=np.int64)
-    cls_of = np.empty(J, dtype=np.int64)
     alive = np.empty(J, dtype=np.bool_)
+    lost = np.empty(J, dtype=np.int64)
     Fs = np.empty((0, G + 1))
     pick = np.empty((0, G + 1), dtype=np.int64)
     proven = False
@@ -656,31 +767,44 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
         for i in range(J):
             caps[i] = gang[ord_j[i]]
         ncls = -1  # (no classes sorted for these options yet)
+        nlost = 0
+        tot = 0
         for pss in range(PASSES):
-            _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
-            tot = _runs(J, opt_r, opt_v, nopt, run, gain, g)
-            q0 = _changed(J, ncls, run, gain, g, p_run, p_gain, p_g, cls_of, alive)
+            if pss == 0:
+                _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
+                tot = _runs(J, opt_r, opt_v, nopt, run, gain, g)
+                kept = False
+            else:  # (only the jobs whose caps fell have other options: theirs again)
+                kept = ncls >= 0
+                for a in range(nlost):
+                    i = lost[a]
+                    tot -= g[i]
+                    _option_row(i, ord_j[i], gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt,
+                                keep_at)
+                    _run_row(i, opt_r, opt_v, nopt, run, gain, g)
+                    tot += g[i]
+                    if kept and not _kept_row(i, run, gain, g, p_run, p_gain, p_g, alive):
+                        kept = False
             if tot <= G:
                 for i in range(J):
                     out_k[i] = run[i] if run[i] > 0 else 0
-            else:  # (``sizes``: the classes sorted once, later plans solved from the first class that lost jobs)
+            else:  # (``sizes``, the classes sorted once a round and kept while plans only lose jobs)
                 stats[1] += 1
-                if q0 < 0:
-                    _, ncls = _classes(J, run, gain, g, srt, cls_g, cls_lo, cls_of)
+                if not kept:
+                    _, ncls = _classes(J, run, gain, g, srt, cls_g, cls_lo)
                     for i in range(J):
                         alive[i] = True
                         p_run[i], p_gain[i], p_g[i] = run[i], gain[i], g[i]
                     if Fs.shape[0] < ncls + 1:
                         Fs = np.empty((ncls + 1, G + 1))
                         pick = np.empty((ncls, G + 1), dtype=np.int64)
-                    q0 = 0
-                _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, q0, Fs, pick, out_k)
+                _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, out_k)
             for i in range(J):
                 keep_k[i] = out_k[i] == keep_at[i]
                 r_of[i] = opt_r[i, out_k[i]]
             short = pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order,
-                         place_ord, c_nodes, c_cnt, c_len)
-            f = objective(J, ord_j, gang, fair, per_node, factor, b_nodes, b_cnt, b_len, c_nodes, c_cnt, c_len, s_buf)
+                         place_ord, c_nodes, c_cnt, c_len, c_r, c_same)
+            f = objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf)
             if f > f_best:
                 f_best = f
                 _copy_rows(J, c_nodes, c_cnt, c_len, best_nodes, best_cnt, best_len)
@@ -688,9 +812,12 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                 proven = True  # (the plan over the full relaxation packed: an optimum)
             if short == 0:
                 break
+            nlost = 0
             for i in range(J):
                 if not keep_k[i] and r_of[i] > 0 and c_len[i] == 0:
                     caps[i] = 0
+                    lost[nlost] = i
+                    nlost += 1
     if not proven:
         stats[0] += 1
     stats[2] += 1

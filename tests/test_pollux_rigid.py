@@ -89,13 +89,93 @@ def test_the_class_plan_is_its_twin_and_an_optimum(data, J, total):
     assert sum(o[k][1] for o, k in zip(opts, out)) == pytest.approx(_brute(opts, total), abs=1e-9)
 
 
+def _pollux_like(rng, J, per_node, fair, running_share, gangs, factors):
+    """Options as a busy Pollux round gives them: the no-GPU value, the gang discounted by the
+    restart factor, and (for jobs holding a row) the gang kept, alike jobs of equal values."""
+    opts = []
+    for _ in range(J):
+        g = int(rng.choice(gangs))
+        o = [(0, 1.0 / (0.0 + 1e-3))]
+        f = float(rng.choice(factors))
+        o.append((g, 1.0 / (g / fair / per_node * f + 1e-3)))
+        if rng.random() < running_share:
+            o.append((g, 1.0 / (g / fair / per_node + 1e-3)))
+        opts.append(o)
+    return opts
+
+
+def _arrays(opts):
+    J = len(opts)
+    opt_r, opt_v = np.zeros((J, 3), np.int64), np.zeros((J, 3))
+    nopt = np.array([len(o) for o in opts], dtype=np.int64)
+    for i, o in enumerate(opts):
+        for k, (r, v) in enumerate(o):
+            opt_r[i, k], opt_v[i, k] = r, v
+    return opt_r, opt_v, nopt
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), J=st.integers(20, 400), total=st.integers(8, 640),
+       gangs=st.sampled_from([(1, 2, 4, 8), (1, 1, 1, 2, 4, 8, 16, 32), (2, 4, 8, 16), (1, 3, 7, 12, 24), (1, 2)]),
+       factors=st.sampled_from([(0.5,), (0.2, 0.5, 0.9, 0.99), None]), running=st.sampled_from([0.0, 0.5, 0.9]))
+def test_the_bounded_programme_chooses_as_the_whole_programme(seed, J, total, gangs, factors, running):
+    """On rounds the size of busy Pollux rounds (hundreds of jobs, many alike), sizes (the
+    programme between the bounds _core proves) chooses exactly as the plain twin's programme over
+    every count and capacity; and the bounds hold every optimum of that programme."""
+    from fastblox.kernels import pollux_rigid as pr
+
+    rng = np.random.default_rng(seed)
+    fac = factors if factors is not None else tuple(rng.uniform(0.01, 0.999, 8))
+    opts = _pollux_like(rng, J, 8, max(1, -(-total // J)), running, gangs, fac)
+    opt_r, opt_v, nopt = _arrays(opts)
+    out = np.zeros(J, np.int64)
+    pr.sizes(J, opt_r, opt_v, nopt, total, out)
+    twin = rigid_sizes(opts, total)
+    assert out.tolist() == twin
+    run, gain, g = np.empty(J, np.int64), np.empty(J), np.empty(J, np.int64)
+    if pr._runs(J, opt_r, opt_v, nopt, run, gain, g) <= total:
+        return
+    srt, cls_g, cls_lo = (np.empty(n, np.int64) for n in (J, J, J + 1))
+    _, ncls = pr._classes(J, run, gain, g, srt, cls_g, cls_lo)
+    lo = cls_lo[:ncls + 1].copy()
+    pref = np.concatenate([np.concatenate([[0.0], np.cumsum(gain[srt[lo[q]:lo[q + 1]]])]) for q in range(ncls)])
+    nlo, nhi = np.empty(ncls, np.int64), np.empty(ncls, np.int64)
+    pr._core(srt, lo, pref, gain, cls_g, ncls, total, nlo, nhi)
+    for q in range(ncls):
+        taken = sum(1 for i in srt[lo[q]:lo[q + 1]] if twin[i] > 0)
+        assert nlo[q] <= taken <= nhi[q]
+
+
+def test_the_bounds_leave_a_busy_round_few_jobs_to_decide():
+    """The reason for _core: on a round of a thousand jobs, most of them alike, the bounds decide
+    the counts of all classes but one (else the programme would search every class over every
+    capacity; with one left, it reads that class off its totals)."""
+    from fastblox.kernels import pollux_rigid as pr
+
+    rng = np.random.default_rng(7)
+    J, total = 1000, 800
+    opts = _pollux_like(rng, J, 8, 1, 0.7, (1, 1, 1, 1, 2, 4, 8, 16), (0.3, 0.6, 0.9))
+    opt_r, opt_v, nopt = _arrays(opts)
+    run, gain, g = np.empty(J, np.int64), np.empty(J), np.empty(J, np.int64)
+    assert pr._runs(J, opt_r, opt_v, nopt, run, gain, g) > total
+    srt, cls_g, cls_lo = (np.empty(n, np.int64) for n in (J, J, J + 1))
+    _, ncls = pr._classes(J, run, gain, g, srt, cls_g, cls_lo)
+    lo = cls_lo[:ncls + 1].copy()
+    pref = np.concatenate([np.concatenate([[0.0], np.cumsum(gain[srt[lo[q]:lo[q + 1]]])]) for q in range(ncls)])
+    nlo, nhi = np.empty(ncls, np.int64), np.empty(ncls, np.int64)
+    pr._core(srt, lo, pref, gain, cls_g, ncls, total, nlo, nhi)
+    assert ncls >= 4 and (nhi > nlo).sum() <= 1 and (nhi - nlo).sum() < 0.15 * J
+    out = np.zeros(J, np.int64)
+    pr.sizes(J, opt_r, opt_v, nopt, total, out)
+    assert out.tolist() == rigid_sizes(opts, total)
+
+
 @settings(max_examples=80, deadline=None)
 @given(data=st.data(), J=st.integers(2, 24), total=st.integers(1, 40))
-def test_a_plan_solved_again_from_the_first_class_that_lost_jobs_is_the_plan_solved_anew(data, J, total):
+def test_a_plan_after_jobs_lost_options_is_the_plan_solved_anew(data, J, total):
     """optimize's later plans of a round: the classes sorted once, jobs that lost their run
-    option marked, the programme solved again from the first class of 2 GPUs or more that lost
-    one (the totals before it kept) choose exactly as sizes over the jobs left, and the first
-    class's shortcut (_first_class) gives the halving's totals and counts bit for bit."""
+    option marked (_kept), the programme solved over the jobs left choose exactly as sizes over
+    those jobs and as the plain twin; a new gain needs a new sort."""
     from fastblox.kernels import pollux_rigid as pr
 
     gangs = np.array([data.draw(st.sampled_from([1, 1, 2, 2, 4, 4, 8, 3])) for _ in range(J)], np.int64)
@@ -106,14 +186,14 @@ def test_a_plan_solved_again_from_the_first_class_that_lost_jobs_is_the_plan_sol
     nopt = np.full(J, 2, np.int64)
     run, gain, g = np.empty(J, np.int64), np.empty(J), np.empty(J, np.int64)
     pr._runs(J, opt_r, opt_v, nopt, run, gain, g)
-    srt, cls_g, cls_lo, cls_of = (np.empty(n, np.int64) for n in (J, J, J + 1, J))
-    _, ncls = pr._classes(J, run, gain, g, srt, cls_g, cls_lo, cls_of)
+    srt, cls_g, cls_lo = (np.empty(n, np.int64) for n in (J, J, J + 1))
+    _, ncls = pr._classes(J, run, gain, g, srt, cls_g, cls_lo)
     if ncls == 0:
         return
     alive = np.ones(J, bool)
     Fs, pick = np.empty((ncls + 1, total + 1)), np.empty((ncls, total + 1), np.int64)
     out = np.empty(J, np.int64)
-    pr._solve(srt, ncls, cls_g, cls_lo, alive, gain, run, total, 0, Fs, pick, out)
+    pr._solve(srt, ncls, cls_g, cls_lo, alive, gain, run, total, Fs, pick, out)
     full = np.zeros(J, np.int64)
     pr.sizes(J, opt_r, opt_v, nopt, total, full)
     if run.sum() > 0 and g[run > 0].sum() > total:
@@ -123,15 +203,19 @@ def test_a_plan_solved_again_from_the_first_class_that_lost_jobs_is_the_plan_sol
     r2, g2, gg2 = np.empty(J, np.int64), np.empty(J), np.empty(J, np.int64)
     p_run, p_gain, p_g = run.copy(), gain.copy(), g.copy()
     pr._runs(J, opt_r, opt_v, nopt, r2, g2, gg2)
-    q0 = pr._changed(J, ncls, r2, g2, gg2, p_run, p_gain, p_g, cls_of, alive)
-    assert q0 >= 0
-    pr._solve(srt, ncls, cls_g, cls_lo, alive, g2, r2, total, q0, Fs, pick, out)
+    assert pr._kept(J, ncls, r2, g2, gg2, p_run, p_gain, p_g, alive)
+    assert alive.tolist() == [i not in gone or run[i] <= 0 for i in range(J)]
+    pr._solve(srt, ncls, cls_g, cls_lo, alive, g2, r2, total, Fs, pick, out)
     fresh = np.zeros(J, np.int64)
     pr.sizes(J, opt_r, opt_v, nopt, total, fresh)
     if gg2.sum() > total:
         assert out.tolist() == fresh.tolist()
         assert out.tolist() == rigid_sizes([[(0, 1000.0)] + ([(int(gangs[i]), float(vals[i]))] if nopt[i] > 1
                                                                else []) for i in range(J)], total)
+    g3 = g2.copy()
+    g3[int(np.argmax(r2 > 0))] += 0.5 if (r2 > 0).any() else 0.0
+    if (r2 > 0).any():
+        assert not pr._kept(J, ncls, r2, g3, gg2, p_run, p_gain, p_g, alive.copy())
     # the first class's shortcut is the halving's result, bit for bit
     pref = np.concatenate([[0.0], np.cumsum(np.sort(gain[gangs == 2])[::-1])])
     if len(pref) > 1 and (np.diff(pref) > 0).all():
