@@ -199,7 +199,7 @@ def _class_step(F, Fn, pick, pref, base, cnt, g, rho, L, stack):
     ``pref[base:]``, concave: the gains in decreasing order) and ``pick`` that ``n`` (the fewest
     among equals). The best source ``k = s - n`` does not decrease with ``s`` (W concave), so the
     capacities are solved by halving: the middle one's source is sought between the sources of
-    the nearest ones solved (``stack``: scratch, 4 x ``L`` rows)."""
+    the nearest ones solved (``stack``: scratch of 4 columns, a row a level of halving and two more)."""
     stack[0, 0] = 0
     stack[0, 1] = L - 1
     stack[0, 2] = 0
@@ -318,7 +318,7 @@ def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
                 top = d
     a = 0.0  # (the jobs of density above ``a`` need more than G GPUs; above ``b``, at most G)
     b = 2.0 * top + 1.0
-    for _ in range(64):
+    for _ in range(40):  # (to about 1e-12 of the largest density: any price gives a bound)
         mid = 0.5 * (a + b)
         if not (a < mid < b):
             break
@@ -361,16 +361,19 @@ def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
 
 
 @jit
-def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, out_k):
+def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_st, out_k):
     """The count per class maximising the total gain (module docstring of :func:`sizes`) over
     the candidates ``srt`` still ``alive`` (a class's members in their order); ``Fs``, ``pick``:
-    scratch of at least ``ncls + 1`` and ``ncls`` rows of ``G + 1``. Sets ``out_k`` of the jobs run.
+    at least ``ncls + 1`` and ``ncls`` rows of ``G + 1``, ``memo`` 4 rows of ``ncls`` and
+    ``memo_st`` three: kept from a solve of the same classes before (jobs may have died since) or
+    ``memo_st[2]`` 0. Sets ``out_k`` of the jobs run.
 
     The programme runs between the bounds :func:`_core` proves for every optimum: each class from
     its ``nlo`` jobs to its ``nhi``, capacities from the GPUs of every class's ``nlo`` up to what
     the 1-GPU class's ``nlo`` leaves; a choice's total is the same sum in the same order as over
     every count and capacity, and the optima and their ties are all inside, so the choice is the
-    one the programme over every count and capacity makes (its plain twin)."""
+    one the programme over every count and capacity makes (its plain twin). The rows of the
+    classes before the first whose bounds or members changed since the last solve are kept."""
     m = cls_lo[ncls]
     mem = np.empty(m, dtype=np.int64)  # (the alive members, class by class, in order)
     lo = np.empty(ncls + 1, dtype=np.int64)
@@ -394,7 +397,7 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, out_k):
     first = 1 if cls_g[0] == 1 else 0  # (the 1-GPU class, if any, fills what is left)
     cnt1 = lo[1] if first else 0
     cmax = G - nlo[0] if first else G
-    c0 = 0  # (the GPUs of every class's nlo: capacity c0 + d is the programme's state d)
+    c0 = 0  # (the GPUs of every class's nlo)
     for q in range(first, ncls):
         c0 += cls_g[q] * nlo[q]
     if c0 > cmax:  # (not after a sound reduction: the fixed jobs are in every optimum; all counts then)
@@ -403,12 +406,23 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, out_k):
             nhi[q] = lo[q + 1] - lo[q]
         c0 = 0
         cmax = G
+    # State d is capacity c0 + d, up to cmax. Rows solved before with the same c0 and cmax, for
+    # the same classes with the same bounds and members, are kept (memo).
     width = cmax - c0
-    for d in range(width + 1):
-        Fs[0, d] = 0.0
-    D = 0  # (the GPUs of every gang so far above nlo: more capacity adds nothing, its totals and counts are D's)
-    stack = np.empty((4 * (width + 2), 4), dtype=np.int64)
-    for q in range(first, ncls):
+    start = 0
+    if memo_st[0] == cmax and memo_st[1] == c0:
+        while start < memo_st[2] and first + start < ncls:
+            q = first + start
+            if memo[0, q] != nlo[q] or memo[1, q] != nhi[q] or memo[2, q] != lo[q + 1] - lo[q]:
+                break
+            start += 1
+    D = memo[3, first + start - 1] if start > 0 else 0  # (the GPUs of every gang so far above nlo: more
+    # capacity adds nothing, its totals and counts are D's)
+    if start == 0:
+        for d in range(width + 1):
+            Fs[0, d] = 0.0
+    stack = np.empty((2 * 64 + 4, 4), dtype=np.int64)
+    for q in range(first + start, ncls):
         i = q - first
         gq = cls_g[q]
         cnt = nhi[q] - nlo[q]
@@ -424,6 +438,13 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, out_k):
         for d in range(D + 1, width + 1):
             Fn[d] = Fn[D]
             pick[i, d] = pick[i, D]
+        memo[0, q] = nlo[q]
+        memo[1, q] = nhi[q]
+        memo[2, q] = lo[q + 1] - lo[q]
+        memo[3, q] = D
+    memo_st[0] = cmax
+    memo_st[1] = c0
+    memo_st[2] = ncls - first
     F = Fs[ncls - first]
     d_best = 0
     v_best = -1.0
@@ -505,7 +526,8 @@ def sizes(J, opt_r, opt_v, nopt, G, out_k):
     alive = np.ones(J, dtype=np.bool_)
     Fs = np.empty((ncls + 1, G + 1))
     pick = np.zeros((ncls, G + 1), dtype=np.int64)
-    _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, out_k)
+    _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, np.empty((4, ncls), dtype=np.int64),
+           np.zeros(3, dtype=np.int64), out_k)
     return True
 
 
@@ -759,6 +781,8 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     lost = np.empty(J, dtype=np.int64)
     Fs = np.empty((0, G + 1))
     pick = np.empty((0, G + 1), dtype=np.int64)
+    memo = np.empty((4, 0), dtype=np.int64)
+    memo_st = np.zeros(3, dtype=np.int64)
     proven = False
     for w in range(2):
         whole = w == 0
@@ -798,7 +822,9 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                     if Fs.shape[0] < ncls + 1:
                         Fs = np.empty((ncls + 1, G + 1))
                         pick = np.empty((ncls, G + 1), dtype=np.int64)
-                _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, out_k)
+                        memo = np.empty((4, ncls), dtype=np.int64)
+                    memo_st[2] = 0  # (no rows kept for other classes)
+                _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_st, out_k)
             for i in range(J):
                 keep_k[i] = out_k[i] == keep_at[i]
                 r_of[i] = opt_r[i, out_k[i]]

@@ -146,6 +146,40 @@ def test_the_bounded_programme_chooses_as_the_whole_programme(seed, J, total, ga
         assert nlo[q] <= taken <= nhi[q]
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6), J=st.integers(30, 300), total=st.integers(16, 400), rounds=st.integers(1, 4))
+def test_rows_kept_from_the_solve_before_give_the_solve_anew(seed, J, total, rounds):
+    """A round's plans lose a few chosen jobs at a time (the gangs the packing could not place);
+    _solve keeps the rows of the classes before the first whose bounds or members changed: each
+    later solve chooses exactly as a solve with nothing kept."""
+    from fastblox.kernels import pollux_rigid as pr
+
+    rng = np.random.default_rng(seed)
+    opts = _pollux_like(rng, J, 8, max(1, -(-total // J)), 0.6, (1, 1, 2, 2, 4, 8, 16), (0.3, 0.6, 0.9, 0.97))
+    opt_r, opt_v, nopt = _arrays(opts)
+    run, gain, g = np.empty(J, np.int64), np.empty(J), np.empty(J, np.int64)
+    if pr._runs(J, opt_r, opt_v, nopt, run, gain, g) <= total:
+        return
+    srt, cls_g, cls_lo = (np.empty(n, np.int64) for n in (J, J, J + 1))
+    _, ncls = pr._classes(J, run, gain, g, srt, cls_g, cls_lo)
+    alive = np.ones(J, bool)
+    Fs, pick = np.empty((ncls + 1, total + 1)), np.empty((ncls, total + 1), np.int64)
+    memo, memo_st = np.empty((4, ncls), np.int64), np.zeros(3, np.int64)
+    out, fresh = np.empty(J, np.int64), np.empty(J, np.int64)
+    pr._solve(srt, ncls, cls_g, cls_lo, alive, gain, run, total, Fs, pick, memo, memo_st, out)
+    for _ in range(rounds):
+        chosen = np.flatnonzero((out > 0) & alive)
+        if len(chosen) == 0:
+            break
+        big = chosen[g[chosen] >= np.sort(g[chosen])[len(chosen) // 2]]  # (the larger gangs fail to pack)
+        alive[rng.choice(big, size=min(len(big), int(rng.integers(1, 4))), replace=False)] = False
+        pr._solve(srt, ncls, cls_g, cls_lo, alive, gain, run, total, Fs, pick, memo, memo_st, out)
+        F2, p2 = np.empty_like(Fs), np.empty_like(pick)
+        pr._solve(srt, ncls, cls_g, cls_lo, alive, gain, run, total, F2, p2, np.empty_like(memo),
+                  np.zeros(3, np.int64), fresh)
+        assert out.tolist() == fresh.tolist()
+
+
 def test_the_bounds_leave_a_busy_round_few_jobs_to_decide():
     """The reason for _core: on a round of a thousand jobs, most of them alike, the bounds decide
     the counts of all classes but one (else the programme would search every class over every
@@ -174,8 +208,9 @@ def test_the_bounds_leave_a_busy_round_few_jobs_to_decide():
 @given(data=st.data(), J=st.integers(2, 24), total=st.integers(1, 40))
 def test_a_plan_after_jobs_lost_options_is_the_plan_solved_anew(data, J, total):
     """optimize's later plans of a round: the classes sorted once, jobs that lost their run
-    option marked (_kept), the programme solved over the jobs left choose exactly as sizes over
-    those jobs and as the plain twin; a new gain needs a new sort."""
+    option marked (_kept), the programme solved over the jobs left (the rows of the classes before
+    the first that changed kept from the solve before) choose exactly as sizes over those jobs
+    and as the plain twin; a new gain needs a new sort."""
     from fastblox.kernels import pollux_rigid as pr
 
     gangs = np.array([data.draw(st.sampled_from([1, 1, 2, 2, 4, 4, 8, 3])) for _ in range(J)], np.int64)
@@ -192,8 +227,9 @@ def test_a_plan_after_jobs_lost_options_is_the_plan_solved_anew(data, J, total):
         return
     alive = np.ones(J, bool)
     Fs, pick = np.empty((ncls + 1, total + 1)), np.empty((ncls, total + 1), np.int64)
+    memo, memo_st = np.empty((4, ncls), np.int64), np.zeros(3, np.int64)
     out = np.empty(J, np.int64)
-    pr._solve(srt, ncls, cls_g, cls_lo, alive, gain, run, total, Fs, pick, out)
+    pr._solve(srt, ncls, cls_g, cls_lo, alive, gain, run, total, Fs, pick, memo, memo_st, out)
     full = np.zeros(J, np.int64)
     pr.sizes(J, opt_r, opt_v, nopt, total, full)
     if run.sum() > 0 and g[run > 0].sum() > total:
@@ -205,7 +241,7 @@ def test_a_plan_after_jobs_lost_options_is_the_plan_solved_anew(data, J, total):
     pr._runs(J, opt_r, opt_v, nopt, r2, g2, gg2)
     assert pr._kept(J, ncls, r2, g2, gg2, p_run, p_gain, p_g, alive)
     assert alive.tolist() == [i not in gone or run[i] <= 0 for i in range(J)]
-    pr._solve(srt, ncls, cls_g, cls_lo, alive, g2, r2, total, Fs, pick, out)
+    pr._solve(srt, ncls, cls_g, cls_lo, alive, g2, r2, total, Fs, pick, memo, memo_st, out)  # (rows kept)
     fresh = np.zeros(J, np.int64)
     pr.sizes(J, opt_r, opt_v, nopt, total, fresh)
     if gg2.sum() > total:
