@@ -427,11 +427,16 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_s
         gq = cls_g[q]
         cnt = nhi[q] - nlo[q]
         b = lo[q] + q + nlo[q]  # (the class's totals from its nlo jobs on: pref[b + n])
+        flat = D == 0  # (no class before with a count to choose: the totals so far are F[0] at every capacity)
         D = min(width, D + gq * cnt)
         F = Fs[i]
         Fn = Fs[i + 1]
-        if i == 0 and _increasing(pref, b, cnt):
-            _first_class(Fn, pick[i], pref, b, cnt, gq, D)
+        if flat and _increasing(F[0], pref, b, cnt):
+            _flat_class(Fn, pick[i], F[0], pref, b, cnt, gq, D)
+        elif cnt == 0:  # (a count fixed: the halving's one source a capacity, itself, plus the class's total)
+            for d in range(D + 1):
+                Fn[d] = F[d] + pref[b]
+                pick[i, d] = 0
         else:
             for rho in range(min(gq, D + 1)):
                 _class_step(F, Fn, pick[i], pref, b, cnt, gq, rho, (D - rho) // gq + 1, stack)
@@ -472,24 +477,25 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_s
 
 
 @jit(nrt=False)
-def _increasing(pref, base, cnt):
-    """Whether a class's prefix sums strictly increase (no gain lost to rounding)."""
+def _increasing(C, pref, base, cnt):
+    """Whether a class's totals added to ``C`` strictly increase (no gain lost to rounding)."""
     for n in range(cnt):
-        if not pref[base + n + 1] > pref[base + n]:
+        if not C + pref[base + n + 1] > C + pref[base + n]:
             return False
     return True
 
 
 @jit(nrt=False)
-def _first_class(Fn, pick, pref, base, cnt, g, G):
-    """:func:`_class_step` over every capacity for the first class, added to totals of zero with
-    strictly increasing prefix sums: there the halving's source at step ``s`` is ``max(0, s -
+def _flat_class(Fn, pick, C, pref, base, cnt, g, D):
+    """:func:`_class_step` over capacities up to ``D`` for a class added to totals that are ``C``
+    at every capacity (the first class: 0; a class after classes of fixed counts only), with
+    ``C + W[n]`` strictly increasing: there the halving's source at step ``s`` is ``max(0, s -
     cnt)`` (by induction over the steps solved: the least source in range is the unique best),
-    so each capacity takes ``min(s, cnt)`` gangs and ``0.0 + W[n]``, i.e. ``W[n]``, bit for bit."""
-    for c in range(G + 1):
+    so each capacity takes ``min(s, cnt)`` gangs and ``C + W[n]``, bit for bit."""
+    for c in range(D + 1):
         s = c // g
         n = s if s < cnt else cnt
-        Fn[c] = pref[base + n]
+        Fn[c] = C + pref[base + n]
         pick[c] = n
 
 

@@ -210,7 +210,8 @@ def test_a_plan_after_jobs_lost_options_is_the_plan_solved_anew(data, J, total):
     """optimize's later plans of a round: the classes sorted once, jobs that lost their run
     option marked (_kept), the programme solved over the jobs left (the rows of the classes before
     the first that changed kept from the solve before) choose exactly as sizes over those jobs
-    and as the plain twin; a new gain needs a new sort."""
+    and as the plain twin; a new gain needs a new sort; a class over flat totals read off its sums
+    (_flat_class) is the halving's result."""
     from fastblox.kernels import pollux_rigid as pr
 
     gangs = np.array([data.draw(st.sampled_from([1, 1, 2, 2, 4, 4, 8, 3])) for _ in range(J)], np.int64)
@@ -252,16 +253,17 @@ def test_a_plan_after_jobs_lost_options_is_the_plan_solved_anew(data, J, total):
     g3[int(np.argmax(r2 > 0))] += 0.5 if (r2 > 0).any() else 0.0
     if (r2 > 0).any():
         assert not pr._kept(J, ncls, r2, g3, gg2, p_run, p_gain, p_g, alive.copy())
-    # the first class's shortcut is the halving's result, bit for bit
+    # a class over flat totals (the first class: zeros) read off its sums is the halving's result, bit for bit
     pref = np.concatenate([[0.0], np.cumsum(np.sort(gain[gangs == 2])[::-1])])
-    if len(pref) > 1 and (np.diff(pref) > 0).all():
+    C = data.draw(st.sampled_from([0.0, 7.5, 1e6 + 0.25, 3e15]))
+    if len(pref) > 1 and pr._increasing(C, pref, 0, len(pref) - 1):
         cnt = len(pref) - 1
-        F0, Fa, Fb = np.zeros(total + 1), np.empty(total + 1), np.empty(total + 1)
+        F0, Fa, Fb = np.full(total + 1, C), np.empty(total + 1), np.empty(total + 1)
         pa, pb = np.empty(total + 1, np.int64), np.empty(total + 1, np.int64)
         stack = np.empty((4 * (total + 2), 4), np.int64)
         for rho in range(min(2, total + 1)):
             pr._class_step(F0, Fa, pa, pref, 0, cnt, 2, rho, (total - rho) // 2 + 1, stack)
-        pr._first_class(Fb, pb, pref, 0, cnt, 2, total)
+        pr._flat_class(Fb, pb, C, pref, 0, cnt, 2, total)
         assert Fa.tobytes() == Fb.tobytes() and pa.tolist() == pb.tolist()
 
 
