@@ -555,37 +555,68 @@ def objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf):
 
 @jit
 def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order, place_ord,
-         c_nodes, c_cnt, c_len, c_r, c_same):
+         c_nodes, c_cnt, c_len, c_r, c_same, kept_state, hists, reuse):
     """``PolluxPolicy._pack``: rows (``c_*``, by position) with the options chosen (``keep_k[i]``:
     keeps its row; ``r_of[i]``: its GPUs): kept rows as they are, the others largest first (by
     position among equals) by :func:`place_one`; a gang the packing cannot give whole gets none.
     ``c_r[i]``: the GPUs of row ``i``; ``c_same[i]``: whether it is the job's row in ``b_*``.
+    ``kept_state`` (2 x nodes: free GPUs, multi-node job on it) and ``hists`` rows 2-3 (the counts
+    of nodes by free GPUs): the state after the kept rows, saved; with ``reuse`` (the same rows
+    kept as in the last call, ``c_*`` untouched since) read back instead of packing the kept rows
+    again. ``hists`` rows 0-1: scratch.
     Returns how many chosen gangs got none (the short ones: ``c_len[i]`` 0 with ``r_of[i]`` > 0)."""
     N = len(free)
-    for k in range(N):
-        free[k] = per_node
-        dist_on[k] = False
-    hist_all = np.zeros(per_node + 1, dtype=np.int64)
-    hist_nd = np.zeros(per_node + 1, dtype=np.int64)
-    hist_all[per_node] = N
-    hist_nd[per_node] = N
+    P1 = per_node + 1
+    hist_all = hists[0]
+    hist_nd = hists[1]
     m = 0
-    for i in range(J):
-        j = ord_j[i]
-        c_len[i] = 0
-        c_r[i] = 0
-        c_same[i] = b_len[j] == 0
-        if keep_k[i]:
-            c_len[i] = b_len[j]
-            c_same[i] = True
-            for k in range(b_len[j]):
-                c_nodes[i, k] = b_nodes[j, k]
-                c_cnt[i, k] = b_cnt[j, k]
-                c_r[i] += b_cnt[j, k]
-                _take(b_nodes[j, k], b_cnt[j, k], b_len[j] > 1, free, dist_on, hist_all, hist_nd)
-        elif r_of[i] > 0:
-            place_ord[m] = i
-            m += 1
+    if reuse:  # (the same rows kept as in the last packing: its state after them, its rows as they are)
+        for k in range(N):
+            free[k] = kept_state[0, k]
+            dist_on[k] = kept_state[1, k] != 0
+        for f in range(P1):
+            hist_all[f] = hists[2, f]
+            hist_nd[f] = hists[3, f]
+        for i in range(J):
+            if keep_k[i]:
+                continue
+            c_len[i] = 0
+            c_r[i] = 0
+            c_same[i] = b_len[ord_j[i]] == 0
+            if r_of[i] > 0:
+                place_ord[m] = i
+                m += 1
+    else:
+        for k in range(N):
+            free[k] = per_node
+            dist_on[k] = False
+        for f in range(P1):
+            hist_all[f] = 0
+            hist_nd[f] = 0
+        hist_all[per_node] = N
+        hist_nd[per_node] = N
+        for i in range(J):
+            j = ord_j[i]
+            c_len[i] = 0
+            c_r[i] = 0
+            c_same[i] = b_len[j] == 0
+            if keep_k[i]:
+                c_len[i] = b_len[j]
+                c_same[i] = True
+                for k in range(b_len[j]):
+                    c_nodes[i, k] = b_nodes[j, k]
+                    c_cnt[i, k] = b_cnt[j, k]
+                    c_r[i] += b_cnt[j, k]
+                    _take(b_nodes[j, k], b_cnt[j, k], b_len[j] > 1, free, dist_on, hist_all, hist_nd)
+            elif r_of[i] > 0:
+                place_ord[m] = i
+                m += 1
+        for k in range(N):
+            kept_state[0, k] = free[k]
+            kept_state[1, k] = 1 if dist_on[k] else 0
+        for f in range(P1):
+            hists[2, f] = hist_all[f]
+            hists[3, f] = hist_nd[f]
     # largest first, by position among equals (a stable insertion sort: few jobs start at once)
     for a in range(1, m):
         x = place_ord[a]
@@ -789,6 +820,9 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     pick = np.empty((0, G + 1), dtype=np.int64)
     memo = np.empty((4, 0), dtype=np.int64)
     memo_st = np.zeros(3, dtype=np.int64)
+    kept_state = np.empty((2, N), dtype=np.int64)
+    hists = np.empty((4, per_node + 1), dtype=np.int64)
+    packed = False
     proven = False
     for w in range(2):
         whole = w == 0
@@ -831,11 +865,16 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                         memo = np.empty((4, ncls), dtype=np.int64)
                     memo_st[2] = 0  # (no rows kept for other classes)
                 _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_st, out_k)
+            reuse = packed  # (whether the rows kept are those of the last packing)
             for i in range(J):
-                keep_k[i] = out_k[i] == keep_at[i]
+                kk = out_k[i] == keep_at[i]
+                if kk != keep_k[i]:
+                    reuse = False
+                keep_k[i] = kk
                 r_of[i] = opt_r[i, out_k[i]]
             short = pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order,
-                         place_ord, c_nodes, c_cnt, c_len, c_r, c_same)
+                         place_ord, c_nodes, c_cnt, c_len, c_r, c_same, kept_state, hists, reuse)
+            packed = True
             f = objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf)
             if f > f_best:
                 f_best = f
