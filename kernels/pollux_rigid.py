@@ -538,11 +538,14 @@ def sizes(J, opt_r, opt_v, nopt, G, out_k):
 
 
 @jit(nrt=False)
-def objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf):
+def objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf, skip):
     """Pollux's power mean (p = -1) of the scaled speedups of candidate rows of ``c_r`` GPUs
     (by position in ``ord_j``), each discounted unless the job's row is unchanged (``c_same``),
-    as ``PolluxPolicy.objective``."""
+    as ``PolluxPolicy.objective``. ``s_buf`` holds the terms; those of positions ``skip`` (the
+    rows kept as in the last call) are kept from it."""
     for i in range(J):
+        if skip[i]:
+            continue
         j = ord_j[i]
         r = c_r[i]
         one = gang[j] / fair if r == gang[j] and r > 0 else 0.0
@@ -788,7 +791,7 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
             best_nodes[i, k] = b_nodes[j, k]
             best_cnt[i, k] = b_cnt[j, k]
             c_r[i] += b_cnt[j, k]
-    f_best = objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf)
+    f_best = objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf, np.zeros(J, dtype=np.bool_))
     c_nodes = np.empty((J, K), dtype=np.int64)
     c_cnt = np.empty((J, K), dtype=np.int64)
     c_len = np.empty(J, dtype=np.int64)
@@ -821,6 +824,7 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     memo = np.empty((4, 0), dtype=np.int64)
     memo_st = np.zeros(3, dtype=np.int64)
     kept_state = np.empty((2, N), dtype=np.int64)
+    no_skip = np.zeros(J, dtype=np.bool_)
     hists = np.empty((4, per_node + 1), dtype=np.int64)
     packed = False
     proven = False
@@ -875,7 +879,7 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
             short = pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order,
                          place_ord, c_nodes, c_cnt, c_len, c_r, c_same, kept_state, hists, reuse)
             packed = True
-            f = objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf)
+            f = objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf, keep_k if reuse else no_skip)
             if f > f_best:
                 f_best = f
                 _copy_rows(J, c_nodes, c_cnt, c_len, best_nodes, best_cnt, best_len)
