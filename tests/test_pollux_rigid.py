@@ -114,6 +114,24 @@ def _arrays(opts):
     return opt_r, opt_v, nopt
 
 
+def _bounds(opt_r, opt_v, nopt, total):
+    """The classes of a plan's candidates and _core's bounds on their counts: (members in class
+    order, class starts, nlo, nhi), or None when every candidate fits."""
+    from fastblox.kernels import pollux_rigid as pr
+
+    J = len(nopt)
+    run, gain, g = np.empty(J, np.int64), np.empty(J), np.empty(J, np.int64)
+    if pr._runs(J, opt_r, opt_v, nopt, run, gain, g) <= total:
+        return None
+    srt, cls_g, cls_lo = (np.empty(n, np.int64) for n in (J, J, J + 1))
+    _, ncls = pr._classes(J, run, gain, g, srt, cls_g, cls_lo)
+    lo = cls_lo[:ncls + 1].copy()
+    pref = np.concatenate([np.concatenate([[0.0], np.cumsum(gain[srt[lo[q]:lo[q + 1]]])]) for q in range(ncls)])
+    nlo, nhi = np.empty(ncls, np.int64), np.empty(ncls, np.int64)
+    pr._core(srt, lo, pref, gain, cls_g, ncls, total, nlo, nhi)
+    return srt, lo, nlo, nhi
+
+
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10**6), J=st.integers(20, 400), total=st.integers(8, 640),
        gangs=st.sampled_from([(1, 2, 4, 8), (1, 1, 1, 2, 4, 8, 16, 32), (2, 4, 8, 16), (1, 3, 7, 12, 24), (1, 2)]),
@@ -132,15 +150,11 @@ def test_the_bounded_programme_chooses_as_the_whole_programme(seed, J, total, ga
     pr.sizes(J, opt_r, opt_v, nopt, total, out)
     twin = rigid_sizes(opts, total)
     assert out.tolist() == twin
-    run, gain, g = np.empty(J, np.int64), np.empty(J), np.empty(J, np.int64)
-    if pr._runs(J, opt_r, opt_v, nopt, run, gain, g) <= total:
+    b = _bounds(opt_r, opt_v, nopt, total)
+    if b is None:
         return
-    srt, cls_g, cls_lo = (np.empty(n, np.int64) for n in (J, J, J + 1))
-    _, ncls = pr._classes(J, run, gain, g, srt, cls_g, cls_lo)
-    lo = cls_lo[:ncls + 1].copy()
-    pref = np.concatenate([np.concatenate([[0.0], np.cumsum(gain[srt[lo[q]:lo[q + 1]]])]) for q in range(ncls)])
-    nlo, nhi = np.empty(ncls, np.int64), np.empty(ncls, np.int64)
-    pr._core(srt, lo, pref, gain, cls_g, ncls, total, nlo, nhi)
+    srt, lo, nlo, nhi = b
+    ncls = len(nlo)
     for q in range(ncls):
         taken = sum(1 for i in srt[lo[q]:lo[q + 1]] if twin[i] > 0)
         assert nlo[q] <= taken <= nhi[q]
@@ -190,14 +204,10 @@ def test_the_bounds_leave_a_busy_round_few_jobs_to_decide():
     J, total = 1000, 800
     opts = _pollux_like(rng, J, 8, 1, 0.7, (1, 1, 1, 1, 2, 4, 8, 16), (0.3, 0.6, 0.9))
     opt_r, opt_v, nopt = _arrays(opts)
-    run, gain, g = np.empty(J, np.int64), np.empty(J), np.empty(J, np.int64)
-    assert pr._runs(J, opt_r, opt_v, nopt, run, gain, g) > total
-    srt, cls_g, cls_lo = (np.empty(n, np.int64) for n in (J, J, J + 1))
-    _, ncls = pr._classes(J, run, gain, g, srt, cls_g, cls_lo)
-    lo = cls_lo[:ncls + 1].copy()
-    pref = np.concatenate([np.concatenate([[0.0], np.cumsum(gain[srt[lo[q]:lo[q + 1]]])]) for q in range(ncls)])
-    nlo, nhi = np.empty(ncls, np.int64), np.empty(ncls, np.int64)
-    pr._core(srt, lo, pref, gain, cls_g, ncls, total, nlo, nhi)
+    b = _bounds(opt_r, opt_v, nopt, total)
+    assert b is not None
+    _, _, nlo, nhi = b
+    ncls = len(nlo)
     assert ncls >= 4 and (nhi > nlo).sum() <= 1 and (nhi - nlo).sum() < 0.15 * J
     out = np.zeros(J, np.int64)
     pr.sizes(J, opt_r, opt_v, nopt, total, out)
