@@ -2,8 +2,9 @@
 a start allocation, each job's best allocation given the others' (a best response), and each pair
 of jobs (one gives up its GPUs, the other answers, then the first answers; the other one of at most
 ``pair_cap`` jobs: :func:`_partners`), while a move lowers the sum of the jobs' values. Its
-plain-Python twin is ``fastblox.reference.pollux.refine``; the tests compare them, and both against
-``fastblox.reference.pollux.brute_force`` on tiny clusters.
+plain-Python twin is ``fastblox.reference.pollux.refine``; the tests compare them, and check on tiny
+clusters against ``fastblox.reference.pollux.brute_force`` that no job alone can do better where it
+ends (a local optimum: the global one may need several jobs to move at once).
 
 A job's value is ``keep[j]`` when its row (GPUs per node) is its base row, else ``table[j, n, r]``
 for a row of ``r`` GPUs on ``n`` nodes (inf: not an allocation it may take). The constraints are

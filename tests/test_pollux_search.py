@@ -4,6 +4,7 @@ its plain-Python twin and against every allocation of tiny clusters (fastblox.re
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import types
 from pathlib import Path
@@ -79,14 +80,56 @@ def test_search_is_its_plain_python_twin(case, from_base, pair_cap):
     assert total(rows, base, table, keep) <= total(start, base, table, keep)
 
 
+def _rows_of(per_node, n_nodes, most):
+    """Every row (GPUs per node) of at most ``most`` GPUs on a tiny cluster."""
+    return [list(c) for c in itertools.product(range(per_node + 1), repeat=n_nodes) if sum(c) <= most]
+
+
 @settings(max_examples=120, deadline=None)
 @given(problem(max_jobs=3, max_nodes=3, max_per_node=2))
-def test_search_finds_the_best_allocation_of_tiny_clusters(case):
+def test_search_ends_where_no_job_alone_can_do_better_on_tiny_clusters(case):
+    # The search is local: what it guarantees is a feasible allocation no worse than the one it starts
+    # from, where no job changing its own row (to any row at all: brute force) lowers the sum. The
+    # optimum over every allocation may need several jobs to move at once (see the next test).
     base, table, keep, maxr, P = case
+    J, N = base.shape
     state, _ = run_kernel(base, base, table, keep, maxr, P)
-    best, _ = ref.brute_force(base.tolist(), table.tolist(), keep.tolist(), maxr.tolist(), P, base.shape[1])
-    assert ref.feasible(state.tolist(), maxr.tolist(), P, base.shape[1])
-    assert total(state, base, table, keep) <= best * (1 + 1e-9)
+    rows = state.tolist()
+    assert ref.feasible(rows, maxr.tolist(), P, N)
+    got = total(state, base, table, keep)
+    assert got <= total(base, base, table, keep) * (1 + 1e-9)
+    best, _ = ref.brute_force(base.tolist(), table.tolist(), keep.tolist(), maxr.tolist(), P, N)
+    assert best <= got * (1 + 1e-9)
+    for j in range(J):
+        for row in _rows_of(P, N, int(maxr[j])):
+            other = [list(r) for r in rows]
+            other[j] = row
+            if ref.feasible(other, maxr.tolist(), P, N):
+                assert total(np.array(other), base, table, keep) >= got * (1 - 1e-9), (j, row)
+
+
+def test_the_search_is_local_a_three_job_rearrangement_is_beyond_it():
+    # Found by hypothesis: job 0 spread over nodes 0-1 (its base row, discounted as kept), jobs 1 and 2
+    # without GPUs. The search gives job 2 node 0, job 0 three GPUs on nodes 1-2, job 1 the last GPU of
+    # node 2; the optimum puts job 0 back on its base row, job 2 on node 2 and job 1 on node 0's second
+    # GPU: three jobs move at once, which no best response, pair move or kick does. The sum is 8 % above.
+    base = np.array([[1, 1, 0], [0, 0, 0], [0, 0, 0]], dtype=np.int64)
+    table = np.full((3, 4, 7), np.inf)
+    table[:, 0, 0] = 1e3
+    one = [[1.99600798, 0.999000999], [0.999000999, 0.499750125], [0.999000999, 0.499750125]]
+    more = [[0.999000999, 0.666222518, 0.499750125, 0.399840064, 0.333222259],
+            [0.499750125, 0.333222259, 0.249937516, 0.199960008, 0.166638894],
+            [0.499750125, 0.333222259, 0.249937516, 0.199960008, 0.166638894]]
+    for j in range(3):
+        table[j, 1, 1:3] = one[j]
+        table[j, 2, 2:5] = more[j][:3]
+        table[j, 3, 3:7] = more[j][1:]
+    keep = np.array([0.499750125, 1e3, 1e3])
+    maxr = np.array([5, 1, 2], dtype=np.int64)
+    state, _ = run_kernel(base, base, table, keep, maxr, 2)
+    best, arg = ref.brute_force(base.tolist(), table.tolist(), keep.tolist(), maxr.tolist(), 2, 3)
+    assert arg[0] == [1, 1, 0] and sorted(map(sum, arg)) == [1, 2, 2]
+    assert state.tolist() != arg and total(state, base, table, keep) > best * 1.05
 
 
 def test_a_kick_puts_a_job_back_on_its_base_row():
