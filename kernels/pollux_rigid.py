@@ -305,10 +305,11 @@ def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
     most ``nhi[q]`` (its jobs of most gain), by the programme's Lagrangian bound: with a price
     ``lam`` a GPU (the greedy's break density, by bisection), every choice's total is at most
     ``UB = lam * G + sum(max(0, r_i))`` (``r_i = gain_i - lam * gang_i``) less ``r_i`` for each
-    job of ``r_i > 0`` left out and ``-r_i`` for each of ``r_i < 0`` run; the greedy (densest
-    first, then what still fits) is a choice of total ``LB``; so an optimum runs every job of
-    ``r_i > UB - LB`` and none of ``r_i < LB - UB``. Decided with a margin above the rounding of
-    the totals (``tol``), so ties among optima in floating point stay between the bounds."""
+    job of ``r_i > 0`` left out, ``-r_i`` for each of ``r_i < 0`` run and ``lam`` for each GPU
+    left idle; the greedy (densest first, then what still fits) is a choice of total ``LB``; so an
+    optimum falls short of ``UB`` by at most ``UB - LB``, which bounds each class's count
+    (:func:`_box`). Decided with a margin above the rounding of the totals (``tol``), so ties among
+    optima in floating point stay between the bounds."""
     m = lo[ncls]
     top = 0.0
     for q in range(ncls):
@@ -355,9 +356,101 @@ def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
         nlo[bq] += 1
     gap = ub - lb if ub > lb else 0.0
     tol = gap + 1e-12 * (m + ncls + 4) * (abs(ub) + lam * G + 1.0)
+    _box(mem, lo, gain, cls_g, ncls, G, lam, tol, nlo, nhi)
+
+
+@jit(nrt=False)
+def _box(mem, lo, gain, cls_g, ncls, G, lam, tol, nlo, nhi):
+    """:func:`_core`'s counts per class from its price ``lam`` and ``tol`` (the gap ``UB - LB``
+    and a margin): a choice's shortfall from ``UB`` is ``P = sum of r_i of the jobs of r_i > 0
+    left out + sum of -r_i of the others run + lam * (GPUs left idle)``, and every optimum has
+    ``P <= tol``. Class ``q`` with ``D`` GPUs more than its ``t`` jobs of ``r_i > 0`` (``D < 0``:
+    fewer) adds its own ``-r_i`` or ``r_i`` and, with ``R`` the GPUs the jobs of ``r_i > 0`` leave:
+    while ``D <= R``, ``R - D`` GPUs idle or run by other classes' jobs of ``r_i <= 0``, each GPU at
+    least ``c_abs`` (``lam`` less their greatest density; ``lam``: none); beyond, ``D - R`` GPUs
+    freed from other classes' jobs of ``r_i > 0``, each at least ``c_exc`` (their least density
+    less ``lam``; none: impossible). The other classes' parts are >= 0, so each class runs from
+    ``nlo[q]`` to ``nhi[q]`` of its jobs of most gain, the counts whose own part is <= ``tol``."""
+    inf = math.inf
+    R = G
+    p1 = inf  # (the least and second least density of the jobs of r_i > 0 by class, and its class)
+    p2 = inf
+    pq = -1
+    n1 = -inf  # (the greatest and second greatest density of the others by class, and its class)
+    n2 = -inf
+    nq = -1
     for q in range(ncls):
-        nlo[q] = _above(gain, mem, lo[q], lo[q + 1], lam * cls_g[q] + tol)
-        nhi[q] = _above(gain, mem, lo[q], lo[q + 1], lam * cls_g[q] - tol)
+        g = cls_g[q]
+        t = _above(gain, mem, lo[q], lo[q + 1], lam * g)
+        nlo[q] = t
+        R -= g * t
+        if t > 0:
+            d = gain[mem[lo[q] + t - 1]] / g
+            if d < p1:
+                p2 = p1
+                p1 = d
+                pq = q
+            elif d < p2:
+                p2 = d
+        if lo[q] + t < lo[q + 1]:
+            d = gain[mem[lo[q] + t]] / g
+            if d > n1:
+                n2 = n1
+                n1 = d
+                nq = q
+            elif d > n2:
+                n2 = d
+    for q in range(ncls):
+        g = cls_g[q]
+        t = nlo[q]
+        dn = n2 if q == nq else n1
+        c_abs = lam - dn if lam > dn else 0.0
+        if c_abs > lam:
+            c_abs = lam  # (no job of r_i <= 0 elsewhere: every GPU left stays idle)
+        dp = p2 if q == pq else p1
+        c_exc = dp - lam if dp > lam else 0.0
+        _box_class(mem, lo[q], lo[q + 1], gain, g, t, R, lam, c_abs, c_exc, tol, nlo, nhi, q)
+
+
+@jit(nrt=False)
+def _box_class(mem, a0, a1, gain, g, t, R, lam, c_abs, c_exc, tol, nlo, nhi, q):
+    """:func:`_box` for one class (members ``mem[a0:a1]``, ``t`` of them of ``r_i > 0``): the
+    counts ``n`` whose part of the shortfall, ``pen(n) + c_abs * (R - D)`` (``D = g (n - t)`` GPUs
+    more than ``t``'s, at most ``R``) or ``pen(n) + c_exc * (D - R)`` (more), is at most ``tol``
+    (convex in ``n``: an interval). None (not after a sound bound; rounding): every count."""
+    lo_n = -1
+    hi_n = -1
+    if c_abs * R <= tol:
+        pen = 0.0
+        n = t
+        while n > 0:  # (fewer: the shortfall grows with each job left out)
+            pen += gain[mem[a0 + n - 1]] - lam * g
+            if pen + c_abs * (R + g * (t - n + 1)) > tol:
+                break
+            n -= 1
+        lo_n = n
+        hi_n = t
+    pen = 0.0
+    n = t
+    while a0 + n < a1:  # (more: falls while the GPUs taken are within R, then grows)
+        pen += lam * g - gain[mem[a0 + n]]
+        d = g * (n + 1 - t)
+        if d <= R:
+            ok = pen + c_abs * (R - d) <= tol
+        else:
+            ok = c_exc < math.inf and pen + c_exc * (d - R) <= tol
+        if ok:
+            if lo_n < 0:
+                lo_n = n + 1
+            hi_n = n + 1
+        elif d >= R:
+            break
+        n += 1
+    if lo_n < 0:
+        lo_n = 0
+        hi_n = a1 - a0
+    nlo[q] = lo_n
+    nhi[q] = hi_n
 
 
 @jit
