@@ -34,6 +34,7 @@ from .elastic import pairwise_sum  # numpy's pairwise summation, so the objectiv
 MAX_NODES_PER_JOB = 16  # compat_pollux.MAX_NODES_PER_JOB: a spread row's nodes at most
 PASSES = 8  # PolluxPolicy.PASSES
 POLLUX_P = -1.0  # compat_pollux.POLLUX_P
+IDLE_V = 1.0 / (0.0 + 1e-3)  # a job's value without GPUs (``1 / (0 * factor + 1e-3)``, any finite factor)
 # the replay's outcome codes
 OK, TOO_LONG = 0, 1
 
@@ -275,6 +276,97 @@ def _classes(J, run, gain, g, srt, cls_g, cls_lo):
     m = len(c1)
     for a in range(m):
         srt[a] = c1[o2[a]]
+    return m, _class_bounds(m, g, srt, cls_g, cls_lo)
+
+
+@jit(nrt=False)
+def _cand_before(i1, i2, gain, g):
+    """Whether candidate ``i1`` comes before ``i2`` in :func:`_classes`'s order."""
+    if g[i1] != g[i2]:
+        return g[i1] < g[i2]
+    if gain[i1] != gain[i2]:
+        return gain[i1] > gain[i2]
+    return i1 < i2
+
+
+@jit(nrt=False)
+def _job_before(j1, j2, attained, submit):
+    """Whether job ``j1`` comes before ``j2`` in :func:`_order`'s order (attained GPU-seconds,
+    submit time, index)."""
+    if attained[j1] != attained[j2]:
+        return attained[j1] < attained[j2]
+    if submit[j1] != submit[j2]:
+        return submit[j1] < submit[j2]
+    return j1 < j2
+
+
+@jit(nrt=False)
+def _insert_sorted(x, m, key_a, key_b, cands, limit):
+    """``x[:m]`` sorted in place by insertion (:func:`_cand_before` with ``cands``, keys ``gain``
+    and ``g``; else :func:`_job_before`, keys ``attained`` and ``submit``): a linear pass when it
+    is nearly in order. Gives up (False, ``x`` a permutation of itself) past ``limit`` moves."""
+    moves = 0
+    for a in range(1, m):
+        v = x[a]
+        p = a
+        while p > 0:
+            u = x[p - 1]
+            if cands:
+                if not _cand_before(v, u, key_a, key_b):
+                    break
+            elif not _job_before(v, u, key_a, key_b):
+                break
+            x[p] = u
+            p -= 1
+            moves += 1
+        x[p] = v
+        if moves > limit:
+            return False
+    return True
+
+
+@jit(nrt=False)
+def _all_numbers(x, idx, m):
+    """Whether ``x[idx[:m]]`` has no NaN (the insertion's order is then numpy's sorts')."""
+    for a in range(m):
+        if x[idx[a]] != x[idx[a]]:
+            return False
+    return True
+
+
+@jit
+def _classes_from(J, run, gain, g, srt, cls_g, cls_lo, ord_j, carry, carry_n, rid, mark):
+    """:func:`_classes`, sorting from the order of the last classes sorted (``carry[1,
+    :carry_n[1]]``, job ids; the jobs of this round's ``ord_j`` at ``carry[2]``, stamped ``carry[3]
+    >= 2 rid``), the candidates not in it after, in position order; by insertion
+    (:func:`_insert_sorted`), a full sort when that gives up. Keeps this order there.
+    ``mark``: scratch of ``J``."""
+    for i in range(J):
+        mark[i] = run[i] > 0
+    m = 0
+    for k in range(carry_n[1]):
+        j = carry[1, k]
+        if carry[3, j] >= 2 * rid:
+            i = carry[2, j]
+            if mark[i]:
+                srt[m] = i
+                m += 1
+                mark[i] = False
+    for i in range(J):
+        if mark[i]:
+            srt[m] = i
+            m += 1
+    if not (_all_numbers(gain, srt, m) and _insert_sorted(srt, m, gain, g, True, 8 * m + 64)):
+        m, _ = _classes(J, run, gain, g, srt, cls_g, cls_lo)
+    for k in range(m):
+        carry[1, k] = ord_j[srt[k]]
+    carry_n[1] = m
+    return m, _class_bounds(m, g, srt, cls_g, cls_lo)
+
+
+@jit(nrt=False)
+def _class_bounds(m, g, srt, cls_g, cls_lo):
+    """The classes of alike gangs of the candidates ``srt[:m]`` in :func:`_classes`'s order."""
     ncls = 0
     for a in range(m):
         if a == 0 or g[srt[a]] != g[srt[a - 1]]:
@@ -282,7 +374,7 @@ def _classes(J, run, gain, g, srt, cls_g, cls_lo):
             cls_lo[ncls] = a
             ncls += 1
     cls_lo[ncls] = m
-    return m, ncls
+    return ncls
 
 
 @jit(nrt=False)
@@ -631,21 +723,25 @@ def sizes(J, opt_r, opt_v, nopt, G, out_k):
 
 
 @jit(nrt=False)
-def objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf, skip):
+def objective(J, ord_j, gang, per_node, x_of, keep_of, factor, c_r, c_same, s_buf, skip):
     """Pollux's power mean (p = -1) of the scaled speedups of candidate rows of ``c_r`` GPUs
     (by position in ``ord_j``), each discounted unless the job's row is unchanged (``c_same``),
-    as ``PolluxPolicy.objective``. ``s_buf`` holds the terms; those of positions ``skip`` (the
-    rows kept as in the last call) are kept from it."""
+    as ``PolluxPolicy.objective`` (``x_of``/``keep_of``: :func:`_gang_values`). ``s_buf`` holds the
+    terms; those of positions ``skip`` (the rows kept as in the last call) are kept from it."""
     for i in range(J):
         if skip[i]:
             continue
-        j = ord_j[i]
+        g = gang[ord_j[i]]
         r = c_r[i]
-        one = gang[j] / fair if r == gang[j] and r > 0 else 0.0
-        s = one / per_node
-        if not c_same[i]:
-            s = s * factor[i]
-        s_buf[i] = 1.0 / (s + 1e-3)  # (numpy's ``x ** -1.0`` on an array is its reciprocal: the same bits)
+        f = factor[i]
+        # (numpy's ``x ** -1.0`` on an array is its reciprocal: the same bits; a speedup of
+        # ``g / fair / per_node``, times the factor unless unchanged, or 0)
+        if r == g and r > 0:
+            s_buf[i] = keep_of[g] if c_same[i] else 1.0 / (x_of[g] * f + 1e-3)
+        elif c_same[i] or f - f == 0.0:
+            s_buf[i] = IDLE_V
+        else:
+            s_buf[i] = 1.0 / (0.0 / per_node * f + 1e-3)
     return (pairwise_sum(s_buf, 0, J) / J) ** (1.0 / POLLUX_P)
 
 
@@ -739,34 +835,48 @@ def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, di
 
 
 @jit(nrt=False)
-def _option_row(i, j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
+def _option_row(i, j, gang, per_node, x_of, keep_of, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
     """Job ``j``'s options (at position ``i``), in the elastic engine's order (inf ones left
     out): no GPUs; its gang (changed: discounted by ``factor``; not with ``whole`` for a gang of
     more than a node that is not whole nodes, nor above its cap); keeping its row (running
-    jobs). ``keep_at[i]``: the keep option's index (-1: none)."""
+    jobs). ``x_of``/``keep_of``: :func:`_gang_values`. ``keep_at[i]``: the keep option's index
+    (-1: none)."""
     P = per_node
     g = gang[j]
+    f = factor[i]
     opt_r[i, 0] = 0
-    opt_v[i, 0] = 1.0 / (0.0 / P * factor[i] + 1e-3)
+    opt_v[i, 0] = IDLE_V if f - f == 0.0 else 1.0 / (0.0 / P * f + 1e-3)
     n = 1
     if caps[i] >= g and not (whole and g > P and g % P != 0):
         opt_r[i, n] = g
-        opt_v[i, n] = 1.0 / (g / fair / P * factor[i] + 1e-3)
+        opt_v[i, n] = 1.0 / (x_of[g] * f + 1e-3)
         n += 1
     keep_at[i] = -1
     if b_len[j] > 0:
         opt_r[i, n] = g
-        opt_v[i, n] = 1.0 / (g / fair / P + 1e-3)
+        opt_v[i, n] = keep_of[g]
         keep_at[i] = n
         n += 1
     nopt[i] = n
 
 
 @jit(nrt=False)
-def _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
+def _gang_values(J, ord_j, gang, fair, per_node, x_of, keep_of):
+    """For each gang ``g`` of the jobs ``ord_j[:J]``: ``x_of[g]``, its scaled speedup ``g / fair
+    / per_node`` (undiscounted), and ``keep_of[g]``, its value on an unchanged row ``1 / (x + 1e-3)``
+    (the same expressions as per job, so the same bits)."""
+    for i in range(J):
+        g = gang[ord_j[i]]
+        x_of[g] = g / fair / per_node
+        keep_of[g] = 1.0 / (x_of[g] + 1e-3)
+
+
+@jit(nrt=False)
+def _options(J, ord_j, gang, per_node, x_of, keep_of, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
     """Every job's :func:`_option_row`, by position in ``ord_j``."""
     for i in range(J):
-        _option_row(i, ord_j[i], gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
+        _option_row(i, ord_j[i], gang, per_node, x_of, keep_of, factor, b_len, caps, whole, opt_r, opt_v, nopt,
+                    keep_at)
 
 
 @jit(nrt=False)
@@ -813,6 +923,34 @@ def _order(a, submit, attained, ord_j):
         ord_j[z + k] = pos[o[k]]
 
 
+@jit
+def _order_from(a, submit, attained, ord_j, carry, carry_n, rid):
+    """:func:`_order`, sorting from the last round's order (``carry[0, :carry_n[0]]``), the jobs
+    not in it after (in ``a``'s order), by insertion (:func:`_insert_sorted`; :func:`_order` when
+    it gives up); keeps this order there. Stamps this round's jobs ``carry[3] = 2 rid`` and puts
+    each job's position at ``carry[2]``."""
+    J = len(a)
+    for i in range(J):
+        carry[3, a[i]] = 2 * rid
+    m = 0
+    for k in range(carry_n[0]):
+        j = carry[0, k]
+        if carry[3, j] == 2 * rid:
+            ord_j[m] = j
+            m += 1
+            carry[3, j] = 2 * rid + 1
+    for i in range(J):
+        if carry[3, a[i]] == 2 * rid:
+            ord_j[m] = a[i]
+            m += 1
+    if not (_all_numbers(attained, a, J) and _insert_sorted(ord_j, J, attained, submit, False, 8 * J + 64)):
+        _order(a, submit, attained, ord_j)
+    for i in range(J):
+        carry[0, i] = ord_j[i]
+        carry[2, ord_j[i]] = i
+    carry_n[0] = J
+
+
 @jit(nrt=False)
 def _kept_row(i, run, gain, g, p_run, p_gain, p_g, alive):
     """Whether job ``i``'s run option leaves the classes sorted by the run options ``p_*``
@@ -840,10 +978,12 @@ def _kept(J, ncls, run, gain, g, p_run, p_gain, p_g, alive):
 
 @jit
 def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_node, b_nodes, b_cnt, b_len, K,
-             best_nodes, best_cnt, best_len, ord_j, stats):
+             best_nodes, best_cnt, best_len, ord_j, carry, carry_n, stats):
     """``PolluxPolicy.optimize`` (without its local search) for the active jobs ``act[:J]``
     (workload order) holding rows ``b_*`` (by job): the allocation kept into ``best_*`` by
-    position in ``ord_j`` (the jobs by attained GPU-seconds, then submit time). ``stats``: [0]
+    position in ``ord_j`` (the jobs by attained GPU-seconds, then submit time). ``carry`` (4 x
+    jobs, -1 to start) and ``carry_n``: the orders sorted last, kept from call to call to sort from
+    (:func:`_order_from`, :func:`_classes_from`). ``stats``: [0]
     rounds whose first plan over GPU counts alone could not be packed (not proven optimal), [1]
     rounds that needed the programme, [2] rounds."""
     G = N * per_node
@@ -861,7 +1001,8 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                 best_cnt[i, k] = b_cnt[a[i], k]
         stats[2] += 1
         return
-    _order(a, submit, attained, ord_j)
+    rid = stats[2]
+    _order_from(a, submit, attained, ord_j, carry, carry_n, rid)
     fair = math.ceil(G / J) * 1.0
     factor = np.empty(J)
     odd = False
@@ -884,7 +1025,15 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
             best_nodes[i, k] = b_nodes[j, k]
             best_cnt[i, k] = b_cnt[j, k]
             c_r[i] += b_cnt[j, k]
-    f_best = objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf, np.zeros(J, dtype=np.bool_))
+    gmax = 0
+    for i in range(J):
+        if gang[ord_j[i]] > gmax:
+            gmax = gang[ord_j[i]]
+    x_of = np.empty(gmax + 1)
+    keep_of = np.empty(gmax + 1)
+    _gang_values(J, ord_j, gang, fair, per_node, x_of, keep_of)
+    f_best = objective(J, ord_j, gang, per_node, x_of, keep_of, factor, c_r, c_same, s_buf,
+                       np.zeros(J, dtype=np.bool_))
     c_nodes = np.empty((J, K), dtype=np.int64)
     c_cnt = np.empty((J, K), dtype=np.int64)
     c_len = np.empty(J, dtype=np.int64)
@@ -911,6 +1060,7 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     cls_g = np.empty(J, dtype=np.int64)
     cls_lo = np.empty(J + 1, dtype=np.int64)
     alive = np.empty(J, dtype=np.bool_)
+    mark = np.empty(J, dtype=np.bool_)
     lost = np.empty(J, dtype=np.int64)
     Fs = np.empty((0, G + 1))
     pick = np.empty((0, G + 1), dtype=np.int64)
@@ -932,7 +1082,8 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
         tot = 0
         for pss in range(PASSES):
             if pss == 0:
-                _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
+                _options(J, ord_j, gang, per_node, x_of, keep_of, factor, b_len, caps, whole, opt_r, opt_v, nopt,
+                         keep_at)
                 tot = _runs(J, opt_r, opt_v, nopt, run, gain, g)
                 kept = False
             else:  # (only the jobs whose caps fell have other options: theirs again)
@@ -940,8 +1091,8 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                 for a in range(nlost):
                     i = lost[a]
                     tot -= g[i]
-                    _option_row(i, ord_j[i], gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt,
-                                keep_at)
+                    _option_row(i, ord_j[i], gang, per_node, x_of, keep_of, factor, b_len, caps, whole, opt_r, opt_v,
+                                nopt, keep_at)
                     _run_row(i, opt_r, opt_v, nopt, run, gain, g)
                     tot += g[i]
                     if kept and not _kept_row(i, run, gain, g, p_run, p_gain, p_g, alive):
@@ -952,7 +1103,7 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
             else:  # (``sizes``, the classes sorted once a round and kept while plans only lose jobs)
                 stats[1] += 1
                 if not kept:
-                    _, ncls = _classes(J, run, gain, g, srt, cls_g, cls_lo)
+                    _, ncls = _classes_from(J, run, gain, g, srt, cls_g, cls_lo, ord_j, carry, carry_n, rid, mark)
                     for i in range(J):
                         alive[i] = True
                         p_run[i], p_gain[i], p_g[i] = run[i], gain[i], g[i]
@@ -972,7 +1123,8 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
             short = pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order,
                          place_ord, c_nodes, c_cnt, c_len, c_r, c_same, kept_state, hists, reuse)
             packed = True
-            f = objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf, keep_k if reuse else no_skip)
+            f = objective(J, ord_j, gang, per_node, x_of, keep_of, factor, c_r, c_same, s_buf,
+                          keep_k if reuse else no_skip)
             if f > f_best:
                 f_best = f
                 _copy_rows(J, c_nodes, c_cnt, c_len, best_nodes, best_cnt, best_len)
@@ -1035,6 +1187,8 @@ def replay(submit, gang, work, speed_t, node_type, per_node, interval_s, restart
     best_nodes = np.empty((n, K), dtype=np.int64)
     best_cnt = np.empty((n, K), dtype=np.int64)
     best_len = np.empty(n, dtype=np.int64)
+    carry = np.full((4, n), -1, dtype=np.int64)  # (optimize's orders from round to round)
+    carry_n = np.zeros(2, dtype=np.int64)
     J = 0
     now = 0.0
     left = n
@@ -1077,7 +1231,7 @@ def replay(submit, gang, work, speed_t, node_type, per_node, interval_s, restart
         if J == 0:
             continue
         optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_node, b_nodes, b_cnt, b_len, K,
-                 best_nodes, best_cnt, best_len, ord_j, stats)
+                 best_nodes, best_cnt, best_len, ord_j, carry, carry_n, stats)
         for i in range(J):
             j = ord_j[i]
             if same_row(i, best_len[i], best_nodes, best_cnt, j, b_len[j], b_nodes, b_cnt):

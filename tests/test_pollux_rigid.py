@@ -326,6 +326,65 @@ def test_the_round_order_is_numpys_two_stable_sorts(sub, att, in_order, data):
     assert out.tolist() == a[o1[o2]].tolist()
 
 
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(1, 60), data=st.data())
+def test_the_round_order_sorted_from_the_last_is_the_order_anew(n, data):
+    """_order_from (insertion from the last round's order, stale or of other jobs; the jobs new
+    to it after) gives _order's order, round after round as the running jobs' GPU-seconds grow,
+    with ties, -0.0 and NaN; and keeps each job's position and this order for the next round."""
+    from fastblox.kernels.pollux_rigid import _order, _order_from
+
+    submit = np.array(data.draw(st.lists(st.sampled_from([0.0, 5.0, 60.0, 300.0]), min_size=n, max_size=n)))
+    if data.draw(st.booleans()):
+        submit = np.sort(submit)  # (workload order)
+    attained = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.0, -0.0, 60.0, 120.0, 480.0]), min_size=n,
+                                           max_size=n)))
+    carry, carry_n = np.full((4, n), -1, np.int64), np.zeros(2, np.int64)
+    prev = data.draw(st.permutations(range(n)))[:data.draw(st.integers(0, n))]
+    carry[0, :len(prev)], carry_n[0] = prev, len(prev)
+    for rid in range(3):
+        a = np.array(sorted(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))), np.int64)
+        want, got = np.empty(len(a), np.int64), np.empty(len(a), np.int64)
+        _order(a, submit, attained, want)
+        _order_from(a, submit, attained, got, carry, carry_n, rid)
+        assert got.tolist() == want.tolist()
+        assert carry_n[0] == len(a) and carry[0, :len(a)].tolist() == want.tolist()
+        assert all(carry[2, j] == i for i, j in enumerate(want)) and (carry[3, a] >= 2 * rid).all()
+        attained[a[: len(a) // 2]] += np.array(data.draw(st.lists(st.sampled_from([0.0, 60.0, 480.0, 7680.0]),
+                                                                 min_size=len(a) // 2, max_size=len(a) // 2)))
+        if data.draw(st.integers(0, 3)) == 0:
+            attained[a[-1] if data.draw(st.booleans()) else a[0]] = np.nan
+
+
+@settings(max_examples=150, deadline=None)
+@given(J=st.integers(1, 80), data=st.data())
+def test_the_classes_sorted_from_the_last_are_the_classes_anew(J, data):
+    """_classes_from (insertion from the last classes' order by job, the other candidates after;
+    a full sort when the insertion gives up) gives _classes's order and classes, with ties, NaN
+    and orders far from sorted; and keeps this order, by job, for the next sort."""
+    from fastblox.kernels.pollux_rigid import _classes, _classes_from
+
+    n = J + data.draw(st.integers(0, 10))
+    ord_j = np.array(data.draw(st.permutations(range(n)))[:J], np.int64)
+    run = np.array(data.draw(st.lists(st.sampled_from([-1, 1, 1, 2]), min_size=J, max_size=J)), np.int64)
+    gain = np.array(data.draw(st.lists(st.sampled_from([984.25, 992.06, 992.06, 996.0, 0.5, 0.0]), min_size=J,
+                                       max_size=J)))
+    if data.draw(st.integers(0, 2)) == 0:
+        gain[data.draw(st.integers(0, J - 1))] = np.nan
+    g = np.array(data.draw(st.lists(st.sampled_from([1, 2, 4, 8]), min_size=J, max_size=J)), np.int64)
+    carry, carry_n = np.full((4, n), -1, np.int64), np.zeros(2, np.int64)
+    carry[3, ord_j], carry[2, ord_j] = 2 * 5, np.arange(J)
+    prev = data.draw(st.permutations(range(n)))[:data.draw(st.integers(0, n))]
+    carry[1, :len(prev)], carry_n[1] = prev, len(prev)
+    want = [np.empty(k, np.int64) for k in (J, J, J + 1)]
+    got = [np.empty(k, np.int64) for k in (J, J, J + 1)]
+    m, ncls = _classes(J, run, gain, g, *want)
+    assert _classes_from(J, run, gain, g, *got, ord_j, carry, carry_n, 5, np.empty(J, bool)) == (m, ncls)
+    assert got[0][:m].tolist() == want[0][:m].tolist()
+    assert got[1][:ncls].tolist() == want[1][:ncls].tolist() and got[2][:ncls + 1].tolist() == want[2][:ncls + 1].tolist()
+    assert carry_n[1] == m and carry[1, :m].tolist() == ord_j[want[0][:m]].tolist()
+
+
 def test_the_objective_runs_many_small_gangs_rather_than_one_big():
     """Pollux's power mean (p = -1) of speedups over the fair share: on one 8-GPU node, a running
     8-GPU job gives way to eight 1-GPU jobs (their harmonic mean is far higher), and the node is
