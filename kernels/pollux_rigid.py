@@ -39,7 +39,7 @@ IDLE_V = 1.0 / (0.0 + 1e-3)  # a job's value without GPUs (``1 / (0 * factor + 1
 OK, TOO_LONG = 0, 1
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def same_row(ja, na, nodes_a, cnt_a, jb, nb, nodes_b, cnt_b):
     """Whether row ``ja`` of (``nodes_a``, ``cnt_a``, ``na`` pairs) is row ``jb`` of the other."""
     if na != nb:
@@ -50,7 +50,7 @@ def same_row(ja, na, nodes_a, cnt_a, jb, nb, nodes_b, cnt_b):
     return True
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _row_from_dense(dense, i, out_nodes, out_cnt, out_len):
     """Row ``i`` of the sparse arrays from ``dense`` GPUs per node (ascending nodes); ``dense`` zeroed."""
     m = 0
@@ -63,7 +63,7 @@ def _row_from_dense(dense, i, out_nodes, out_cnt, out_len):
     out_len[i] = m
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def gang_fits(r, per_node, hist_all, hist_nd):
     """Whether :func:`place_one` gives all ``r`` GPUs (else the gang is not placed at all), from
     the count of nodes by free GPUs (``hist_all``) and of those without a multi-node job
@@ -98,7 +98,7 @@ def gang_fits(r, per_node, hist_all, hist_nd):
     return False
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _take(k, cnt, multi, free, dist_on, hist_all, hist_nd):
     """``cnt`` GPUs of node ``k`` taken (by a multi-node row: ``multi``), the counts kept."""
     hist_all[free[k]] -= 1
@@ -237,7 +237,7 @@ def _class_step(F, Fn, pick, pref, base, cnt, g, rho, L, stack):
         top += 2
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _run_row(i, opt_r, opt_v, nopt, run, gain, g):
     """Job ``i``'s run option (its first least one with GPUs, taken only when below its no-GPU
     value; -1: none), its gain (the difference) and its GPUs (0: none)."""
@@ -279,7 +279,7 @@ def _classes(J, run, gain, g, srt, cls_g, cls_lo):
     return m, _class_bounds(m, g, srt, cls_g, cls_lo)
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _cand_before(i1, i2, gain, g):
     """Whether candidate ``i1`` comes before ``i2`` in :func:`_classes`'s order."""
     if g[i1] != g[i2]:
@@ -289,7 +289,7 @@ def _cand_before(i1, i2, gain, g):
     return i1 < i2
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _job_before(j1, j2, attained, submit):
     """Whether job ``j1`` comes before ``j2`` in :func:`_order`'s order (attained GPU-seconds,
     submit time, index)."""
@@ -377,7 +377,7 @@ def _class_bounds(m, g, srt, cls_g, cls_lo):
     return ncls
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _above(gain, mem, a0, a1, thr):
     """How many of the members ``mem[a0:a1]`` (gains not increasing) gain more than ``thr``."""
     lo = a0
@@ -391,7 +391,7 @@ def _above(gain, mem, a0, a1, thr):
     return lo - a0
 
 
-@jit(nrt=False)
+@jit
 def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
     """How many of each class every optimum of the programme runs, at least ``nlo[q]`` and at
     most ``nhi[q]`` (its jobs of most gain), by the programme's Lagrangian bound: with a price
@@ -409,25 +409,12 @@ def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
             d = gain[mem[lo[q]]] / cls_g[q]
             if d > top:
                 top = d
-    a = 0.0  # (the jobs of density above ``a`` need more than G GPUs; above ``b``, at most G)
-    b = 2.0 * top + 1.0
-    for _ in range(40):  # (to about 1e-12 of the largest density: any price gives a bound)
-        mid = 0.5 * (a + b)
-        if not (a < mid < b):
-            break
-        c = 0
-        for q in range(ncls):
-            c += cls_g[q] * _above(gain, mem, lo[q], lo[q + 1], mid * cls_g[q])
-        if c > G:
-            a = mid
-        else:
-            b = mid
-    lam = b
+    lam = _price(mem, lo, gain, cls_g, ncls, G, top, nlo, nhi, np.empty(ncls, dtype=np.int64))
     ub = lam * G
     lb = 0.0
     s = G
     for q in range(ncls):
-        t = _above(gain, mem, lo[q], lo[q + 1], lam * cls_g[q])
+        t = nhi[q]  # (the class's jobs of density above lam)
         ub += pref[lo[q] + q + t] - lam * cls_g[q] * t
         lb += pref[lo[q] + q + t]
         s -= cls_g[q] * t
@@ -449,6 +436,41 @@ def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
     gap = ub - lb if ub > lb else 0.0
     tol = gap + 1e-12 * (m + ncls + 4) * (abs(ub) + lam * G + 1.0)
     _box(mem, lo, gain, cls_g, ncls, G, lam, tol, nlo, nhi)
+
+
+@jit(nrt=False)
+def _price(mem, lo, gain, cls_g, ncls, G, top, ca, cb, cm):
+    """:func:`_core`'s price a GPU: bisection between ``a = 0`` (the jobs of density above it need
+    more than ``G`` GPUs) and ``b = 2 top + 1`` (at most ``G``), 40 halvings (to about 1e-12 of the
+    largest density ``top``: any price gives a bound). ``ca``/``cb``: each class's count of density
+    above ``a``/``b`` (``cb`` at the end: at the price); a class whose counts agree keeps them inside
+    (the count falls with the price) and the others are searched between them only, so each count
+    is the one searched over the whole class (``cm``: scratch)."""
+    a = 0.0
+    b = 2.0 * top + 1.0
+    for q in range(ncls):
+        ca[q] = _above(gain, mem, lo[q], lo[q + 1], a * cls_g[q])
+        cb[q] = _above(gain, mem, lo[q], lo[q + 1], b * cls_g[q])
+    for _ in range(40):
+        mid = 0.5 * (a + b)
+        if not (a < mid < b):
+            break
+        c = 0
+        for q in range(ncls):
+            if ca[q] == cb[q]:
+                cm[q] = ca[q]
+            else:
+                cm[q] = cb[q] + _above(gain, mem, lo[q] + cb[q], lo[q] + ca[q], mid * cls_g[q])
+            c += cls_g[q] * cm[q]
+        if c > G:
+            a = mid
+            for q in range(ncls):
+                ca[q] = cm[q]
+        else:
+            b = mid
+            for q in range(ncls):
+                cb[q] = cm[q]
+    return b
 
 
 @jit(nrt=False)
@@ -834,7 +856,7 @@ def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, di
     return short
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _option_row(i, j, gang, per_node, x_of, keep_of, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
     """Job ``j``'s options (at position ``i``), in the elastic engine's order (inf ones left
     out): no GPUs; its gang (changed: discounted by ``factor``; not with ``whole`` for a gang of
@@ -951,7 +973,7 @@ def _order_from(a, submit, attained, ord_j, carry, carry_n, rid):
     carry_n[0] = J
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _kept_row(i, run, gain, g, p_run, p_gain, p_g, alive):
     """Whether job ``i``'s run option leaves the classes sorted by the run options ``p_*``
     holding: unchanged, or lost since (the job then marked not ``alive``; the others keep their
@@ -1143,7 +1165,7 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     stats[2] += 1
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _advance(j, t0, secs, gang, work, done, rescale, speed, attained, finish, b_len):
     """``fastblox.mixed.RigidJob.advance``: job ``j`` over ``[t0, t0 + secs)`` on its row, its work
     done at ``speed`` work-seconds a second after its restart delay."""
