@@ -392,7 +392,7 @@ def _above(gain, mem, a0, a1, thr):
 
 
 @jit
-def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
+def _core(mem, lo, hi, pref, gain, cls_g, ncls, G, nlo, nhi):
     """How many of each class every optimum of the programme runs, at least ``nlo[q]`` and at
     most ``nhi[q]`` (its jobs of most gain), by the programme's Lagrangian bound: with a price
     ``lam`` a GPU (the greedy's break density, by bisection), every choice's total is at most
@@ -401,15 +401,18 @@ def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
     left idle; the greedy (densest first, then what still fits) is a choice of total ``LB``; so an
     optimum falls short of ``UB`` by at most ``UB - LB``, which bounds each class's count
     (:func:`_box`). Decided with a margin above the rounding of the totals (``tol``), so ties among
-    optima in floating point stay between the bounds."""
-    m = lo[ncls]
+    optima in floating point stay between the bounds. Class ``q``'s members: ``mem[lo[q]:hi[q]]``,
+    their prefix sums of gains from ``pref[lo[q] + q]`` (:func:`_slot`)."""
+    m = 0
+    for q in range(ncls):
+        m += hi[q] - lo[q]
     top = 0.0
     for q in range(ncls):
-        if lo[q + 1] > lo[q]:
+        if hi[q] > lo[q]:
             d = gain[mem[lo[q]]] / cls_g[q]
             if d > top:
                 top = d
-    lam = _price(mem, lo, gain, cls_g, ncls, G, top, nlo, nhi, np.empty(ncls, dtype=np.int64))
+    lam = _price(mem, lo, hi, gain, cls_g, ncls, G, top, nlo, nhi, np.empty(ncls, dtype=np.int64))
     ub = lam * G
     lb = 0.0
     s = G
@@ -423,7 +426,7 @@ def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
         bq = -1
         bd = -1.0
         for q in range(ncls):
-            if nlo[q] < lo[q + 1] - lo[q] and cls_g[q] <= s:
+            if nlo[q] < hi[q] - lo[q] and cls_g[q] <= s:
                 d = gain[mem[lo[q] + nlo[q]]] / cls_g[q]
                 if d > bd:
                     bd = d
@@ -435,11 +438,11 @@ def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
         nlo[bq] += 1
     gap = ub - lb if ub > lb else 0.0
     tol = gap + 1e-12 * (m + ncls + 4) * (abs(ub) + lam * G + 1.0)
-    _box(mem, lo, gain, cls_g, ncls, G, lam, tol, nlo, nhi)
+    _box(mem, lo, hi, gain, cls_g, ncls, G, lam, tol, nlo, nhi)
 
 
 @jit(nrt=False)
-def _price(mem, lo, gain, cls_g, ncls, G, top, ca, cb, cm):
+def _price(mem, lo, hi, gain, cls_g, ncls, G, top, ca, cb, cm):
     """:func:`_core`'s price a GPU: bisection between ``a = 0`` (the jobs of density above it need
     more than ``G`` GPUs) and ``b = 2 top + 1`` (at most ``G``), 40 halvings (to about 1e-12 of the
     largest density ``top``: any price gives a bound). ``ca``/``cb``: each class's count of density
@@ -449,8 +452,8 @@ def _price(mem, lo, gain, cls_g, ncls, G, top, ca, cb, cm):
     a = 0.0
     b = 2.0 * top + 1.0
     for q in range(ncls):
-        ca[q] = _above(gain, mem, lo[q], lo[q + 1], a * cls_g[q])
-        cb[q] = _above(gain, mem, lo[q], lo[q + 1], b * cls_g[q])
+        ca[q] = _above(gain, mem, lo[q], hi[q], a * cls_g[q])
+        cb[q] = _above(gain, mem, lo[q], hi[q], b * cls_g[q])
     for _ in range(40):
         mid = 0.5 * (a + b)
         if not (a < mid < b):
@@ -474,7 +477,7 @@ def _price(mem, lo, gain, cls_g, ncls, G, top, ca, cb, cm):
 
 
 @jit(nrt=False)
-def _box(mem, lo, gain, cls_g, ncls, G, lam, tol, nlo, nhi):
+def _box(mem, lo, hi, gain, cls_g, ncls, G, lam, tol, nlo, nhi):
     """:func:`_core`'s counts per class from its price ``lam`` and ``tol`` (the gap ``UB - LB``
     and a margin): a choice's shortfall from ``UB`` is ``P = sum of r_i of the jobs of r_i > 0
     left out + sum of -r_i of the others run + lam * (GPUs left idle)``, and every optimum has
@@ -495,7 +498,7 @@ def _box(mem, lo, gain, cls_g, ncls, G, lam, tol, nlo, nhi):
     nq = -1
     for q in range(ncls):
         g = cls_g[q]
-        t = _above(gain, mem, lo[q], lo[q + 1], lam * g)
+        t = _above(gain, mem, lo[q], hi[q], lam * g)
         nlo[q] = t
         R -= g * t
         if t > 0:
@@ -506,7 +509,7 @@ def _box(mem, lo, gain, cls_g, ncls, G, lam, tol, nlo, nhi):
                 pq = q
             elif d < p2:
                 p2 = d
-        if lo[q] + t < lo[q + 1]:
+        if lo[q] + t < hi[q]:
             d = gain[mem[lo[q] + t]] / g
             if d > n1:
                 n2 = n1
@@ -523,7 +526,7 @@ def _box(mem, lo, gain, cls_g, ncls, G, lam, tol, nlo, nhi):
             c_abs = lam  # (no job of r_i <= 0 elsewhere: every GPU left stays idle)
         dp = p2 if q == pq else p1
         c_exc = dp - lam if dp > lam else 0.0
-        _box_class(mem, lo[q], lo[q + 1], gain, g, t, R, lam, c_abs, c_exc, tol, nlo, nhi, q)
+        _box_class(mem, lo[q], hi[q], gain, g, t, R, lam, c_abs, c_exc, tol, nlo, nhi, q)
 
 
 @jit(nrt=False)
@@ -569,40 +572,100 @@ def _box_class(mem, a0, a1, gain, g, t, R, lam, c_abs, c_exc, tol, nlo, nhi, q):
 
 @jit
 def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_st, out_k):
+    """:func:`_plan` over the candidates ``srt`` still ``alive`` (classes ``cls_g``, members
+    ``srt[cls_lo[q]:cls_lo[q + 1]]`` in their order): its members' slots built anew."""
+    m = cls_lo[ncls]
+    mem = np.empty(m, dtype=np.int64)
+    hi = np.empty(ncls, dtype=np.int64)
+    pref = np.empty(m + ncls)
+    for q in range(ncls):
+        _slot(q, srt, cls_lo, alive, gain, mem, hi, pref, True)
+    _plan(mem, cls_lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st, out_k)
+
+
+@jit(nrt=False)
+def _slot(q, srt, cls_lo, alive, gain, mem, hi, pref, fresh):
+    """Class ``q``'s members still ``alive`` (in their order ``srt[cls_lo[q]:cls_lo[q + 1]]``) at
+    the front of its slot ``mem[cls_lo[q]:hi[q]]``, and their prefix sums of gains (``W[0] = 0``,
+    ``W[n] = W[n - 1] + gain``) at ``pref[cls_lo[q] + q:]``. Not ``fresh``: the slot holds them as
+    before some died since (none came back): those before the first that died, and their sums,
+    stay; the sums after are the same additions in the same order."""
+    a0 = cls_lo[q]
+    base = a0 + q
+    if fresh:
+        k = a0
+        pref[base] = 0.0
+        for a in range(a0, cls_lo[q + 1]):
+            i = srt[a]
+            if alive[i]:
+                mem[k] = i
+                pref[base + k - a0 + 1] = pref[base + k - a0] + gain[i]
+                k += 1
+        hi[q] = k
+        return
+    k = a0
+    while k < hi[q] and alive[mem[k]]:
+        k += 1
+    w = k
+    for a in range(k, hi[q]):
+        i = mem[a]
+        if alive[i]:
+            mem[w] = i
+            pref[base + w - a0 + 1] = pref[base + w - a0] + gain[i]
+            w += 1
+    hi[q] = w
+
+
+@jit(nrt=False)
+def _slots_after(lost, nlost, ord_j, gang, srt, cls_g, cls_lo, ncls, alive, gain, mem, hi, pref, dirty):
+    """:func:`_slot` again (not fresh) for each class of the jobs ``lost[:nlost]`` (positions in
+    ``ord_j``) that died, once a class (``dirty``: scratch of classes, False in and out)."""
+    for a in range(nlost):
+        i = lost[a]
+        q = _class_of(cls_g, ncls, gang[ord_j[i]])
+        if q >= 0 and not alive[i]:
+            dirty[q] = True
+    for a in range(nlost):
+        q = _class_of(cls_g, ncls, gang[ord_j[lost[a]]])
+        if q >= 0 and dirty[q]:
+            _slot(q, srt, cls_lo, alive, gain, mem, hi, pref, False)
+            dirty[q] = False
+
+
+@jit(nrt=False, inline=True)
+def _class_of(cls_g, ncls, gg):
+    """The class of gang ``gg`` (``cls_g[:ncls]`` ascending), -1: none."""
+    lo = 0
+    hi = ncls
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cls_g[mid] < gg:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < ncls and cls_g[lo] == gg else -1
+
+
+@jit
+def _plan(mem, lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st, out_k):
     """The count per class maximising the total gain (module docstring of :func:`sizes`) over
-    the candidates ``srt`` still ``alive`` (a class's members in their order); ``Fs``, ``pick``:
-    at least ``ncls + 1`` and ``ncls`` rows of ``G + 1``, ``memo`` 4 rows of ``ncls`` and
-    ``memo_st`` three: kept from a solve of the same classes before (jobs may have died since) or
-    ``memo_st[2]`` 0. Sets ``out_k`` of the jobs run.
+    the members of each class ``q``, ``mem[lo[q]:hi[q]]`` in their order, prefix sums of gains
+    from ``pref[lo[q] + q]`` (:func:`_slot`); ``Fs``, ``pick``: at least ``ncls + 1`` and ``ncls``
+    rows of ``G + 1``, ``memo`` 4 rows of ``ncls`` and ``memo_st`` three: kept from a plan of the
+    same classes before (jobs may have died since) or ``memo_st[2]`` 0. Sets ``out_k`` of the
+    jobs run.
 
     The programme runs between the bounds :func:`_core` proves for every optimum: each class from
     its ``nlo`` jobs to its ``nhi``, capacities from the GPUs of every class's ``nlo`` up to what
     the 1-GPU class's ``nlo`` leaves; a choice's total is the same sum in the same order as over
     every count and capacity, and the optima and their ties are all inside, so the choice is the
     one the programme over every count and capacity makes (its plain twin). The rows of the
-    classes before the first whose bounds or members changed since the last solve are kept."""
-    m = cls_lo[ncls]
-    mem = np.empty(m, dtype=np.int64)  # (the alive members, class by class, in order)
-    lo = np.empty(ncls + 1, dtype=np.int64)
-    k = 0
-    for q in range(ncls):
-        lo[q] = k
-        for a in range(cls_lo[q], cls_lo[q + 1]):
-            if alive[srt[a]]:
-                mem[k] = srt[a]
-                k += 1
-    lo[ncls] = k
-    pref = np.empty(k + ncls)  # (each class's prefix sums of gains: W[0] = 0, W[n] = W[n-1] + gain)
-    for q in range(ncls):
-        base = lo[q] + q
-        pref[base] = 0.0
-        for a in range(lo[q], lo[q + 1]):
-            pref[base + a - lo[q] + 1] = pref[base + a - lo[q]] + gain[mem[a]]
+    classes before the first whose bounds or members changed since the last plan are kept."""
     nlo = np.empty(ncls, dtype=np.int64)
     nhi = np.empty(ncls, dtype=np.int64)
-    _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi)
+    _core(mem, lo, hi, pref, gain, cls_g, ncls, G, nlo, nhi)
     first = 1 if cls_g[0] == 1 else 0  # (the 1-GPU class, if any, fills what is left)
-    cnt1 = lo[1] if first else 0
+    cnt1 = hi[0] - lo[0] if first else 0
     cmax = G - nlo[0] if first else G
     c0 = 0  # (the GPUs of every class's nlo)
     for q in range(first, ncls):
@@ -610,7 +673,7 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_s
     if c0 > cmax:  # (not after a sound reduction: the fixed jobs are in every optimum; all counts then)
         for q in range(ncls):
             nlo[q] = 0
-            nhi[q] = lo[q + 1] - lo[q]
+            nhi[q] = hi[q] - lo[q]
         c0 = 0
         cmax = G
     # State d is capacity c0 + d, up to cmax. Rows solved before with the same c0 and cmax, for
@@ -620,7 +683,7 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_s
     if memo_st[0] == cmax and memo_st[1] == c0:
         while start < memo_st[2] and first + start < ncls:
             q = first + start
-            if memo[0, q] != nlo[q] or memo[1, q] != nhi[q] or memo[2, q] != lo[q + 1] - lo[q]:
+            if memo[0, q] != nlo[q] or memo[1, q] != nhi[q] or memo[2, q] != hi[q] - lo[q]:
                 break
             start += 1
     D = memo[3, first + start - 1] if start > 0 else 0  # (the GPUs of every gang so far above nlo: more
@@ -652,7 +715,7 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_s
             pick[i, d] = pick[i, D]
         memo[0, q] = nlo[q]
         memo[1, q] = nhi[q]
-        memo[2, q] = lo[q + 1] - lo[q]
+        memo[2, q] = hi[q] - lo[q]
         memo[3, q] = D
     memo_st[0] = cmax
     memo_st[1] = c0
@@ -673,7 +736,7 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_s
     if first:
         left = G - c0 - d_best
         n1 = cnt1 if cnt1 < left else left
-        for a in range(n1):
+        for a in range(lo[0], lo[0] + n1):
             out_k[mem[a]] = run[mem[a]]
     d = d_best
     for q in range(ncls - 1, first - 1, -1):
@@ -1084,6 +1147,10 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     alive = np.empty(J, dtype=np.bool_)
     mark = np.empty(J, dtype=np.bool_)
     lost = np.empty(J, dtype=np.int64)
+    mem = np.empty(J, dtype=np.int64)  # (the classes' members still alive, :func:`_slot`)
+    hi = np.empty(J, dtype=np.int64)
+    pref = np.empty(2 * J + 1)
+    dirty = np.zeros(J, dtype=np.bool_)
     Fs = np.empty((0, G + 1))
     pick = np.empty((0, G + 1), dtype=np.int64)
     memo = np.empty((4, 0), dtype=np.int64)
@@ -1119,6 +1186,9 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                     tot += g[i]
                     if kept and not _kept_row(i, run, gain, g, p_run, p_gain, p_g, alive):
                         kept = False
+                if kept:  # (the members of the classes that lost jobs, again)
+                    _slots_after(lost, nlost, ord_j, gang, srt, cls_g, cls_lo, ncls, alive, gain, mem, hi, pref,
+                                 dirty)
             if tot <= G:
                 for i in range(J):
                     out_k[i] = run[i] if run[i] > 0 else 0
@@ -1134,7 +1204,9 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                         pick = np.empty((ncls, G + 1), dtype=np.int64)
                         memo = np.empty((4, ncls), dtype=np.int64)
                     memo_st[2] = 0  # (no rows kept for other classes)
-                _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_st, out_k)
+                    for q in range(ncls):
+                        _slot(q, srt, cls_lo, alive, gain, mem, hi, pref, True)
+                _plan(mem, cls_lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st, out_k)
             reuse = packed  # (whether the rows kept are those of the last packing)
             for i in range(J):
                 kk = out_k[i] == keep_at[i]

@@ -128,7 +128,7 @@ def _bounds(opt_r, opt_v, nopt, total):
     lo = cls_lo[:ncls + 1].copy()
     pref = np.concatenate([np.concatenate([[0.0], np.cumsum(gain[srt[lo[q]:lo[q + 1]]])]) for q in range(ncls)])
     nlo, nhi = np.empty(ncls, np.int64), np.empty(ncls, np.int64)
-    pr._core(srt, lo, pref, gain, cls_g, ncls, total, nlo, nhi)
+    pr._core(srt, lo, lo[1:].copy(), pref, gain, cls_g, ncls, total, nlo, nhi)
     return srt, lo, nlo, nhi
 
 
@@ -220,6 +220,39 @@ def test_the_bounds_hold_every_optimum_of_the_counts(data, J, total):
     for c, v in val.items():
         if v >= best - 1e-9:
             assert all(nlo[q] <= c[q] <= nhi[q] for q in range(ncls)), (c, nlo.tolist(), nhi.tolist())
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6), J=st.integers(1, 300), rounds=st.integers(1, 5))
+def test_the_members_kept_after_jobs_died_are_the_members_anew(seed, J, rounds):
+    """A round's later plans lose chosen jobs; _slots_after compacts only the classes that lost
+    some (from the first that died) and their prefix sums: each class's slot, end and sums are
+    those built anew (_slot fresh), bit for bit."""
+    from fastblox.kernels import pollux_rigid as pr
+
+    rng = np.random.default_rng(seed)
+    opts = _pollux_like(rng, J, 8, 2, 0.6, (1, 1, 2, 4, 8, 16), (0.3, 0.6, 0.9, 0.97))
+    opt_r, opt_v, nopt = _arrays(opts)
+    run, gain, g = np.empty(J, np.int64), np.empty(J), np.empty(J, np.int64)
+    pr._runs(J, opt_r, opt_v, nopt, run, gain, g)
+    srt, cls_g, cls_lo = (np.empty(n, np.int64) for n in (J, J, J + 1))
+    m, ncls = pr._classes(J, run, gain, g, srt, cls_g, cls_lo)
+    ord_j, gang = np.arange(J), g.copy()
+    alive = np.ones(J, bool)
+    mem, hi, pref = np.empty(J, np.int64), np.empty(J, np.int64), np.empty(2 * J + 1)
+    for q in range(ncls):
+        pr._slot(q, srt, cls_lo, alive, gain, mem, hi, pref, True)
+    for _ in range(rounds):
+        lost = rng.choice(srt[:m], size=min(m, int(rng.integers(0, 6))), replace=False) if m else np.empty(0, np.int64)
+        alive[lost] = False
+        pr._slots_after(lost.astype(np.int64), len(lost), ord_j, gang, srt, cls_g, cls_lo, ncls, alive, gain, mem,
+                        hi, pref, np.zeros(J, bool))
+        m2, h2, p2 = np.empty(J, np.int64), np.empty(J, np.int64), np.empty(2 * J + 1)
+        for q in range(ncls):
+            pr._slot(q, srt, cls_lo, alive, gain, m2, h2, p2, True)
+            a0, base = cls_lo[q], cls_lo[q] + q
+            assert hi[q] == h2[q] and mem[a0:hi[q]].tolist() == m2[a0:h2[q]].tolist()
+            assert pref[base:base + hi[q] - a0 + 1].tobytes() == p2[base:base + h2[q] - a0 + 1].tobytes()
 
 
 def test_the_bounds_leave_a_busy_round_few_jobs_to_decide():
