@@ -33,6 +33,7 @@ from .elastic import pairwise_sum  # numpy's pairwise summation, so the objectiv
 
 MAX_NODES_PER_JOB = 16  # compat_pollux.MAX_NODES_PER_JOB: a spread row's nodes at most
 PASSES = 8  # PolluxPolicy.PASSES
+STACK = 2 * 64 + 4  # (the halving's stack: a row a level of halving, and two more)
 POLLUX_P = -1.0  # compat_pollux.POLLUX_P
 IDLE_V = 1.0 / (0.0 + 1e-3)  # a job's value without GPUs (``1 / (0 * factor + 1e-3)``, any finite factor)
 # the replay's outcome codes
@@ -391,8 +392,8 @@ def _above(gain, mem, a0, a1, thr):
     return lo - a0
 
 
-@jit
-def _core(mem, lo, hi, pref, gain, cls_g, ncls, G, nlo, nhi):
+@jit(nrt=False)
+def _core(mem, lo, hi, pref, gain, cls_g, ncls, G, nlo, nhi, cm):
     """How many of each class every optimum of the programme runs, at least ``nlo[q]`` and at
     most ``nhi[q]`` (its jobs of most gain), by the programme's Lagrangian bound: with a price
     ``lam`` a GPU (the greedy's break density, by bisection), every choice's total is at most
@@ -402,7 +403,8 @@ def _core(mem, lo, hi, pref, gain, cls_g, ncls, G, nlo, nhi):
     optimum falls short of ``UB`` by at most ``UB - LB``, which bounds each class's count
     (:func:`_box`). Decided with a margin above the rounding of the totals (``tol``), so ties among
     optima in floating point stay between the bounds. Class ``q``'s members: ``mem[lo[q]:hi[q]]``,
-    their prefix sums of gains from ``pref[lo[q] + q]`` (:func:`_slot`)."""
+    their prefix sums of gains from ``pref[lo[q] + q]`` (:func:`_slot`). ``cm``: scratch of
+    ``ncls``."""
     m = 0
     for q in range(ncls):
         m += hi[q] - lo[q]
@@ -412,7 +414,7 @@ def _core(mem, lo, hi, pref, gain, cls_g, ncls, G, nlo, nhi):
             d = gain[mem[lo[q]]] / cls_g[q]
             if d > top:
                 top = d
-    lam = _price(mem, lo, hi, gain, cls_g, ncls, G, top, nlo, nhi, np.empty(ncls, dtype=np.int64))
+    lam = _price(mem, lo, hi, gain, cls_g, ncls, G, top, nlo, nhi, cm)
     ub = lam * G
     lb = 0.0
     s = G
@@ -580,7 +582,8 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_s
     pref = np.empty(m + ncls)
     for q in range(ncls):
         _slot(q, srt, cls_lo, alive, gain, mem, hi, pref, True)
-    _plan(mem, cls_lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st, out_k)
+    _plan(mem, cls_lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st, out_k,
+          np.empty((3, ncls), dtype=np.int64), np.empty((STACK, 4), dtype=np.int64))
 
 
 @jit(nrt=False)
@@ -646,14 +649,14 @@ def _class_of(cls_g, ncls, gg):
     return lo if lo < ncls and cls_g[lo] == gg else -1
 
 
-@jit
-def _plan(mem, lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st, out_k):
+@jit(nrt=False)
+def _plan(mem, lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st, out_k, work, stack):
     """The count per class maximising the total gain (module docstring of :func:`sizes`) over
     the members of each class ``q``, ``mem[lo[q]:hi[q]]`` in their order, prefix sums of gains
     from ``pref[lo[q] + q]`` (:func:`_slot`); ``Fs``, ``pick``: at least ``ncls + 1`` and ``ncls``
     rows of ``G + 1``, ``memo`` 4 rows of ``ncls`` and ``memo_st`` three: kept from a plan of the
     same classes before (jobs may have died since) or ``memo_st[2]`` 0. Sets ``out_k`` of the
-    jobs run.
+    jobs run. ``work`` (3 x ``ncls``) and ``stack`` (``STACK`` x 4): scratch.
 
     The programme runs between the bounds :func:`_core` proves for every optimum: each class from
     its ``nlo`` jobs to its ``nhi``, capacities from the GPUs of every class's ``nlo`` up to what
@@ -661,9 +664,9 @@ def _plan(mem, lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st,
     every count and capacity, and the optima and their ties are all inside, so the choice is the
     one the programme over every count and capacity makes (its plain twin). The rows of the
     classes before the first whose bounds or members changed since the last plan are kept."""
-    nlo = np.empty(ncls, dtype=np.int64)
-    nhi = np.empty(ncls, dtype=np.int64)
-    _core(mem, lo, hi, pref, gain, cls_g, ncls, G, nlo, nhi)
+    nlo = work[0]
+    nhi = work[1]
+    _core(mem, lo, hi, pref, gain, cls_g, ncls, G, nlo, nhi, work[2])
     first = 1 if cls_g[0] == 1 else 0  # (the 1-GPU class, if any, fills what is left)
     cnt1 = hi[0] - lo[0] if first else 0
     cmax = G - nlo[0] if first else G
@@ -691,7 +694,6 @@ def _plan(mem, lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st,
     if start == 0:
         for d in range(width + 1):
             Fs[0, d] = 0.0
-    stack = np.empty((2 * 64 + 4, 4), dtype=np.int64)
     for q in range(first + start, ncls):
         i = q - first
         gq = cls_g[q]
@@ -832,7 +834,7 @@ def objective(J, ord_j, gang, per_node, x_of, keep_of, factor, c_r, c_same, s_bu
 
 @jit
 def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order, place_ord,
-         c_nodes, c_cnt, c_len, c_r, c_same, kept_state, hists, reuse):
+         c_nodes, c_cnt, c_len, c_r, c_same, kept_state, hists, reuse, placed):
     """``PolluxPolicy._pack``: rows (``c_*``, by position) with the options chosen (``keep_k[i]``:
     keeps its row; ``r_of[i]``: its GPUs): kept rows as they are, the others largest first (by
     position among equals) by :func:`place_one`; a gang the packing cannot give whole gets none.
@@ -840,7 +842,7 @@ def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, di
     ``kept_state`` (2 x nodes: free GPUs, multi-node job on it) and ``hists`` rows 2-3 (the counts
     of nodes by free GPUs): the state after the kept rows, saved; with ``reuse`` (the same rows
     kept as in the last call, ``c_*`` untouched since) read back instead of packing the kept rows
-    again. ``hists`` rows 0-1: scratch.
+    again. ``hists`` rows 0-1: scratch. ``placed[0]``: how many rows not kept it placed.
     Returns how many chosen gangs got none (the short ones: ``c_len[i]`` 0 with ``r_of[i]`` > 0)."""
     N = len(free)
     P1 = per_node + 1
@@ -916,6 +918,7 @@ def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, di
             _take(c_nodes[i, k], c_cnt[i, k], c_len[i] > 1, free, dist_on, hist_all, hist_nd)
         j = ord_j[i]
         c_same[i] = same_row(i, c_len[i], c_nodes, c_cnt, j, b_len[j], b_nodes, b_cnt)
+    placed[0] = m - short
     return short
 
 
@@ -1151,6 +1154,8 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     hi = np.empty(J, dtype=np.int64)
     pref = np.empty(2 * J + 1)
     dirty = np.zeros(J, dtype=np.bool_)
+    work = np.empty((3, J), dtype=np.int64)  # (_plan's scratch)
+    stack = np.empty((STACK, 4), dtype=np.int64)
     Fs = np.empty((0, G + 1))
     pick = np.empty((0, G + 1), dtype=np.int64)
     memo = np.empty((4, 0), dtype=np.int64)
@@ -1159,7 +1164,10 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     no_skip = np.zeros(J, dtype=np.bool_)
     hists = np.empty((4, per_node + 1), dtype=np.int64)
     packed = False
+    none_placed = False  # (whether the last packing placed no row but the kept ones)
     proven = False
+    placed = np.zeros(1, dtype=np.int64)
+    f = f_best
     for w in range(2):
         whole = w == 0
         if not whole and not odd:
@@ -1206,7 +1214,7 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                     memo_st[2] = 0  # (no rows kept for other classes)
                     for q in range(ncls):
                         _slot(q, srt, cls_lo, alive, gain, mem, hi, pref, True)
-                _plan(mem, cls_lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st, out_k)
+                _plan(mem, cls_lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st, out_k, work, stack)
             reuse = packed  # (whether the rows kept are those of the last packing)
             for i in range(J):
                 kk = out_k[i] == keep_at[i]
@@ -1215,10 +1223,12 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                 keep_k[i] = kk
                 r_of[i] = opt_r[i, out_k[i]]
             short = pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order,
-                         place_ord, c_nodes, c_cnt, c_len, c_r, c_same, kept_state, hists, reuse)
+                         place_ord, c_nodes, c_cnt, c_len, c_r, c_same, kept_state, hists, reuse, placed)
+            if not (reuse and placed[0] == 0 and none_placed):  # (else the last packing's rows again: its f)
+                f = objective(J, ord_j, gang, per_node, x_of, keep_of, factor, c_r, c_same, s_buf,
+                              keep_k if reuse else no_skip)
             packed = True
-            f = objective(J, ord_j, gang, per_node, x_of, keep_of, factor, c_r, c_same, s_buf,
-                          keep_k if reuse else no_skip)
+            none_placed = placed[0] == 0
             if f > f_best:
                 f_best = f
                 _copy_rows(J, c_nodes, c_cnt, c_len, best_nodes, best_cnt, best_len)

@@ -128,7 +128,7 @@ def _bounds(opt_r, opt_v, nopt, total):
     lo = cls_lo[:ncls + 1].copy()
     pref = np.concatenate([np.concatenate([[0.0], np.cumsum(gain[srt[lo[q]:lo[q + 1]]])]) for q in range(ncls)])
     nlo, nhi = np.empty(ncls, np.int64), np.empty(ncls, np.int64)
-    pr._core(srt, lo, lo[1:].copy(), pref, gain, cls_g, ncls, total, nlo, nhi)
+    pr._core(srt, lo, lo[1:].copy(), pref, gain, cls_g, ncls, total, nlo, nhi, np.empty(ncls, np.int64))
     return srt, lo, nlo, nhi
 
 
