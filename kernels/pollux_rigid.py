@@ -33,12 +33,14 @@ from .elastic import pairwise_sum  # numpy's pairwise summation, so the objectiv
 
 MAX_NODES_PER_JOB = 16  # compat_pollux.MAX_NODES_PER_JOB: a spread row's nodes at most
 PASSES = 8  # PolluxPolicy.PASSES
+STACK = 2 * 64 + 4  # (the halving's stack: a row a level of halving, and two more)
 POLLUX_P = -1.0  # compat_pollux.POLLUX_P
+IDLE_V = 1.0 / (0.0 + 1e-3)  # a job's value without GPUs (``1 / (0 * factor + 1e-3)``, any finite factor)
 # the replay's outcome codes
 OK, TOO_LONG = 0, 1
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def same_row(ja, na, nodes_a, cnt_a, jb, nb, nodes_b, cnt_b):
     """Whether row ``ja`` of (``nodes_a``, ``cnt_a``, ``na`` pairs) is row ``jb`` of the other."""
     if na != nb:
@@ -49,7 +51,7 @@ def same_row(ja, na, nodes_a, cnt_a, jb, nb, nodes_b, cnt_b):
     return True
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _row_from_dense(dense, i, out_nodes, out_cnt, out_len):
     """Row ``i`` of the sparse arrays from ``dense`` GPUs per node (ascending nodes); ``dense`` zeroed."""
     m = 0
@@ -62,7 +64,7 @@ def _row_from_dense(dense, i, out_nodes, out_cnt, out_len):
     out_len[i] = m
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def gang_fits(r, per_node, hist_all, hist_nd):
     """Whether :func:`place_one` gives all ``r`` GPUs (else the gang is not placed at all), from
     the count of nodes by free GPUs (``hist_all``) and of those without a multi-node job
@@ -97,7 +99,7 @@ def gang_fits(r, per_node, hist_all, hist_nd):
     return False
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _take(k, cnt, multi, free, dist_on, hist_all, hist_nd):
     """``cnt`` GPUs of node ``k`` taken (by a multi-node row: ``multi``), the counts kept."""
     hist_all[free[k]] -= 1
@@ -236,7 +238,7 @@ def _class_step(F, Fn, pick, pref, base, cnt, g, rho, L, stack):
         top += 2
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _run_row(i, opt_r, opt_v, nopt, run, gain, g):
     """Job ``i``'s run option (its first least one with GPUs, taken only when below its no-GPU
     value; -1: none), its gain (the difference) and its GPUs (0: none)."""
@@ -275,6 +277,97 @@ def _classes(J, run, gain, g, srt, cls_g, cls_lo):
     m = len(c1)
     for a in range(m):
         srt[a] = c1[o2[a]]
+    return m, _class_bounds(m, g, srt, cls_g, cls_lo)
+
+
+@jit(nrt=False, inline=True)
+def _cand_before(i1, i2, gain, g):
+    """Whether candidate ``i1`` comes before ``i2`` in :func:`_classes`'s order."""
+    if g[i1] != g[i2]:
+        return g[i1] < g[i2]
+    if gain[i1] != gain[i2]:
+        return gain[i1] > gain[i2]
+    return i1 < i2
+
+
+@jit(nrt=False, inline=True)
+def _job_before(j1, j2, attained, submit):
+    """Whether job ``j1`` comes before ``j2`` in :func:`_order`'s order (attained GPU-seconds,
+    submit time, index)."""
+    if attained[j1] != attained[j2]:
+        return attained[j1] < attained[j2]
+    if submit[j1] != submit[j2]:
+        return submit[j1] < submit[j2]
+    return j1 < j2
+
+
+@jit(nrt=False)
+def _insert_sorted(x, m, key_a, key_b, cands, limit):
+    """``x[:m]`` sorted in place by insertion (:func:`_cand_before` with ``cands``, keys ``gain``
+    and ``g``; else :func:`_job_before`, keys ``attained`` and ``submit``): a linear pass when it
+    is nearly in order. Gives up (False, ``x`` a permutation of itself) past ``limit`` moves."""
+    moves = 0
+    for a in range(1, m):
+        v = x[a]
+        p = a
+        while p > 0:
+            u = x[p - 1]
+            if cands:
+                if not _cand_before(v, u, key_a, key_b):
+                    break
+            elif not _job_before(v, u, key_a, key_b):
+                break
+            x[p] = u
+            p -= 1
+            moves += 1
+        x[p] = v
+        if moves > limit:
+            return False
+    return True
+
+
+@jit(nrt=False)
+def _all_numbers(x, idx, m):
+    """Whether ``x[idx[:m]]`` has no NaN (the insertion's order is then numpy's sorts')."""
+    for a in range(m):
+        if x[idx[a]] != x[idx[a]]:
+            return False
+    return True
+
+
+@jit
+def _classes_from(J, run, gain, g, srt, cls_g, cls_lo, ord_j, carry, carry_n, rid, mark):
+    """:func:`_classes`, sorting from the order of the last classes sorted (``carry[1,
+    :carry_n[1]]``, job ids; the jobs of this round's ``ord_j`` at ``carry[2]``, stamped ``carry[3]
+    >= 2 rid``), the candidates not in it after, in position order; by insertion
+    (:func:`_insert_sorted`), a full sort when that gives up. Keeps this order there.
+    ``mark``: scratch of ``J``."""
+    for i in range(J):
+        mark[i] = run[i] > 0
+    m = 0
+    for k in range(carry_n[1]):
+        j = carry[1, k]
+        if carry[3, j] >= 2 * rid:
+            i = carry[2, j]
+            if mark[i]:
+                srt[m] = i
+                m += 1
+                mark[i] = False
+    for i in range(J):
+        if mark[i]:
+            srt[m] = i
+            m += 1
+    if not (_all_numbers(gain, srt, m) and _insert_sorted(srt, m, gain, g, True, 8 * m + 64)):
+        m, _ = _classes(J, run, gain, g, srt, cls_g, cls_lo)
+    for k in range(m):
+        carry[1, k] = ord_j[srt[k]]
+    carry_n[1] = m
+    return m, _class_bounds(m, g, srt, cls_g, cls_lo)
+
+
+@jit(nrt=False)
+def _class_bounds(m, g, srt, cls_g, cls_lo):
+    """The classes of alike gangs of the candidates ``srt[:m]`` in :func:`_classes`'s order."""
     ncls = 0
     for a in range(m):
         if a == 0 or g[srt[a]] != g[srt[a - 1]]:
@@ -282,10 +375,10 @@ def _classes(J, run, gain, g, srt, cls_g, cls_lo):
             cls_lo[ncls] = a
             ncls += 1
     cls_lo[ncls] = m
-    return m, ncls
+    return ncls
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _above(gain, mem, a0, a1, thr):
     """How many of the members ``mem[a0:a1]`` (gains not increasing) gain more than ``thr``."""
     lo = a0
@@ -300,41 +393,33 @@ def _above(gain, mem, a0, a1, thr):
 
 
 @jit(nrt=False)
-def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
+def _core(mem, lo, hi, pref, gain, cls_g, ncls, G, nlo, nhi, cm):
     """How many of each class every optimum of the programme runs, at least ``nlo[q]`` and at
     most ``nhi[q]`` (its jobs of most gain), by the programme's Lagrangian bound: with a price
     ``lam`` a GPU (the greedy's break density, by bisection), every choice's total is at most
     ``UB = lam * G + sum(max(0, r_i))`` (``r_i = gain_i - lam * gang_i``) less ``r_i`` for each
-    job of ``r_i > 0`` left out and ``-r_i`` for each of ``r_i < 0`` run; the greedy (densest
-    first, then what still fits) is a choice of total ``LB``; so an optimum runs every job of
-    ``r_i > UB - LB`` and none of ``r_i < LB - UB``. Decided with a margin above the rounding of
-    the totals (``tol``), so ties among optima in floating point stay between the bounds."""
-    m = lo[ncls]
+    job of ``r_i > 0`` left out, ``-r_i`` for each of ``r_i < 0`` run and ``lam`` for each GPU
+    left idle; the greedy (densest first, then what still fits) is a choice of total ``LB``; so an
+    optimum falls short of ``UB`` by at most ``UB - LB``, which bounds each class's count
+    (:func:`_box`). Decided with a margin above the rounding of the totals (``tol``), so ties among
+    optima in floating point stay between the bounds. Class ``q``'s members: ``mem[lo[q]:hi[q]]``,
+    their prefix sums of gains from ``pref[lo[q] + q]`` (:func:`_slot`). ``cm``: scratch of
+    ``ncls``."""
+    m = 0
+    for q in range(ncls):
+        m += hi[q] - lo[q]
     top = 0.0
     for q in range(ncls):
-        if lo[q + 1] > lo[q]:
+        if hi[q] > lo[q]:
             d = gain[mem[lo[q]]] / cls_g[q]
             if d > top:
                 top = d
-    a = 0.0  # (the jobs of density above ``a`` need more than G GPUs; above ``b``, at most G)
-    b = 2.0 * top + 1.0
-    for _ in range(40):  # (to about 1e-12 of the largest density: any price gives a bound)
-        mid = 0.5 * (a + b)
-        if not (a < mid < b):
-            break
-        c = 0
-        for q in range(ncls):
-            c += cls_g[q] * _above(gain, mem, lo[q], lo[q + 1], mid * cls_g[q])
-        if c > G:
-            a = mid
-        else:
-            b = mid
-    lam = b
+    lam = _price(mem, lo, hi, gain, cls_g, ncls, G, top, nlo, nhi, cm)
     ub = lam * G
     lb = 0.0
     s = G
     for q in range(ncls):
-        t = _above(gain, mem, lo[q], lo[q + 1], lam * cls_g[q])
+        t = nhi[q]  # (the class's jobs of density above lam)
         ub += pref[lo[q] + q + t] - lam * cls_g[q] * t
         lb += pref[lo[q] + q + t]
         s -= cls_g[q] * t
@@ -343,7 +428,7 @@ def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
         bq = -1
         bd = -1.0
         for q in range(ncls):
-            if nlo[q] < lo[q + 1] - lo[q] and cls_g[q] <= s:
+            if nlo[q] < hi[q] - lo[q] and cls_g[q] <= s:
                 d = gain[mem[lo[q] + nlo[q]]] / cls_g[q]
                 if d > bd:
                     bd = d
@@ -355,47 +440,235 @@ def _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi):
         nlo[bq] += 1
     gap = ub - lb if ub > lb else 0.0
     tol = gap + 1e-12 * (m + ncls + 4) * (abs(ub) + lam * G + 1.0)
+    _box(mem, lo, hi, gain, cls_g, ncls, G, lam, tol, nlo, nhi)
+
+
+@jit(nrt=False)
+def _price(mem, lo, hi, gain, cls_g, ncls, G, top, ca, cb, cm):
+    """:func:`_core`'s price a GPU: bisection between ``a = 0`` (the jobs of density above it need
+    more than ``G`` GPUs) and ``b = 2 top + 1`` (at most ``G``), 40 halvings (to about 1e-12 of the
+    largest density ``top``: any price gives a bound). ``ca``/``cb``: each class's count of density
+    above ``a``/``b`` (``cb`` at the end: at the price); a class whose counts agree keeps them inside
+    (the count falls with the price) and the others are searched between them only, so each count
+    is the one searched over the whole class (``cm``: scratch)."""
+    a = 0.0
+    b = 2.0 * top + 1.0
     for q in range(ncls):
-        nlo[q] = _above(gain, mem, lo[q], lo[q + 1], lam * cls_g[q] + tol)
-        nhi[q] = _above(gain, mem, lo[q], lo[q + 1], lam * cls_g[q] - tol)
+        ca[q] = _above(gain, mem, lo[q], hi[q], a * cls_g[q])
+        cb[q] = _above(gain, mem, lo[q], hi[q], b * cls_g[q])
+    for _ in range(40):
+        mid = 0.5 * (a + b)
+        if not (a < mid < b):
+            break
+        c = 0
+        for q in range(ncls):
+            if ca[q] == cb[q]:
+                cm[q] = ca[q]
+            else:
+                cm[q] = cb[q] + _above(gain, mem, lo[q] + cb[q], lo[q] + ca[q], mid * cls_g[q])
+            c += cls_g[q] * cm[q]
+        if c > G:
+            a = mid
+            for q in range(ncls):
+                ca[q] = cm[q]
+        else:
+            b = mid
+            for q in range(ncls):
+                cb[q] = cm[q]
+    return b
+
+
+@jit(nrt=False)
+def _box(mem, lo, hi, gain, cls_g, ncls, G, lam, tol, nlo, nhi):
+    """:func:`_core`'s counts per class from its price ``lam`` and ``tol`` (the gap ``UB - LB``
+    and a margin): a choice's shortfall from ``UB`` is ``P = sum of r_i of the jobs of r_i > 0
+    left out + sum of -r_i of the others run + lam * (GPUs left idle)``, and every optimum has
+    ``P <= tol``. Class ``q`` with ``D`` GPUs more than its ``t`` jobs of ``r_i > 0`` (``D < 0``:
+    fewer) adds its own ``-r_i`` or ``r_i`` and, with ``R`` the GPUs the jobs of ``r_i > 0`` leave:
+    while ``D <= R``, ``R - D`` GPUs idle or run by other classes' jobs of ``r_i <= 0``, each GPU at
+    least ``c_abs`` (``lam`` less their greatest density; ``lam``: none); beyond, ``D - R`` GPUs
+    freed from other classes' jobs of ``r_i > 0``, each at least ``c_exc`` (their least density
+    less ``lam``; none: impossible). The other classes' parts are >= 0, so each class runs from
+    ``nlo[q]`` to ``nhi[q]`` of its jobs of most gain, the counts whose own part is <= ``tol``."""
+    inf = math.inf
+    R = G
+    p1 = inf  # (the least and second least density of the jobs of r_i > 0 by class, and its class)
+    p2 = inf
+    pq = -1
+    n1 = -inf  # (the greatest and second greatest density of the others by class, and its class)
+    n2 = -inf
+    nq = -1
+    for q in range(ncls):
+        g = cls_g[q]
+        t = _above(gain, mem, lo[q], hi[q], lam * g)
+        nlo[q] = t
+        R -= g * t
+        if t > 0:
+            d = gain[mem[lo[q] + t - 1]] / g
+            if d < p1:
+                p2 = p1
+                p1 = d
+                pq = q
+            elif d < p2:
+                p2 = d
+        if lo[q] + t < hi[q]:
+            d = gain[mem[lo[q] + t]] / g
+            if d > n1:
+                n2 = n1
+                n1 = d
+                nq = q
+            elif d > n2:
+                n2 = d
+    for q in range(ncls):
+        g = cls_g[q]
+        t = nlo[q]
+        dn = n2 if q == nq else n1
+        c_abs = lam - dn if lam > dn else 0.0
+        if c_abs > lam:
+            c_abs = lam  # (no job of r_i <= 0 elsewhere: every GPU left stays idle)
+        dp = p2 if q == pq else p1
+        c_exc = dp - lam if dp > lam else 0.0
+        _box_class(mem, lo[q], hi[q], gain, g, t, R, lam, c_abs, c_exc, tol, nlo, nhi, q)
+
+
+@jit(nrt=False)
+def _box_class(mem, a0, a1, gain, g, t, R, lam, c_abs, c_exc, tol, nlo, nhi, q):
+    """:func:`_box` for one class (members ``mem[a0:a1]``, ``t`` of them of ``r_i > 0``): the
+    counts ``n`` whose part of the shortfall, ``pen(n) + c_abs * (R - D)`` (``D = g (n - t)`` GPUs
+    more than ``t``'s, at most ``R``) or ``pen(n) + c_exc * (D - R)`` (more), is at most ``tol``
+    (convex in ``n``: an interval). None (not after a sound bound; rounding): every count."""
+    lo_n = -1
+    hi_n = -1
+    if c_abs * R <= tol:
+        pen = 0.0
+        n = t
+        while n > 0:  # (fewer: the shortfall grows with each job left out)
+            pen += gain[mem[a0 + n - 1]] - lam * g
+            if pen + c_abs * (R + g * (t - n + 1)) > tol:
+                break
+            n -= 1
+        lo_n = n
+        hi_n = t
+    pen = 0.0
+    n = t
+    while a0 + n < a1:  # (more: falls while the GPUs taken are within R, then grows)
+        pen += lam * g - gain[mem[a0 + n]]
+        d = g * (n + 1 - t)
+        if d <= R:
+            ok = pen + c_abs * (R - d) <= tol
+        else:
+            ok = c_exc < math.inf and pen + c_exc * (d - R) <= tol
+        if ok:
+            if lo_n < 0:
+                lo_n = n + 1
+            hi_n = n + 1
+        elif d >= R:
+            break
+        n += 1
+    if lo_n < 0:
+        lo_n = 0
+        hi_n = a1 - a0
+    nlo[q] = lo_n
+    nhi[q] = hi_n
 
 
 @jit
 def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_st, out_k):
+    """:func:`_plan` over the candidates ``srt`` still ``alive`` (classes ``cls_g``, members
+    ``srt[cls_lo[q]:cls_lo[q + 1]]`` in their order): its members' slots built anew."""
+    m = cls_lo[ncls]
+    mem = np.empty(m, dtype=np.int64)
+    hi = np.empty(ncls, dtype=np.int64)
+    pref = np.empty(m + ncls)
+    for q in range(ncls):
+        _slot(q, srt, cls_lo, alive, gain, mem, hi, pref, True)
+    _plan(mem, cls_lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st, out_k,
+          np.empty((3, ncls), dtype=np.int64), np.empty((STACK, 4), dtype=np.int64))
+
+
+@jit(nrt=False)
+def _slot(q, srt, cls_lo, alive, gain, mem, hi, pref, fresh):
+    """Class ``q``'s members still ``alive`` (in their order ``srt[cls_lo[q]:cls_lo[q + 1]]``) at
+    the front of its slot ``mem[cls_lo[q]:hi[q]]``, and their prefix sums of gains (``W[0] = 0``,
+    ``W[n] = W[n - 1] + gain``) at ``pref[cls_lo[q] + q:]``. Not ``fresh``: the slot holds them as
+    before some died since (none came back): those before the first that died, and their sums,
+    stay; the sums after are the same additions in the same order."""
+    a0 = cls_lo[q]
+    base = a0 + q
+    if fresh:
+        k = a0
+        pref[base] = 0.0
+        for a in range(a0, cls_lo[q + 1]):
+            i = srt[a]
+            if alive[i]:
+                mem[k] = i
+                pref[base + k - a0 + 1] = pref[base + k - a0] + gain[i]
+                k += 1
+        hi[q] = k
+        return
+    k = a0
+    while k < hi[q] and alive[mem[k]]:
+        k += 1
+    w = k
+    for a in range(k, hi[q]):
+        i = mem[a]
+        if alive[i]:
+            mem[w] = i
+            pref[base + w - a0 + 1] = pref[base + w - a0] + gain[i]
+            w += 1
+    hi[q] = w
+
+
+@jit(nrt=False)
+def _slots_after(lost, nlost, ord_j, gang, srt, cls_g, cls_lo, ncls, alive, gain, mem, hi, pref, dirty):
+    """:func:`_slot` again (not fresh) for each class of the jobs ``lost[:nlost]`` (positions in
+    ``ord_j``) that died, once a class (``dirty``: scratch of classes, False in and out)."""
+    for a in range(nlost):
+        i = lost[a]
+        q = _class_of(cls_g, ncls, gang[ord_j[i]])
+        if q >= 0 and not alive[i]:
+            dirty[q] = True
+    for a in range(nlost):
+        q = _class_of(cls_g, ncls, gang[ord_j[lost[a]]])
+        if q >= 0 and dirty[q]:
+            _slot(q, srt, cls_lo, alive, gain, mem, hi, pref, False)
+            dirty[q] = False
+
+
+@jit(nrt=False, inline=True)
+def _class_of(cls_g, ncls, gg):
+    """The class of gang ``gg`` (``cls_g[:ncls]`` ascending), -1: none."""
+    lo = 0
+    hi = ncls
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cls_g[mid] < gg:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < ncls and cls_g[lo] == gg else -1
+
+
+@jit(nrt=False)
+def _plan(mem, lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st, out_k, work, stack):
     """The count per class maximising the total gain (module docstring of :func:`sizes`) over
-    the candidates ``srt`` still ``alive`` (a class's members in their order); ``Fs``, ``pick``:
-    at least ``ncls + 1`` and ``ncls`` rows of ``G + 1``, ``memo`` 4 rows of ``ncls`` and
-    ``memo_st`` three: kept from a solve of the same classes before (jobs may have died since) or
-    ``memo_st[2]`` 0. Sets ``out_k`` of the jobs run.
+    the members of each class ``q``, ``mem[lo[q]:hi[q]]`` in their order, prefix sums of gains
+    from ``pref[lo[q] + q]`` (:func:`_slot`); ``Fs``, ``pick``: at least ``ncls + 1`` and ``ncls``
+    rows of ``G + 1``, ``memo`` 4 rows of ``ncls`` and ``memo_st`` three: kept from a plan of the
+    same classes before (jobs may have died since) or ``memo_st[2]`` 0. Sets ``out_k`` of the
+    jobs run. ``work`` (3 x ``ncls``) and ``stack`` (``STACK`` x 4): scratch.
 
     The programme runs between the bounds :func:`_core` proves for every optimum: each class from
     its ``nlo`` jobs to its ``nhi``, capacities from the GPUs of every class's ``nlo`` up to what
     the 1-GPU class's ``nlo`` leaves; a choice's total is the same sum in the same order as over
     every count and capacity, and the optima and their ties are all inside, so the choice is the
     one the programme over every count and capacity makes (its plain twin). The rows of the
-    classes before the first whose bounds or members changed since the last solve are kept."""
-    m = cls_lo[ncls]
-    mem = np.empty(m, dtype=np.int64)  # (the alive members, class by class, in order)
-    lo = np.empty(ncls + 1, dtype=np.int64)
-    k = 0
-    for q in range(ncls):
-        lo[q] = k
-        for a in range(cls_lo[q], cls_lo[q + 1]):
-            if alive[srt[a]]:
-                mem[k] = srt[a]
-                k += 1
-    lo[ncls] = k
-    pref = np.empty(k + ncls)  # (each class's prefix sums of gains: W[0] = 0, W[n] = W[n-1] + gain)
-    for q in range(ncls):
-        base = lo[q] + q
-        pref[base] = 0.0
-        for a in range(lo[q], lo[q + 1]):
-            pref[base + a - lo[q] + 1] = pref[base + a - lo[q]] + gain[mem[a]]
-    nlo = np.empty(ncls, dtype=np.int64)
-    nhi = np.empty(ncls, dtype=np.int64)
-    _core(mem, lo, pref, gain, cls_g, ncls, G, nlo, nhi)
+    classes before the first whose bounds or members changed since the last plan are kept."""
+    nlo = work[0]
+    nhi = work[1]
+    _core(mem, lo, hi, pref, gain, cls_g, ncls, G, nlo, nhi, work[2])
     first = 1 if cls_g[0] == 1 else 0  # (the 1-GPU class, if any, fills what is left)
-    cnt1 = lo[1] if first else 0
+    cnt1 = hi[0] - lo[0] if first else 0
     cmax = G - nlo[0] if first else G
     c0 = 0  # (the GPUs of every class's nlo)
     for q in range(first, ncls):
@@ -403,7 +676,7 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_s
     if c0 > cmax:  # (not after a sound reduction: the fixed jobs are in every optimum; all counts then)
         for q in range(ncls):
             nlo[q] = 0
-            nhi[q] = lo[q + 1] - lo[q]
+            nhi[q] = hi[q] - lo[q]
         c0 = 0
         cmax = G
     # State d is capacity c0 + d, up to cmax. Rows solved before with the same c0 and cmax, for
@@ -413,7 +686,7 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_s
     if memo_st[0] == cmax and memo_st[1] == c0:
         while start < memo_st[2] and first + start < ncls:
             q = first + start
-            if memo[0, q] != nlo[q] or memo[1, q] != nhi[q] or memo[2, q] != lo[q + 1] - lo[q]:
+            if memo[0, q] != nlo[q] or memo[1, q] != nhi[q] or memo[2, q] != hi[q] - lo[q]:
                 break
             start += 1
     D = memo[3, first + start - 1] if start > 0 else 0  # (the GPUs of every gang so far above nlo: more
@@ -421,7 +694,6 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_s
     if start == 0:
         for d in range(width + 1):
             Fs[0, d] = 0.0
-    stack = np.empty((2 * 64 + 4, 4), dtype=np.int64)
     for q in range(first + start, ncls):
         i = q - first
         gq = cls_g[q]
@@ -445,7 +717,7 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_s
             pick[i, d] = pick[i, D]
         memo[0, q] = nlo[q]
         memo[1, q] = nhi[q]
-        memo[2, q] = lo[q + 1] - lo[q]
+        memo[2, q] = hi[q] - lo[q]
         memo[3, q] = D
     memo_st[0] = cmax
     memo_st[1] = c0
@@ -466,7 +738,7 @@ def _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_s
     if first:
         left = G - c0 - d_best
         n1 = cnt1 if cnt1 < left else left
-        for a in range(n1):
+        for a in range(lo[0], lo[0] + n1):
             out_k[mem[a]] = run[mem[a]]
     d = d_best
     for q in range(ncls - 1, first - 1, -1):
@@ -538,27 +810,31 @@ def sizes(J, opt_r, opt_v, nopt, G, out_k):
 
 
 @jit(nrt=False)
-def objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf, skip):
+def objective(J, ord_j, gang, per_node, x_of, keep_of, factor, c_r, c_same, s_buf, skip):
     """Pollux's power mean (p = -1) of the scaled speedups of candidate rows of ``c_r`` GPUs
     (by position in ``ord_j``), each discounted unless the job's row is unchanged (``c_same``),
-    as ``PolluxPolicy.objective``. ``s_buf`` holds the terms; those of positions ``skip`` (the
-    rows kept as in the last call) are kept from it."""
+    as ``PolluxPolicy.objective`` (``x_of``/``keep_of``: :func:`_gang_values`). ``s_buf`` holds the
+    terms; those of positions ``skip`` (the rows kept as in the last call) are kept from it."""
     for i in range(J):
         if skip[i]:
             continue
-        j = ord_j[i]
+        g = gang[ord_j[i]]
         r = c_r[i]
-        one = gang[j] / fair if r == gang[j] and r > 0 else 0.0
-        s = one / per_node
-        if not c_same[i]:
-            s = s * factor[i]
-        s_buf[i] = 1.0 / (s + 1e-3)  # (numpy's ``x ** -1.0`` on an array is its reciprocal: the same bits)
+        f = factor[i]
+        # (numpy's ``x ** -1.0`` on an array is its reciprocal: the same bits; a speedup of
+        # ``g / fair / per_node``, times the factor unless unchanged, or 0)
+        if r == g and r > 0:
+            s_buf[i] = keep_of[g] if c_same[i] else 1.0 / (x_of[g] * f + 1e-3)
+        elif c_same[i] or f - f == 0.0:
+            s_buf[i] = IDLE_V
+        else:
+            s_buf[i] = 1.0 / (0.0 / per_node * f + 1e-3)
     return (pairwise_sum(s_buf, 0, J) / J) ** (1.0 / POLLUX_P)
 
 
 @jit
 def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order, place_ord,
-         c_nodes, c_cnt, c_len, c_r, c_same, kept_state, hists, reuse):
+         c_nodes, c_cnt, c_len, c_r, c_same, kept_state, hists, reuse, placed):
     """``PolluxPolicy._pack``: rows (``c_*``, by position) with the options chosen (``keep_k[i]``:
     keeps its row; ``r_of[i]``: its GPUs): kept rows as they are, the others largest first (by
     position among equals) by :func:`place_one`; a gang the packing cannot give whole gets none.
@@ -566,7 +842,7 @@ def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, di
     ``kept_state`` (2 x nodes: free GPUs, multi-node job on it) and ``hists`` rows 2-3 (the counts
     of nodes by free GPUs): the state after the kept rows, saved; with ``reuse`` (the same rows
     kept as in the last call, ``c_*`` untouched since) read back instead of packing the kept rows
-    again. ``hists`` rows 0-1: scratch.
+    again. ``hists`` rows 0-1: scratch. ``placed[0]``: how many rows not kept it placed.
     Returns how many chosen gangs got none (the short ones: ``c_len[i]`` 0 with ``r_of[i]`` > 0)."""
     N = len(free)
     P1 = per_node + 1
@@ -642,38 +918,53 @@ def pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, di
             _take(c_nodes[i, k], c_cnt[i, k], c_len[i] > 1, free, dist_on, hist_all, hist_nd)
         j = ord_j[i]
         c_same[i] = same_row(i, c_len[i], c_nodes, c_cnt, j, b_len[j], b_nodes, b_cnt)
+    placed[0] = m - short
     return short
 
 
-@jit(nrt=False)
-def _option_row(i, j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
+@jit(nrt=False, inline=True)
+def _option_row(i, j, gang, per_node, x_of, keep_of, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
     """Job ``j``'s options (at position ``i``), in the elastic engine's order (inf ones left
     out): no GPUs; its gang (changed: discounted by ``factor``; not with ``whole`` for a gang of
     more than a node that is not whole nodes, nor above its cap); keeping its row (running
-    jobs). ``keep_at[i]``: the keep option's index (-1: none)."""
+    jobs). ``x_of``/``keep_of``: :func:`_gang_values`. ``keep_at[i]``: the keep option's index
+    (-1: none)."""
     P = per_node
     g = gang[j]
+    f = factor[i]
     opt_r[i, 0] = 0
-    opt_v[i, 0] = 1.0 / (0.0 / P * factor[i] + 1e-3)
+    opt_v[i, 0] = IDLE_V if f - f == 0.0 else 1.0 / (0.0 / P * f + 1e-3)
     n = 1
     if caps[i] >= g and not (whole and g > P and g % P != 0):
         opt_r[i, n] = g
-        opt_v[i, n] = 1.0 / (g / fair / P * factor[i] + 1e-3)
+        opt_v[i, n] = 1.0 / (x_of[g] * f + 1e-3)
         n += 1
     keep_at[i] = -1
     if b_len[j] > 0:
         opt_r[i, n] = g
-        opt_v[i, n] = 1.0 / (g / fair / P + 1e-3)
+        opt_v[i, n] = keep_of[g]
         keep_at[i] = n
         n += 1
     nopt[i] = n
 
 
 @jit(nrt=False)
-def _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
+def _gang_values(J, ord_j, gang, fair, per_node, x_of, keep_of):
+    """For each gang ``g`` of the jobs ``ord_j[:J]``: ``x_of[g]``, its scaled speedup ``g / fair
+    / per_node`` (undiscounted), and ``keep_of[g]``, its value on an unchanged row ``1 / (x + 1e-3)``
+    (the same expressions as per job, so the same bits)."""
+    for i in range(J):
+        g = gang[ord_j[i]]
+        x_of[g] = g / fair / per_node
+        keep_of[g] = 1.0 / (x_of[g] + 1e-3)
+
+
+@jit(nrt=False)
+def _options(J, ord_j, gang, per_node, x_of, keep_of, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at):
     """Every job's :func:`_option_row`, by position in ``ord_j``."""
     for i in range(J):
-        _option_row(i, ord_j[i], gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
+        _option_row(i, ord_j[i], gang, per_node, x_of, keep_of, factor, b_len, caps, whole, opt_r, opt_v, nopt,
+                    keep_at)
 
 
 @jit(nrt=False)
@@ -720,7 +1011,35 @@ def _order(a, submit, attained, ord_j):
         ord_j[z + k] = pos[o[k]]
 
 
-@jit(nrt=False)
+@jit
+def _order_from(a, submit, attained, ord_j, carry, carry_n, rid):
+    """:func:`_order`, sorting from the last round's order (``carry[0, :carry_n[0]]``), the jobs
+    not in it after (in ``a``'s order), by insertion (:func:`_insert_sorted`; :func:`_order` when
+    it gives up); keeps this order there. Stamps this round's jobs ``carry[3] = 2 rid`` and puts
+    each job's position at ``carry[2]``."""
+    J = len(a)
+    for i in range(J):
+        carry[3, a[i]] = 2 * rid
+    m = 0
+    for k in range(carry_n[0]):
+        j = carry[0, k]
+        if carry[3, j] == 2 * rid:
+            ord_j[m] = j
+            m += 1
+            carry[3, j] = 2 * rid + 1
+    for i in range(J):
+        if carry[3, a[i]] == 2 * rid:
+            ord_j[m] = a[i]
+            m += 1
+    if not (_all_numbers(attained, a, J) and _insert_sorted(ord_j, J, attained, submit, False, 8 * J + 64)):
+        _order(a, submit, attained, ord_j)
+    for i in range(J):
+        carry[0, i] = ord_j[i]
+        carry[2, ord_j[i]] = i
+    carry_n[0] = J
+
+
+@jit(nrt=False, inline=True)
 def _kept_row(i, run, gain, g, p_run, p_gain, p_g, alive):
     """Whether job ``i``'s run option leaves the classes sorted by the run options ``p_*``
     holding: unchanged, or lost since (the job then marked not ``alive``; the others keep their
@@ -747,10 +1066,12 @@ def _kept(J, ncls, run, gain, g, p_run, p_gain, p_g, alive):
 
 @jit
 def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_node, b_nodes, b_cnt, b_len, K,
-             best_nodes, best_cnt, best_len, ord_j, stats):
+             best_nodes, best_cnt, best_len, ord_j, carry, carry_n, stats):
     """``PolluxPolicy.optimize`` (without its local search) for the active jobs ``act[:J]``
     (workload order) holding rows ``b_*`` (by job): the allocation kept into ``best_*`` by
-    position in ``ord_j`` (the jobs by attained GPU-seconds, then submit time). ``stats``: [0]
+    position in ``ord_j`` (the jobs by attained GPU-seconds, then submit time). ``carry`` (4 x
+    jobs, -1 to start) and ``carry_n``: the orders sorted last, kept from call to call to sort from
+    (:func:`_order_from`, :func:`_classes_from`). ``stats``: [0]
     rounds whose first plan over GPU counts alone could not be packed (not proven optimal), [1]
     rounds that needed the programme, [2] rounds."""
     G = N * per_node
@@ -768,7 +1089,8 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                 best_cnt[i, k] = b_cnt[a[i], k]
         stats[2] += 1
         return
-    _order(a, submit, attained, ord_j)
+    rid = stats[2]
+    _order_from(a, submit, attained, ord_j, carry, carry_n, rid)
     fair = math.ceil(G / J) * 1.0
     factor = np.empty(J)
     odd = False
@@ -791,7 +1113,15 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
             best_nodes[i, k] = b_nodes[j, k]
             best_cnt[i, k] = b_cnt[j, k]
             c_r[i] += b_cnt[j, k]
-    f_best = objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf, np.zeros(J, dtype=np.bool_))
+    gmax = 0
+    for i in range(J):
+        if gang[ord_j[i]] > gmax:
+            gmax = gang[ord_j[i]]
+    x_of = np.empty(gmax + 1)
+    keep_of = np.empty(gmax + 1)
+    _gang_values(J, ord_j, gang, fair, per_node, x_of, keep_of)
+    f_best = objective(J, ord_j, gang, per_node, x_of, keep_of, factor, c_r, c_same, s_buf,
+                       np.zeros(J, dtype=np.bool_))
     c_nodes = np.empty((J, K), dtype=np.int64)
     c_cnt = np.empty((J, K), dtype=np.int64)
     c_len = np.empty(J, dtype=np.int64)
@@ -818,7 +1148,14 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     cls_g = np.empty(J, dtype=np.int64)
     cls_lo = np.empty(J + 1, dtype=np.int64)
     alive = np.empty(J, dtype=np.bool_)
+    mark = np.empty(J, dtype=np.bool_)
     lost = np.empty(J, dtype=np.int64)
+    mem = np.empty(J, dtype=np.int64)  # (the classes' members still alive, :func:`_slot`)
+    hi = np.empty(J, dtype=np.int64)
+    pref = np.empty(2 * J + 1)
+    dirty = np.zeros(J, dtype=np.bool_)
+    work = np.empty((3, J), dtype=np.int64)  # (_plan's scratch)
+    stack = np.empty((STACK, 4), dtype=np.int64)
     Fs = np.empty((0, G + 1))
     pick = np.empty((0, G + 1), dtype=np.int64)
     memo = np.empty((4, 0), dtype=np.int64)
@@ -827,7 +1164,10 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     no_skip = np.zeros(J, dtype=np.bool_)
     hists = np.empty((4, per_node + 1), dtype=np.int64)
     packed = False
+    none_placed = False  # (whether the last packing placed no row but the kept ones)
     proven = False
+    placed = np.zeros(1, dtype=np.int64)
+    f = f_best
     for w in range(2):
         whole = w == 0
         if not whole and not odd:
@@ -839,7 +1179,8 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
         tot = 0
         for pss in range(PASSES):
             if pss == 0:
-                _options(J, ord_j, gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt, keep_at)
+                _options(J, ord_j, gang, per_node, x_of, keep_of, factor, b_len, caps, whole, opt_r, opt_v, nopt,
+                         keep_at)
                 tot = _runs(J, opt_r, opt_v, nopt, run, gain, g)
                 kept = False
             else:  # (only the jobs whose caps fell have other options: theirs again)
@@ -847,19 +1188,22 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                 for a in range(nlost):
                     i = lost[a]
                     tot -= g[i]
-                    _option_row(i, ord_j[i], gang, fair, per_node, factor, b_len, caps, whole, opt_r, opt_v, nopt,
-                                keep_at)
+                    _option_row(i, ord_j[i], gang, per_node, x_of, keep_of, factor, b_len, caps, whole, opt_r, opt_v,
+                                nopt, keep_at)
                     _run_row(i, opt_r, opt_v, nopt, run, gain, g)
                     tot += g[i]
                     if kept and not _kept_row(i, run, gain, g, p_run, p_gain, p_g, alive):
                         kept = False
+                if kept:  # (the members of the classes that lost jobs, again)
+                    _slots_after(lost, nlost, ord_j, gang, srt, cls_g, cls_lo, ncls, alive, gain, mem, hi, pref,
+                                 dirty)
             if tot <= G:
                 for i in range(J):
                     out_k[i] = run[i] if run[i] > 0 else 0
             else:  # (``sizes``, the classes sorted once a round and kept while plans only lose jobs)
                 stats[1] += 1
                 if not kept:
-                    _, ncls = _classes(J, run, gain, g, srt, cls_g, cls_lo)
+                    _, ncls = _classes_from(J, run, gain, g, srt, cls_g, cls_lo, ord_j, carry, carry_n, rid, mark)
                     for i in range(J):
                         alive[i] = True
                         p_run[i], p_gain[i], p_g[i] = run[i], gain[i], g[i]
@@ -868,7 +1212,9 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                         pick = np.empty((ncls, G + 1), dtype=np.int64)
                         memo = np.empty((4, ncls), dtype=np.int64)
                     memo_st[2] = 0  # (no rows kept for other classes)
-                _solve(srt, ncls, cls_g, cls_lo, alive, gain, run, G, Fs, pick, memo, memo_st, out_k)
+                    for q in range(ncls):
+                        _slot(q, srt, cls_lo, alive, gain, mem, hi, pref, True)
+                _plan(mem, cls_lo, hi, pref, ncls, cls_g, gain, run, G, Fs, pick, memo, memo_st, out_k, work, stack)
             reuse = packed  # (whether the rows kept are those of the last packing)
             for i in range(J):
                 kk = out_k[i] == keep_at[i]
@@ -877,9 +1223,12 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
                 keep_k[i] = kk
                 r_of[i] = opt_r[i, out_k[i]]
             short = pack(J, ord_j, keep_k, r_of, b_nodes, b_cnt, b_len, per_node, gang, free, dist_on, dense, order,
-                         place_ord, c_nodes, c_cnt, c_len, c_r, c_same, kept_state, hists, reuse)
+                         place_ord, c_nodes, c_cnt, c_len, c_r, c_same, kept_state, hists, reuse, placed)
+            if not (reuse and placed[0] == 0 and none_placed):  # (else the last packing's rows again: its f)
+                f = objective(J, ord_j, gang, per_node, x_of, keep_of, factor, c_r, c_same, s_buf,
+                              keep_k if reuse else no_skip)
             packed = True
-            f = objective(J, ord_j, gang, fair, per_node, factor, c_r, c_same, s_buf, keep_k if reuse else no_skip)
+            none_placed = placed[0] == 0
             if f > f_best:
                 f_best = f
                 _copy_rows(J, c_nodes, c_cnt, c_len, best_nodes, best_cnt, best_len)
@@ -898,7 +1247,7 @@ def optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_no
     stats[2] += 1
 
 
-@jit(nrt=False)
+@jit(nrt=False, inline=True)
 def _advance(j, t0, secs, gang, work, done, rescale, speed, attained, finish, b_len):
     """``fastblox.mixed.RigidJob.advance``: job ``j`` over ``[t0, t0 + secs)`` on its row, its work
     done at ``speed`` work-seconds a second after its restart delay."""
@@ -942,6 +1291,8 @@ def replay(submit, gang, work, speed_t, node_type, per_node, interval_s, restart
     best_nodes = np.empty((n, K), dtype=np.int64)
     best_cnt = np.empty((n, K), dtype=np.int64)
     best_len = np.empty(n, dtype=np.int64)
+    carry = np.full((4, n), -1, dtype=np.int64)  # (optimize's orders from round to round)
+    carry_n = np.zeros(2, dtype=np.int64)
     J = 0
     now = 0.0
     left = n
@@ -984,7 +1335,7 @@ def replay(submit, gang, work, speed_t, node_type, per_node, interval_s, restart
         if J == 0:
             continue
         optimize(act, J, now, gang, submit, attained, restarts, restart_s, N, per_node, b_nodes, b_cnt, b_len, K,
-                 best_nodes, best_cnt, best_len, ord_j, stats)
+                 best_nodes, best_cnt, best_len, ord_j, carry, carry_n, stats)
         for i in range(J):
             j = ord_j[i]
             if same_row(i, best_len[i], best_nodes, best_cnt, j, b_len[j], b_nodes, b_cnt):
