@@ -489,7 +489,7 @@ class SiaJob:
         pp = self.memo.fits.get(key)
         if pp is None:
             pp = self.memo.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1],
-                                                               v[:, 0], tol=FIT_TOL, kernel=True)
+                                                               v[:, 0], tol=FIT_TOL, compiled=True)
         self.pp[self.cluster] = pp
         self.models += 1
 

@@ -505,7 +505,7 @@ class one_blas_thread:
 
 
 def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | None = None,
-                    kernel: bool = False) -> np.ndarray:
+                    kernel: bool = False, compiled: bool = False) -> np.ndarray:
     """The model's parameters fitted (bounded L-BFGS-B on log errors) to the configurations a job
     has run: each one's nodes, GPUs, atomic batch, compute seconds (step - sync) and step seconds.
     Parameters the observations cannot tell are pinned as adaptdl pins them: one atomic batch size
@@ -513,11 +513,43 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
     the inter-node (intra-node) terms to their floor; no run above 2 GPUs fixes both betas.
     ``tol``: the minimiser's tolerance (the Sia simulator's fit passes 1e-5; None: scipy's default).
     ``kernel``: evaluate the loss with :class:`FitLoss` (compiled, the same bits) and drive the
-    minimiser with :func:`lbfgsb` (scipy's own, without its wrappers): the same fit, faster."""
+    minimiser with :func:`lbfgsb` (scipy's own, without its wrappers): the same fit, faster.
+    ``compiled``: the whole fit in one compiled call (``kernels.lbfgsb``: scipy's L-BFGS-B
+    followed step by step, the loss's logs and powers libm's): the same minimiser on a loss that
+    differs in the last bits, so not always the same bits (tests/test_lbfgsb.py measures how far)."""
     from scipy.optimize import Bounds, minimize
 
     nodes, reps, atomic = (np.asarray(x, dtype=np.float64) for x in (nodes, reps, atomic))
     accum_time, step_time = np.asarray(accum_time, dtype=np.float64), np.asarray(step_time, dtype=np.float64)
+    p0, lo, hi, free = _fit_start(nodes, reps, atomic, accum_time)
+    args = (nodes, reps, atomic, accum_time, step_time)
+    # (the free parameters only, with the exact gradient, as adaptdl's autograd gives it)
+    def f(x):
+        p = p0.copy()
+        p[free] = x
+        v, g = _fit_objective(p, *args)
+        return v, g[free]
+
+    if compiled:
+        p = p0.copy()
+        p[free] = _fit_compiled(p0, free, lo, hi, nodes, reps, atomic, accum_time, step_time, tol)
+        return _pin_inter(p, nodes)
+    if kernel:
+        f = FitLoss(p0, free, *args)  # noqa: F811
+
+    with np.errstate(all="ignore"):
+        if kernel:
+            x = lbfgsb(f, p0[free], lo[free], hi[free], tol)
+        else:
+            x = minimize(f, p0[free], jac=True, method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]), tol=tol).x
+    p = p0.copy()
+    p[free] = x
+    return _pin_inter(p, nodes)
+
+
+def _fit_start(nodes, reps, atomic, accum_time) -> tuple:
+    """(start, lower and upper bounds, free mask) of the fit's 7 parameters, those the observations
+    cannot tell pinned (lower = upper = start; :func:`fit_perf_params`)."""
     p0 = np.array([1e-1, 1e-2] * 3 + [1.0 + 1e-3])
     lo = np.array([1e-8, 1e-8] * 3 + [1.0])
     hi = np.array([np.inf, np.inf] * 3 + [10.0])
@@ -532,29 +564,35 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
         fixed += [3, 5]
     for k in fixed:
         p0[k] = hi[k] = lo[k]
-    args = (nodes, reps, atomic, accum_time, step_time)
-    free = lo < hi
-    # (the free parameters only, with the exact gradient, as adaptdl's autograd gives it)
-    def f(x):
-        p = p0.copy()
-        p[free] = x
-        v, g = _fit_objective(p, *args)
-        return v, g[free]
+    return p0, lo, hi, lo < hi
 
-    if kernel:
-        f = FitLoss(p0, free, *args)  # noqa: F811
 
-    with np.errstate(all="ignore"):
-        if kernel:
-            x = lbfgsb(f, p0[free], lo[free], hi[free], tol)
-        else:
-            x = minimize(f, p0[free], jac=True, method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]), tol=tol).x
-    p = p0.copy()
-    p[free] = x
+def _pin_inter(p, nodes) -> np.ndarray:
+    """Without a multi-node run, the inter-node terms at least 1.1 times the intra-node ones (adaptdl's rule)."""
     if not np.any(nodes > 1):
         p[2] = max(p[2], p[4] * 1.1)
         p[3] = max(p[3], p[5] * 1.1)
     return p
+
+
+#: scipy's L-BFGS-B defaults as ``minimize`` passes them (corrections, line-search steps, iterations, evaluations)
+LBFGSB_M, LBFGSB_MAXLS, LBFGSB_MAXITER, LBFGSB_MAXFUN = 10, 20, 15000, 15000
+
+
+def _fit_compiled(p0, free, lo, hi, nodes, reps, atomic, accum_time, step_time, tol) -> np.ndarray:
+    """The free parameters fitted by ``kernels.lbfgsb.lbfgsb_fit`` with ``minimize``'s options for ``tol``."""
+    from .kernels.lbfgsb import lbfgsb_fit
+
+    ftol, pgtol = (2.2204460492503131e-09, 1e-5) if tol is None else (tol, tol)
+    x = np.clip(p0[free], lo[free], hi[free])
+    lo_f, hi_f = lo[free], hi[free]
+    fin_lo, fin_hi = np.isfinite(lo_f), np.isfinite(hi_f)
+    nbd = np.where(fin_lo, np.where(fin_hi, 2, 1), np.where(fin_hi, 3, 0)).astype(np.int64)
+    data = (p0, np.flatnonzero(free).astype(np.int64), nodes, reps, atomic, np.log(accum_time), np.log(step_time),
+            np.empty(7), np.empty(7), np.empty((6, len(nodes))))
+    lbfgsb_fit(x, np.where(fin_lo, lo_f, 0.0), np.where(fin_hi, hi_f, 0.0), nbd, ftol / np.finfo(float).eps, pgtol,
+               LBFGSB_M, LBFGSB_MAXLS, LBFGSB_MAXITER, LBFGSB_MAXFUN, data)
+    return x
 
 
 @functools.cache
