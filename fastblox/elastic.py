@@ -521,6 +521,8 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
 
     nodes, reps, atomic = (np.asarray(x, dtype=np.float64) for x in (nodes, reps, atomic))
     accum_time, step_time = np.asarray(accum_time, dtype=np.float64), np.asarray(step_time, dtype=np.float64)
+    if compiled:
+        return _fit_compiled(nodes, reps, atomic, accum_time, step_time, tol)
     p0, lo, hi, free = _fit_start(nodes, reps, atomic, accum_time)
     args = (nodes, reps, atomic, accum_time, step_time)
     # (the free parameters only, with the exact gradient, as adaptdl's autograd gives it)
@@ -530,10 +532,6 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
         v, g = _fit_objective(p, *args)
         return v, g[free]
 
-    if compiled:
-        p = p0.copy()
-        p[free] = _fit_compiled(p0, free, lo, hi, nodes, reps, atomic, accum_time, step_time, tol)
-        return _pin_inter(p, nodes)
     if kernel:
         f = FitLoss(p0, free, *args)  # noqa: F811
 
@@ -575,24 +573,14 @@ def _pin_inter(p, nodes) -> np.ndarray:
     return p
 
 
-#: scipy's L-BFGS-B defaults as ``minimize`` passes them (corrections, line-search steps, iterations, evaluations)
-LBFGSB_M, LBFGSB_MAXLS, LBFGSB_MAXITER, LBFGSB_MAXFUN = 10, 20, 15000, 15000
-
-
-def _fit_compiled(p0, free, lo, hi, nodes, reps, atomic, accum_time, step_time, tol) -> np.ndarray:
-    """The free parameters fitted by ``kernels.lbfgsb.lbfgsb_fit`` with ``minimize``'s options for ``tol``."""
-    from .kernels.lbfgsb import lbfgsb_fit
+def _fit_compiled(nodes, reps, atomic, accum_time, step_time, tol) -> np.ndarray:
+    """The fit of ``kernels.lbfgsb.fit_model`` with ``minimize``'s options for ``tol``."""
+    from .kernels.lbfgsb import fit_model
 
     ftol, pgtol = (2.2204460492503131e-09, 1e-5) if tol is None else (tol, tol)
-    x = np.clip(p0[free], lo[free], hi[free])
-    lo_f, hi_f = lo[free], hi[free]
-    fin_lo, fin_hi = np.isfinite(lo_f), np.isfinite(hi_f)
-    nbd = np.where(fin_lo, np.where(fin_hi, 2, 1), np.where(fin_hi, 3, 0)).astype(np.int64)
-    data = (p0, np.flatnonzero(free).astype(np.int64), nodes, reps, atomic, np.log(accum_time), np.log(step_time),
-            np.empty(7), np.empty(7), np.empty((6, len(nodes))))
-    lbfgsb_fit(x, np.where(fin_lo, lo_f, 0.0), np.where(fin_hi, hi_f, 0.0), nbd, ftol / np.finfo(float).eps, pgtol,
-               LBFGSB_M, LBFGSB_MAXLS, LBFGSB_MAXITER, LBFGSB_MAXFUN, data)
-    return x
+    out = np.empty(7)
+    fit_model(nodes, reps, atomic, accum_time, step_time, ftol, pgtol, out)
+    return out
 
 
 @functools.cache

@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from ._jit import jit
+from .elastic import pairwise_sum
 
 TINY = 1e-8
 EPSMACH = 2.220446049250313e-16
@@ -32,6 +33,8 @@ EPSMACH = 2.220446049250313e-16
 LS_START, LS_FG, LS_CONV, LS_WARN, LS_ERROR = 0, 3, 4, 6, 7
 #: lbfgsb_fit's outcome codes
 CONVERGED_GRAD, CONVERGED_F, ABNORMAL, STOPPED = 0, 1, 2, 3
+#: scipy's L-BFGS-B defaults as ``minimize`` passes them (corrections, line-search steps, iterations, evaluations)
+LBFGSB_M, LBFGSB_MAXLS, LBFGSB_MAXITER, LBFGSB_MAXFUN = 10, 20, 15000, 15000
 
 
 # ---------------------------------------------------------------------------------------------------- the loss
@@ -40,7 +43,7 @@ def fit_loss(x, data, g):
     """adaptdl's fitting loss of the throughput model (``fastblox.elastic._fit_objective``) at the
     free parameters ``x``; its gradient in them into ``g``. ``data``: (p0: all 7 parameters, free:
     their indices, nodes, reps, atomic, log compute s, log step s, p: 7 floats of scratch, grad: 7
-    floats of scratch, work: [6, n] of scratch)."""
+    floats of scratch, work: [7, n] of scratch)."""
     p0, free, nodes, reps, atomic, log_acc, log_step, p, grad, work = data
     p[:] = p0
     for k in range(free.shape[0]):
@@ -59,32 +62,30 @@ def fit_loss(x, data, g):
             a, b = TINY, TINY
         N = a + b * max(reps[i] - 2.0, TINY)
         Ag, Ng = A ** gm, N ** gm
-        S = Ag + Ng
-        d1 = math.log(A) - log_acc[i]
-        d2 = math.log(S) / gm - log_step[i]
+        logA, logS = math.log(A), math.log(Ag + Ng)
+        d1 = logA - log_acc[i]
+        d2 = logS / gm - log_step[i]
         s1 += d1 * d1
         s2 += d2 * d2
-        work[0, i], work[1, i], work[2, i], work[3, i], work[4, i], work[5, i] = A, N, Ag, Ng, d1, d2
+        work[0, i], work[1, i], work[2, i], work[3, i], work[4, i], work[5, i], work[6, i] = A, N, Ag, Ng, logA, logS, d2
     e1, e2 = math.sqrt(s1 / n), math.sqrt(s2 / n)
     f = e1 + e2 + 1e-3 * (gm - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
     grad[:] = 0.0
     for i in range(n):
-        A, N, Ag, Ng, d1, d2 = work[0, i], work[1, i], work[2, i], work[3, i], work[4, i], work[5, i]
+        A, N, Ag, Ng, logA, logS, d2 = work[0, i], work[1, i], work[2, i], work[3, i], work[4, i], work[5, i], work[6, i]
         S = Ag + Ng
-        w1 = d1 / (n * e1) if e1 > 0 else 0.0
+        w1 = (logA - log_acc[i]) / (n * e1) if e1 > 0 else 0.0
         w2 = d2 / (n * e2) if e2 > 0 else 0.0
         dA = w1 / A + w2 * Ag / (A * S)
-        dN = w2 * Ng / (N * S)
         m = max(reps[i] - 2.0, TINY)
         grad[0] += dA
         grad[1] += dA * atomic[i]
-        if nodes[i] > 1:
-            grad[2] += dN
-            grad[3] += dN * m
-        elif reps[i] > 1:
-            grad[4] += dN
-            grad[5] += dN * m
-        grad[6] += w2 * (-math.log(S) / gm ** 2 + (Ag * math.log(A) + Ng * math.log(N)) / (gm * S))
+        if nodes[i] > 1 or reps[i] > 1:
+            dN = w2 * Ng / (N * S)
+            k = 2 if nodes[i] > 1 else 4
+            grad[k] += dN
+            grad[k + 1] += dN * m
+        grad[6] += w2 * (-logS / gm ** 2 + (Ag * logA + Ng * math.log(N)) / (gm * S))
     grad[2] += -2e-2 * p[3] ** 2 / p[2] ** 3
     grad[3] += 2e-2 * p[3] / p[2] ** 2
     grad[4] += -2e-2 * p[5] ** 2 / p[4] ** 3
@@ -96,6 +97,12 @@ def fit_loss(x, data, g):
 
 
 # ---------------------------------------------------------------------------------------------------- linear algebra
+@jit(nrt=False, inline=True)
+def _next(k, m):
+    """``(k + 1) % m`` for 0 <= k < m, without the division (the correction ring's next slot)."""
+    return k + 1 if k + 1 < m else 0
+
+
 @jit(nrt=False, error_model="numpy")
 def _potrf(a, o, nn):
     """Cholesky ``A = U'U`` of the block ``a[o:o+nn, o:o+nn]`` (LAPACK ``dpotrf``, upper), U in
@@ -277,7 +284,7 @@ def _cauchy(n, x, lo, hi, nbd, g, iorder, iwhere, t, d, xcp, m, wy, ws, sy, wt, 
             for j in range(col):
                 p[j] = p[j] + wy[i, pointr] * neggi
                 p[col + j] = p[col + j] + ws[i, pointr] * neggi
-                pointr = (pointr + 1) % m
+                pointr = _next(pointr, m)
             if nbd[i] <= 2 and nbd[i] != 0 and neggi < 0.0:
                 nbreak += 1
                 iorder[nbreak] = i
@@ -366,7 +373,7 @@ def _cauchy(n, x, lo, hi, nbd, g, iorder, iwhere, t, d, xcp, m, wy, ws, sy, wt, 
                 for j in range(col):
                     wbp[j] = wy[ibp, pointr]
                     wbp[col + j] = theta * ws[ibp, pointr]
-                    pointr = (pointr + 1) % m
+                    pointr = _next(pointr, m)
                 info = _bmv(m, sy, wt, col, wbp, v)
                 if info != 0:
                     return info, nseg
@@ -462,7 +469,7 @@ def _formk(n, nsub, ind, nenter, ileave, indx2, iupdat, updatd, wn, wn1, m, ws, 
             wn1[iy, jy] = t1
             wn1[is_, js] = t2
             wn1[is_, jy] = t3
-            jpntr = (jpntr + 1) % m
+            jpntr = _next(jpntr, m)
         jy = col - 1
         jpntr = head + col - 1
         if jpntr >= m:
@@ -474,7 +481,7 @@ def _formk(n, nsub, ind, nenter, ileave, indx2, iupdat, updatd, wn, wn1, m, ws, 
             for k in range(nsub):
                 k1 = ind[k]
                 t3 = t3 + ws[k1, ipntr] * wy[k1, jpntr]
-            ipntr = (ipntr + 1) % m
+            ipntr = _next(ipntr, m)
             wn1[is_, jy] = t3
         upcl = col - 1
     else:
@@ -496,8 +503,8 @@ def _formk(n, nsub, ind, nenter, ileave, indx2, iupdat, updatd, wn, wn1, m, ws, 
                 t4 = t4 + ws[k1, ipntr] * ws[k1, jpntr]
             wn1[iy, jy] = wn1[iy, jy] + t1 - t3
             wn1[is_, js] = wn1[is_, js] - t2 + t4
-            jpntr = (jpntr + 1) % m
-        ipntr = (ipntr + 1) % m
+            jpntr = _next(jpntr, m)
+        ipntr = _next(ipntr, m)
     ipntr = head
     for is_ in range(m, m + upcl):
         jpntr = head
@@ -513,8 +520,8 @@ def _formk(n, nsub, ind, nenter, ileave, indx2, iupdat, updatd, wn, wn1, m, ws, 
                 wn1[is_, jy] = wn1[is_, jy] + t1 - t3
             else:
                 wn1[is_, jy] = wn1[is_, jy] - t1 + t3
-            jpntr = (jpntr + 1) % m
-        ipntr = (ipntr + 1) % m
+            jpntr = _next(jpntr, m)
+        ipntr = _next(ipntr, m)
     for iy in range(col):
         is_ = col + iy
         is1 = m + iy
@@ -578,7 +585,7 @@ def _cmprlb(n, m, x, g, ws, wy, sy, wt, z, r, wa_p, wa_c, index, theta, col, hea
         for i in range(nfree):
             k = index[i]
             r[i] = r[i] + wy[k, pointr] * a1 + ws[k, pointr] * a2
-        pointr = (pointr + 1) % m
+        pointr = _next(pointr, m)
     return 0
 
 
@@ -597,7 +604,7 @@ def _subsm(n, m, nsub, ind, lo, hi, nbd, x, d, xp, ws, wy, theta, xx, gg, col, h
             t2 += ws[k, pointr] * d[j]
         wv[i] = t1
         wv[col + i] = theta * t2
-        pointr = (pointr + 1) % m
+        pointr = _next(pointr, m)
     col2 = 2 * col
     info = _trsv(wn, 0, 0, col2, wv, 0, True)
     if info != 0:
@@ -613,7 +620,7 @@ def _subsm(n, m, nsub, ind, lo, hi, nbd, x, d, xp, ws, wy, theta, xx, gg, col, h
         for i in range(nsub):
             k = ind[i]
             d[i] = d[i] + (wy[k, pointr] * wv[jy] / theta) + (ws[k, pointr] * wv[js])
-        pointr = (pointr + 1) % m
+        pointr = _next(pointr, m)
     temp = 1.0 / theta
     for i in range(nsub):
         d[i] = temp * d[i]
@@ -694,8 +701,8 @@ def _matupd(n, m, ws, wy, sy, ss, d, r, itail, iupdat, col, head, rr, dr, stp, d
         col = iupdat
         itail = (head + iupdat - 1) % m
     else:
-        itail = (itail + 1) % m
-        head = (head + 1) % m
+        itail = _next(itail, m)
+        head = _next(head, m)
     for i in range(n):
         ws[i, itail] = d[i]
         wy[i, itail] = r[i]
@@ -714,7 +721,7 @@ def _matupd(n, m, ws, wy, sy, ss, d, r, itail, iupdat, col, head, rr, dr, stp, d
             s2 += ws[i, pointr] * d[i]
         sy[col - 1, j] = s1
         ss[j, col - 1] = s2
-        pointr = (pointr + 1) % m
+        pointr = _next(pointr, m)
     ss[col - 1, col - 1] = dtd if stp == 1.0 else stp * stp * dtd
     sy[col - 1, col - 1] = dr
     return itail, col, head, theta
@@ -1063,3 +1070,68 @@ def lbfgsb_fit(x, lo, hi, nbd, factr, pgtol, m, maxls, maxiter, maxfun, data):
         itail, col, head, theta = _matupd(n, m, ws, wy, sy, ss, d, r, itail, iupdat, col, head, rr, dr, stp, dtd)
         if _formt(m, wt, sy, ss, col, theta) != 0:
             col, head, theta, iupdat, updatd = 0, 0, 1.0, 0, False
+
+
+# ---------------------------------------------------------------------------------------------------- a whole fit
+@jit(nrt=False, error_model="numpy")
+def fit_start(nodes, reps, atomic, accum_time, p0, lo, hi):
+    """``fastblox.elastic._fit_start`` into ``p0``, ``lo``, ``hi`` (upper inf where unbounded):
+    the start and bounds of the 7 parameters, those the observations cannot tell pinned."""
+    n = nodes.shape[0]
+    for k in range(3):
+        p0[2 * k], p0[2 * k + 1], lo[2 * k], lo[2 * k + 1] = 1e-1, 1e-2, 1e-8, 1e-8
+        hi[2 * k], hi[2 * k + 1] = np.inf, np.inf
+    p0[6], lo[6], hi[6] = 1.0 + 1e-3, 1.0, 10.0
+    one_batch, multi, single_multi, above2 = True, False, False, False
+    for i in range(n):
+        one_batch &= atomic[i] == atomic[0]
+        multi |= nodes[i] > 1
+        single_multi |= nodes[i] == 1 and reps[i] > 1
+        above2 |= reps[i] > 2
+    if one_batch:
+        p0[0] = lo[0] = hi[0] = pairwise_sum(accum_time, 0, n) / n / 2  # (np.mean's bits)
+    for k in range(6):
+        if (k >= 2 and k <= 3 and not multi) or (k >= 4 and not single_multi) or (k % 2 == 1 and k >= 3 and not above2):
+            p0[k] = hi[k] = lo[k]
+
+
+@jit(error_model="numpy")
+def fit_model(nodes, reps, atomic, accum_time, step_time, ftol, pgtol, out):
+    """``fastblox.elastic.fit_perf_params(..., compiled=True)`` into ``out`` (7 floats): the fit's
+    start and pins (:func:`fit_start`), :func:`lbfgsb_fit` over the free parameters with
+    ``minimize``'s defaults for ``ftol``/``pgtol``, and adaptdl's rule for the inter-node terms
+    without a multi-node run. Returns :func:`lbfgsb_fit`'s (f, evaluations, iterations, outcome)."""
+    n = nodes.shape[0]
+    p0, lo, hi = np.empty(7), np.empty(7), np.empty(7)
+    fit_start(nodes, reps, atomic, accum_time, p0, lo, hi)
+    nf = 0
+    for k in range(7):
+        nf += lo[k] < hi[k]
+    free = np.empty(nf, np.int64)
+    x, lo_f, hi_f, nbd = np.empty(nf), np.empty(nf), np.empty(nf), np.empty(nf, np.int64)
+    j = 0
+    for k in range(7):
+        if lo[k] < hi[k]:
+            free[j] = k
+            x[j] = min(max(p0[k], lo[k]), hi[k])
+            lo_f[j] = lo[k]
+            hi_f[j] = hi[k] if hi[k] < np.inf else 0.0
+            nbd[j] = 2 if hi[k] < np.inf else 1
+            j += 1
+    log_acc, log_step = np.empty(n), np.empty(n)
+    for i in range(n):
+        log_acc[i] = math.log(accum_time[i])
+        log_step[i] = math.log(step_time[i])
+    data = (p0, free, nodes, reps, atomic, log_acc, log_step, np.empty(7), np.empty(7), np.empty((7, n)))
+    res = lbfgsb_fit(x, lo_f, hi_f, nbd, ftol / EPSMACH, pgtol, LBFGSB_M, LBFGSB_MAXLS, LBFGSB_MAXITER,
+                     LBFGSB_MAXFUN, data)
+    out[:] = p0
+    for k in range(nf):
+        out[free[k]] = x[k]
+    multi = False
+    for i in range(n):
+        multi |= nodes[i] > 1
+    if not multi:
+        out[2] = max(out[2], out[4] * 1.1)
+        out[3] = max(out[3], out[5] * 1.1)
+    return res

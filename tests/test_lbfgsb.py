@@ -30,7 +30,7 @@ def problem(obs):
     nodes, reps, atomic, acc, step = obs
     p0, lo, hi, free = elastic._fit_start(nodes, reps, atomic, acc)
     data = (p0, np.flatnonzero(free).astype(np.int64), nodes, reps, atomic, np.log(acc), np.log(step), np.empty(7),
-            np.empty(7), np.empty((6, len(nodes))))
+            np.empty(7), np.empty((7, len(nodes))))
     return p0, lo, hi, free, data
 
 
@@ -48,6 +48,20 @@ def test_fit_loss_is_the_numpy_loss(n, seed):
     f = K.fit_loss(p[free], data, g)
     assert f == pytest.approx(f_ref, rel=1e-12)
     np.testing.assert_allclose(g, g_ref[free], rtol=1e-9, atol=1e-12 * np.abs(g_ref).max())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 2**32 - 1), st.booleans())
+def test_fit_start_is_fit_perf_params_start(n, seed, one_batch):
+    rng = np.random.default_rng(seed)
+    nodes, reps, atomic, acc, _ = observations(rng, n)
+    if one_batch:
+        atomic[:] = atomic[0]
+    want = elastic._fit_start(nodes, reps, atomic, acc)[:3]
+    got = np.empty(7), np.empty(7), np.empty(7)
+    K.fit_start(nodes, reps, atomic, acc, *got)
+    for a, b in zip(got, want):
+        assert a.tobytes() == b.tobytes()
 
 
 # ------------------------------------------------------------------ the linear algebra
