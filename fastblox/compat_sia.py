@@ -217,7 +217,7 @@ def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float 
     rounds them to 2 decimals), so in integer hundredths each job's gain ``lambda_n - cost`` of a
     configuration is maximised exactly. The variables are the MILP's (configurations with a
     positive gain; pinned jobs keep theirs) less those another configuration of as many GPUs or
-    fewer of the same type beats (``_dominated``: no optimum takes them).
+    fewer of the same type beats (no optimum takes them): ``kernels.elastic.alloc_options``.
 
     * **Ties.** Among tied optima, one where the most jobs get their configuration in ``prefer``
       (-1: none; the policy's: the one each job holds, so that ties restart no job), as a second
@@ -231,74 +231,27 @@ def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float 
     * **Past** :data:`SEARCH_NODES` **nodes**, a dynamic programme over the GPUs used of each type
       (``alloc_dp``, at most :data:`DP_CELLS` jobs x states), from the search's best choice
       improved by local search (``alloc_improve``); among ties, the programme's first."""
-    from .kernels.elastic import alloc_order, alloc_prices, alloc_search
+    from .kernels.elastic import alloc_bounded, alloc_options
 
     c64 = np.asarray(cost, dtype=np.float64)
     J, C = c64.shape
     if J == 0:
         return np.zeros(0, dtype=np.int64)
-    lam = round(lambda_n * 100)
-    k = np.rint(c64 * 100)
     fixed = np.asarray(fixed, dtype=np.int64)
-    pinned = fixed >= 0
-    cfg_type, cfg_gpus = np.asarray(cfg_type, dtype=np.int64), np.asarray(cfg_gpus, dtype=np.int64)
-    cap = np.asarray(capacity, dtype=np.int64).copy()
-    np.subtract.at(cap, cfg_type[fixed[pinned]], cfg_gpus[fixed[pinned]])
-    free = (c64 - lambda_n < 0) & ~pinned[:, None]
-    if abs(lambda_n * 100 - lam) > 1e-6 or (np.abs(c64 - k / 100)[free] > 1e-6).any() or (cap < 0).any():
+    pref = np.full(J, -1, dtype=np.int64) if prefer is None else np.asarray(prefer, dtype=np.int64)
+    status, jobs, start, o_cfg, o_type, o_gpus, o_val, cap = alloc_options(
+        c64, np.asarray(cfg_type, dtype=np.int64), np.asarray(cfg_gpus, dtype=np.int64),
+        np.asarray(capacity, dtype=np.int64), fixed, float(lambda_n), round(lambda_n * 100), pref)
+    if status == 1:
         return None
-    # (a configuration of more GPUs than its type has left can never be taken)
-    free &= (cfg_gpus <= cap[cfg_type])[None, :]
-    jobs = np.flatnonzero(~pinned)
-    if len(jobs) == 0:
+    if status == 2:
         return fixed.copy()
-    val = (lam - k.astype(np.int64)) * (len(jobs) + 1)
-    if prefer is not None:
-        val += np.asarray(prefer, dtype=np.int64)[:, None] == np.arange(C)[None, :]
-    free &= ~_dominated(np.where(free, val, -(1 << 62)), cfg_type, cfg_gpus)
-    jobs = jobs[np.argsort(free[jobs].sum(axis=1), kind="stable")]  # (fewest choices first: a smaller search)
-    rows, cols = np.nonzero(free[jobs])
-    per = np.bincount(rows, minlength=len(jobs)) + 1  # (+ waiting)
-    start = np.zeros(len(jobs) + 1, dtype=np.int64)
-    np.cumsum(per, out=start[1:])
-    n = int(start[-1])
-    slot = np.arange(len(rows)) + rows  # (row-major: job i's options after those of the i jobs before, each + waiting)
-    o_cfg = np.full(n, -1, dtype=np.int64)
-    o_cfg[slot] = cols
-    on = o_cfg >= 0
-    o_type = np.where(on, cfg_type[np.maximum(o_cfg, 0)], -1)
-    o_gpus = np.where(on, cfg_gpus[np.maximum(o_cfg, 0)], 0)
-    o_val = np.zeros(n, dtype=np.int64)
-    o_val[slot] = val[jobs[rows], cols]
-    mu = np.zeros(len(cap))
-    red = np.empty(n)
-    alloc_prices(start, o_type, o_gpus, o_val.astype(np.float64), cap, mu, PRICE_SWEEPS)  # (0 where the best fit)
-    alloc_order(start, o_cfg, o_type, o_gpus, o_val, mu, red)
-    lag = np.zeros(len(jobs) + 1)
-    lag[:-1] = red[start[:-1]][::-1].cumsum()[::-1]
-    most = np.zeros(len(jobs) + 1, dtype=np.int64)
-    most[:-1] = np.maximum.reduceat(o_val, start[:-1])[::-1].cumsum()[::-1]
-    pick = np.flatnonzero(o_cfg < 0)  # (every job waits: a choice, should the search stop before its first)
-    _, nodes = alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, SEARCH_NODES,
-                            np.empty(len(jobs), dtype=np.int64), pick, np.zeros(len(cap), dtype=np.int64), lag, most)
+    mu, lag, most, pick, nodes = alloc_bounded(start, o_cfg, o_type, o_gpus, o_val, cap, PRICE_SWEEPS, SEARCH_NODES)
     if nodes < 0 and not _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, pick):
         return None
-    choice = np.where(pinned, fixed, -1)
+    choice = np.where(fixed >= 0, fixed, -1)
     choice[jobs] = o_cfg[pick]
     return choice
-
-
-def _dominated(val, cfg_type, cfg_gpus) -> np.ndarray:
-    """[job, configuration]: whether a configuration of as many GPUs or fewer of the same type has
-    a greater value (then no optimum takes it: the other one in its place is better)."""
-    out = np.zeros(val.shape, dtype=bool)
-    for t in np.unique(cfg_type):
-        idx = np.flatnonzero(cfg_type == t)
-        idx = idx[np.argsort(cfg_gpus[idx], kind="stable")]
-        v = val[:, idx]
-        before = np.maximum.accumulate(v, axis=1)
-        out[:, idx[1:]] = v[:, 1:] < before[:, :-1]
-    return out
 
 
 def _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, pick) -> bool:

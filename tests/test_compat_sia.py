@@ -253,6 +253,30 @@ def test_exact_allocation_is_optimal_as_highs(prob, lambda_n, states):
     assert cs.objective(scaled, choice, lam) == pytest.approx(best, abs=1e-6)
 
 
+@settings(max_examples=120, deadline=None)
+@given(st.one_of(rounds(), problems().map(lambda p: (*p, np.arange(len(p[0])) % 3 - 1))),
+       st.sampled_from([1.1, 0.9, 1.105]), st.booleans())
+def test_alloc_kernels_are_their_numpy_twins(prob, lambda_n, prefer_none):
+    """kernels.elastic.alloc_options and alloc_bounded against fastblox.reference.sia's numpy: the
+    same arrays, bit for bit (``problems``: few distinct costs, many ties; 1.105: not in whole
+    hundredths)."""
+    from fastblox.kernels.elastic import alloc_bounded, alloc_options
+
+    cost, cfg_type, cfg_gpus, capacity, fixed, prefer = prob
+    prefer = None if prefer_none else prefer
+    c64 = cost.astype(np.float64)
+    pref = np.full(len(cost), -1) if prefer is None else prefer
+    got = alloc_options(c64, cfg_type.astype(np.int64), cfg_gpus.astype(np.int64), capacity.astype(np.int64),
+                        fixed.astype(np.int64), lambda_n, round(lambda_n * 100), pref.astype(np.int64))
+    want = ref.alloc_options(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, prefer)
+    assert got[0] == want[0]
+    assert [a.tolist() for a in got[1:]] == [a.tolist() for a in want[1:]]
+    if got[0] == 0:
+        a = alloc_bounded(*(x.copy() for x in got[2:]), cs.PRICE_SWEEPS, cs.SEARCH_NODES)
+        b = ref.alloc_bounded(*(x.copy() for x in want[2:]), cs.PRICE_SWEEPS, cs.SEARCH_NODES)
+        assert [x.tobytes() for x in a[:4]] == [x.tobytes() for x in b[:4]] and a[4] == b[4]
+
+
 @settings(max_examples=150, deadline=None)
 @given(problems(), st.sampled_from([1.1, 0.6]), st.integers(0, 2**32 - 1), st.booleans())
 def test_exact_allocation_keeps_the_most_preferred_among_ties(prob, lambda_n, seed, states):
