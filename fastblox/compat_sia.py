@@ -330,6 +330,7 @@ class RunMemo:
 
     def __init__(self):
         self.fits, self.speeds, self.picks, self.batches, self.epochs = {}, {}, {}, {}, {}
+        self._one = elastic.pick_scratch(1)  # (one's outputs: written and read at once)
 
     def epoch_progress(self, pr) -> list:
         """``pr.epoch_progress`` as Python floats (the same doubles; faster to read one by one)."""
@@ -362,6 +363,19 @@ class RunMemo:
         return hit
 
 
+    def one(self, app: str, t: str, pr, pp, grad, n: int, r: int, max_batch: int, top: int) -> tuple:
+        """(atomic batch, accumulation steps) of :meth:`best` on one configuration (``n`` nodes, ``r``
+        GPUs; ``cfg`` = (n, r)): the same pick, without its arrays."""
+        at = (app, t, pp.tobytes(), (n, r), max_batch, top)
+        sp = self.speeds.get(at)
+        if sp is None:
+            if len(self.speeds) > self.LIMIT:
+                self.speeds.clear()
+            sp = self.speeds[at] = elastic.batch_speeds(pp, pr.init_batch_size, [n], [r], max_batch,
+                                                        pr.min_local_bsz, top)
+        return elastic.pick_one(sp, grad, self._one)
+
+
 class SiaJob:
     """One job of the Sia simulator (``job.py``'s ``Job`` under the Sia policy): per GPU type its
     measured configurations and fitted goodput model; the batch size adapts on the type it runs."""
@@ -382,11 +396,21 @@ class SiaJob:
         self.calib = 1.0 / SLOWDOWNS[app]
         self.models = 0  # (counts the fits: what a goodput depends on is (models, grad), see _choose_batch)
         self._batch_for = None  # (type, models, grad, placement) the batch was last chosen for
+        self._maxr = self._models_key = None  # (max_replicas, models_key: until the next observation)
 
     def max_replicas(self) -> int:
-        """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types)."""
-        return max(min(max(2 * max((k[1] for k in self.seen[t]), default=0), 1), MAX_REPLICAS,
-                       pr.max_batch_size // pr.min_local_bsz) for t, pr in self.profs.items())
+        """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types;
+        kept until the next observation)."""
+        if self._maxr is None:
+            self._maxr = max(min(max(2 * max((k[1] for k in self.seen[t]), default=0), 1), MAX_REPLICAS,
+                                 pr.max_batch_size // pr.min_local_bsz) for t, pr in self.profs.items())
+        return self._maxr
+
+    def models_key(self) -> tuple:
+        """The models per type (in :attr:`types`' order) as bytes, None where none (kept until the next fit)."""
+        if self._models_key is None:
+            self._models_key = tuple(None if self.pp[t] is None else self.pp[t].tobytes() for t in self.types)
+        return self._models_key
 
     def goodput(self, t: str, nodes, reps, cfg=None) -> np.ndarray:
         """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its
@@ -420,9 +444,8 @@ class SiaJob:
             bs = max(pr.init_batch_size, pr.min_local_bsz * r)
             a, k = elastic.fixed_batch_config(bs, r, pr.init_batch_size, pr.max_batch_size, top)
         else:
-            _, a, k = self.memo.best(self.app, self.cluster, pr, self.pp[self.cluster], self.grad, [n], [r],
-                                     pr.max_batch_size, top, (n, r))
-            a, k = a[0], k[0]
+            a, k = self.memo.one(self.app, self.cluster, pr, self.pp[self.cluster], self.grad, n, r,
+                                 pr.max_batch_size, top)
         atomic, accum = int(a), int(k)
         cap = memory_cap(pr, r)
         if cap is not None:
@@ -445,6 +468,7 @@ class SiaJob:
                                                                v[:, 0], tol=FIT_TOL, compiled=True)
         self.pp[self.cluster] = pp
         self.models += 1
+        self._maxr = self._models_key = None
 
     def _start(self, placement: tuple, now: float) -> None:
         self.placement = tuple(placement)
@@ -549,8 +573,7 @@ class SiaPolicy:
         """:meth:`_new_row`, once per run for all jobs alike in what it depends on (application,
         target batch, most GPUs offered, gradient statistics, model per type; read-only)."""
         maxr = job.max_replicas()
-        key = (job.app, job.target_bs, maxr, job.grad,
-               tuple(None if job.pp[t.name] is None else job.pp[t.name].tobytes() for t in self.types))
+        key = (job.app, job.target_bs, maxr, job.grad, job.models_key())
         row = self._alike.get(key)
         if row is None:
             if len(self._alike) > RunMemo.LIMIT:

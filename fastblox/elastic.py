@@ -371,15 +371,13 @@ def batch_speeds(pp, init_batch_size, nodes, reps, max_batch_size, min_atomic, m
     """:func:`best_batch`'s candidates and their step times under model ``pp`` (what does not
     depend on the gradient statistics): (atomic, accum, batch, allowed, scale, compute time,
     optimizer-step time), each [point, config]."""
-    from .kernels.elastic import batch_times
-
     nodes = np.asarray(nodes, dtype=np.float64)
     reps = np.asarray(reps, dtype=np.float64)
     atomic, accum, batch, ok, scale, link, spread = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic,
                                                                 nodes.tobytes(), reps.tobytes())
     P, K = atomic.shape
     accum_time, network = np.empty((P, K)), np.empty(K)
-    batch_times(pp, atomic, link, spread, accum_time, network)
+    _kernels().batch_times(pp, atomic, link, spread, accum_time, network)
     g = pp[6]
     optim = accum_time ** g  # (numpy's powers, log and exp on _log_optim_time's values, in its order)
     optim += network ** g
@@ -389,16 +387,35 @@ def batch_speeds(pp, init_batch_size, nodes, reps, max_batch_size, min_atomic, m
     return atomic, accum, batch, ok, scale, accum_time, optim
 
 
-def pick_batch(speeds, grad) -> tuple:
-    """:func:`best_batch` from its :func:`batch_speeds` and the gradient statistics ``grad``."""
-    from .kernels.elastic import batch_pick
-
+def pick_batch(speeds, grad, out=None) -> tuple:
+    """:func:`best_batch` from its :func:`batch_speeds` and the gradient statistics ``grad``
+    (into ``out``, :func:`pick_scratch` of as many configurations, if given)."""
     atomic, accum, batch, ok, scale, accum_time, optim = speeds
-    K = atomic.shape[1]
-    out = np.empty(K), np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64)
+    if out is None:
+        out = pick_scratch(atomic.shape[1])
     sqr, var = grad
-    batch_pick(batch, accum, accum_time, optim, scale, ok, float(sqr), float(var), atomic, *out)
+    _kernels().batch_pick(batch, accum, accum_time, optim, scale, ok, float(sqr), float(var), atomic, *out)
     return out
+
+
+def pick_scratch(k: int) -> tuple:
+    """:func:`pick_batch`'s outputs for ``k`` configurations: (goodput, atomic batch, accumulation steps)."""
+    return np.empty(k), np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
+
+
+def pick_one(speeds, grad, out) -> tuple:
+    """(atomic batch, accumulation steps) of :func:`pick_batch` on one configuration, as ints (``out``:
+    :func:`pick_scratch` of 1, overwritten)."""
+    _, atomic, accum = pick_batch(speeds, grad, out)
+    return int(atomic[0]), int(accum[0])
+
+
+@functools.cache
+def _kernels():
+    """``kernels.elastic`` (imported at the first call: importing fastblox compiles nothing)."""
+    from .kernels import elastic as k
+
+    return k
 
 
 def best_batch_numpy(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic):

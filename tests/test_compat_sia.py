@@ -584,6 +584,9 @@ def test_run_memo_is_best_batch_bit_for_bit(app, seed):
         for g, w_, v in zip(got, want, want_np):
             assert g.tobytes() == w_.tobytes() == v.tobytes()
             assert not g.flags.writeable  # (shared: read-only)
+        for i in range(len(nodes)):  # (one configuration: RunMemo.one)
+            n, r = int(nodes[i]), int(reps[i])
+            assert memo.one(app, "a", pr, pp, grad, n, r, mb, top) == (int(want[1][i]), int(want[2][i]))
 
 
 @settings(max_examples=10, deadline=None)
