@@ -118,11 +118,12 @@ def warm(workload: Path, artifact: Path) -> None:
 
 def cold() -> None:
     """Forget what an earlier replay in this process read or remembered (profiles, batch grids,
-    per-placement limits), so that each replay's CPU seconds include them."""
+    per-placement limits, scratch), so that each replay's CPU seconds include them."""
     from fastblox import elastic
 
     for f in (elastic.profile, elastic._validation, elastic._batch_grid, cs.max_local_for, cs.memory_cap):
         f.cache_clear()
+    cs._DP_TABLE[0] = np.empty(0, dtype=np.int64)  # (the dynamic programme's scratch: allocated again)
 
 
 def run_ours(workload: Path, artifact: Path) -> tuple[dict, float, dict]:

@@ -272,8 +272,19 @@ def _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, pick) -> bool:
     neg = np.full(states, -(1 << 62), dtype=np.int64)
     alloc_dp(start, o_type, o_gpus, o_val, cap, mu, lag, most, best, stride, np.empty(len(cap), dtype=np.int64),
              neg, neg.copy(), np.empty(states, dtype=np.int64), np.empty(states, dtype=np.int64),
-             np.empty((J, states), dtype=np.int64), pick)
+             _dp_table(J * states).reshape(J, states), pick)
     return True
+
+
+_DP_TABLE = [np.empty(0, dtype=np.int64)]
+
+
+def _dp_table(cells: int) -> np.ndarray:
+    """Scratch of ``cells`` int64 for ``alloc_dp``'s choices, kept between rounds (read only where written:
+    a fresh table of up to DP_CELLS each hard round cost more in page faults than the programme)."""
+    if len(_DP_TABLE[0]) < cells:
+        _DP_TABLE[0] = np.empty(max(cells, 2 * len(_DP_TABLE[0])), dtype=np.int64)
+    return _DP_TABLE[0][:cells]
 
 
 def objective(cost: np.ndarray, choice: np.ndarray, lambda_n: float = LAMBDA_N) -> float:
