@@ -405,23 +405,24 @@ class SiaJob:
         self.finish, self.first, self.restarts = None, None, None
         self.attained_gpu, self.preempted = 0.0, 0
         self.calib = 1.0 / SLOWDOWNS[app]
-        self.models = 0  # (counts the fits: what a goodput depends on is (models, grad), see _choose_batch)
+        self.models = 0  # (counts the observations, each a fit: goodputs depend on (models, grad), _choose_batch)
         self._batch_for = None  # (type, models, grad, placement) the batch was last chosen for
-        self._maxr = self._models_key = None  # (max_replicas, models_key: until the next observation)
+        self._maxr = self._models_key = (-1, None)  # (models, max_replicas / models_key: kept while models is)
 
     def max_replicas(self) -> int:
         """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types;
         kept until the next observation)."""
-        if self._maxr is None:
-            self._maxr = max(min(max(2 * max((k[1] for k in self.seen[t]), default=0), 1), MAX_REPLICAS,
-                                 pr.max_batch_size // pr.min_local_bsz) for t, pr in self.profs.items())
-        return self._maxr
+        if self._maxr[0] != self.models:
+            self._maxr = self.models, max(min(max(2 * max((k[1] for k in self.seen[t]), default=0), 1), MAX_REPLICAS,
+                                              pr.max_batch_size // pr.min_local_bsz) for t, pr in self.profs.items())
+        return self._maxr[1]
 
     def models_key(self) -> tuple:
         """The models per type (in :attr:`types`' order) as bytes, None where none (kept until the next fit)."""
-        if self._models_key is None:
-            self._models_key = tuple(None if self.pp[t] is None else self.pp[t].tobytes() for t in self.types)
-        return self._models_key
+        if self._models_key[0] != self.models:
+            self._models_key = self.models, tuple(None if self.pp[t] is None else self.pp[t].tobytes()
+                                                  for t in self.types)
+        return self._models_key[1]
 
     def goodput(self, t: str, nodes, reps, cfg=None) -> np.ndarray:
         """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its
@@ -479,7 +480,6 @@ class SiaJob:
                                                                v[:, 0], tol=FIT_TOL, compiled=True)
         self.pp[self.cluster] = pp
         self.models += 1
-        self._maxr = self._models_key = None
 
     def _start(self, placement: tuple, now: float) -> None:
         self.placement = tuple(placement)

@@ -421,6 +421,7 @@ def test_policy_rows_and_restart_factor():
     st = np.array([pr.step_time((1,), 64), pr.step_time((2,), 64), pr.step_time((4, 4), 64)])
     job.pp["a"] = elastic.fit_perf_params(n, r, b, st[:, 0] - st[:, 1], st[:, 0])
     job.seen["a"] = {(1, 8, 64): (0.1, 0.01)}  # (most GPUs run: 8, so up to 16 are offered)
+    job.models += 1  # (set by hand: as SiaJob._observe counts an observation)
     row = pol._row(0)  # (computed again: the gradient statistics changed)
     a, bb = row[:types[1].first], row[types[1].first:]
     assert row.min() == pytest.approx(1.0)
