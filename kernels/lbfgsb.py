@@ -67,12 +67,14 @@ def fit_loss(x, data, g):
         d2 = logS / gm - log_step[i]
         s1 += d1 * d1
         s2 += d2 * d2
-        work[0, i], work[1, i], work[2, i], work[3, i], work[4, i], work[5, i], work[6, i] = A, N, Ag, Ng, logA, logS, d2
+        work[0, i], work[1, i], work[2, i], work[3, i] = A, N, Ag, Ng
+        work[4, i], work[5, i], work[6, i] = logA, logS, d2
     e1, e2 = math.sqrt(s1 / n), math.sqrt(s2 / n)
     f = e1 + e2 + 1e-3 * (gm - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
     grad[:] = 0.0
     for i in range(n):
-        A, N, Ag, Ng, logA, logS, d2 = work[0, i], work[1, i], work[2, i], work[3, i], work[4, i], work[5, i], work[6, i]
+        A, N, Ag, Ng = work[0, i], work[1, i], work[2, i], work[3, i]
+        logA, logS, d2 = work[4, i], work[5, i], work[6, i]
         S = Ag + Ng
         w1 = (logA - log_acc[i]) / (n * e1) if e1 > 0 else 0.0
         w2 = d2 / (n * e2) if e2 > 0 else 0.0

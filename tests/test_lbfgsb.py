@@ -116,7 +116,8 @@ def both(obs, tol):
     nbd = np.where(np.isfinite(lf), np.where(np.isfinite(hf), 2, 1), np.where(np.isfinite(hf), 3, 0))
     ftol, pgtol = (2.2204460492503131e-09, 1e-5) if tol is None else (tol, tol)
     f, nfev, nit, how = K.lbfgsb_fit(x, np.where(np.isfinite(lf), lf, 0.0), np.where(np.isfinite(hf), hf, 0.0),
-                                     nbd.astype(np.int64), ftol / np.finfo(float).eps, pgtol, 10, 20, 15000, 15000, data)
+                                     nbd.astype(np.int64), ftol / np.finfo(float).eps, pgtol, K.LBFGSB_M,
+                                     K.LBFGSB_MAXLS, K.LBFGSB_MAXITER, K.LBFGSB_MAXFUN, data)
     return ref, (x, f, nfev, nit, how)
 
 
