@@ -469,13 +469,14 @@ class SiaJob:
         model fitted again."""
         seen = self.seen[self.cluster]
         seen[key] = (step, sync)
-        k = np.array(list(seen), dtype=np.float64)
-        v = np.array(list(seen.values()))
         # jobs of one application on one type often measure the same configurations in the same order:
-        # the same observations give the same fit, computed once per run
-        key = (k.tobytes(), v.tobytes())
+        # the same observations (positive, finite: equal as floats when equal in bits) give the same fit,
+        # computed once per run
+        key = tuple(seen.items())
         pp = self.memo.fits.get(key)
         if pp is None:
+            k = np.array(list(seen), dtype=np.float64)
+            v = np.array(list(seen.values()))
             pp = self.memo.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1],
                                                                v[:, 0], tol=FIT_TOL, compiled=True)
         self.pp[self.cluster] = pp
