@@ -2,7 +2,9 @@
 whose plain-numpy twin is ``fastblox.elastic._fit_objective``), the best batch size's arithmetic
 (``fastblox.elastic.best_batch``, whose twin is ``fastblox.elastic.best_batch_numpy``) and Sia's allocation
 search (``fastblox.compat_sia.exact_allocation``, whose twins are HiGHS and
-``fastblox.reference.sia.best_allocation``); the tests compare them."""
+``fastblox.reference.sia.best_allocation``; its preparation's, ``alloc_options`` and ``alloc_bounded``,
+are ``fastblox.reference.sia``'s numpy functions of the same names); the tests compare them. The whole
+fit is ``kernels.lbfgsb``'s."""
 
 from __future__ import annotations
 
