@@ -531,7 +531,9 @@ def alloc_dp(start, o_type, o_gpus, o_val, cap, mu, lag_rest, max_rest, best, st
                     continue
                 v = dp[s] + o_val[k]
                 lag = v + lag_rest[d + 1] + left - (mu[t] * g if t >= 0 else 0.0)
-                if v + max_rest[d + 1] <= best or lag < best + 1 - 1e-6:
+                if lag < best + 1 - 1e-6:
+                    break  # (the options by decreasing reduced value: the later ones' bounds are lower)
+                if v + max_rest[d + 1] <= best:
                     continue
                 s2 = s + (g * stride[t] if t >= 0 else 0)
                 if nxt[s2] == neg:
