@@ -10,7 +10,8 @@ workloads: average and per-job JCT, restarts and CPU seconds side by side::
 ``traces/<app>/placements-<type>.csv``: the artifact has no licence, so fastblox ships neither
 them nor the simulator; default ``../scratch/sia/sia-simulator``). ``--run-simulator`` runs the
 simulator unmodified (``multi_simulator.py`` with ``run_experiment.sh``'s Sia arguments, its
-default heterogeneous cluster) in ``PY`` (a Python with its requirements and cvxpy with CBC) and
+default heterogeneous cluster) in ``PY`` (a Python with its requirements, rich, psutil and cvxpy with CBC:
+``datasets/sia/README.md``) and
 records its per-job JCTs and CPU seconds in ``datasets/sia/results/<workload>.json`` (our
 measurement); ``--import-log`` records a run made by hand the same way (its ``--output`` log and
 its user+system CPU seconds). ``--write`` puts the table into docs/fidelity.md (``bench:sia``).
