@@ -10,7 +10,8 @@ workloads: average and per-job JCT, restarts and CPU seconds side by side::
 ``traces/<app>/placements-<type>.csv``: the artifact has no licence, so fastblox ships neither
 them nor the simulator; default ``../scratch/sia/sia-simulator``). ``--run-simulator`` runs the
 simulator unmodified (``multi_simulator.py`` with ``run_experiment.sh``'s Sia arguments, its
-default heterogeneous cluster) in ``PY`` (a Python with its requirements and cvxpy with CBC) and
+default heterogeneous cluster) in ``PY`` (a Python with its requirements, rich, psutil and cvxpy with CBC:
+``datasets/sia/README.md``) and
 records its per-job JCTs and CPU seconds in ``datasets/sia/results/<workload>.json`` (our
 measurement); ``--import-log`` records a run made by hand the same way (its ``--output`` log and
 its user+system CPU seconds). ``--write`` puts the table into docs/fidelity.md (``bench:sia``).
@@ -107,28 +108,29 @@ class _Clock:
         setattr(self.module, self.name, self.fn)
 
 
-def warm() -> None:
-    """Load the compiled kernels the replay uses (numba's cache) before the clock starts."""
-    from fastblox import elastic
-
-    elastic.fit_perf_params([1.0, 1.0], [1.0, 2.0], [8.0, 16.0], [0.1, 0.2], [0.2, 0.3], kernel=True)
-    cs.exact_allocation(np.array([[0.5]], dtype=np.float32), np.array([0]), np.array([1]), np.array([1]),
-                          np.array([-1]))
+def warm(workload: Path, artifact: Path) -> None:
+    """Load the compiled kernels the replay uses (numba's cache) and the modules it imports before
+    the clock starts: a replay of the workload's first 8 jobs (what it read and remembered is
+    forgotten after, :func:`cold`)."""
+    w = read_workload(workload).take(np.arange(8))
+    cs.simulate_sia(w.extra["source_id"].tolist(), list(w.extra["model"]), w.extra["batch_size"], w.submit_s,
+                    Cluster.parse(cs.SIA_CLUSTER), str(artifact / "traces"))
 
 
 def cold() -> None:
     """Forget what an earlier replay in this process read or remembered (profiles, batch grids,
-    per-placement limits), so that each replay's CPU seconds include them."""
+    per-placement limits, scratch), so that each replay's CPU seconds include them."""
     from fastblox import elastic
 
     for f in (elastic.profile, elastic._validation, elastic._batch_grid, cs.max_local_for, cs.memory_cap):
         f.cache_clear()
+    cs._DP_TABLE[0] = np.empty(0, dtype=np.int64)  # (the dynamic programme's scratch: allocated again)
 
 
 def run_ours(workload: Path, artifact: Path) -> tuple[dict, float, dict]:
     from fastblox import elastic
 
-    warm()
+    warm(workload, artifact)
     cold()
     w = read_workload(workload)
     names = w.extra["source_id"].tolist()

@@ -217,7 +217,7 @@ def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float 
     rounds them to 2 decimals), so in integer hundredths each job's gain ``lambda_n - cost`` of a
     configuration is maximised exactly. The variables are the MILP's (configurations with a
     positive gain; pinned jobs keep theirs) less those another configuration of as many GPUs or
-    fewer of the same type beats (``_dominated``: no optimum takes them).
+    fewer of the same type beats (no optimum takes them): ``kernels.elastic.alloc_options``.
 
     * **Ties.** Among tied optima, one where the most jobs get their configuration in ``prefer``
       (-1: none; the policy's: the one each job holds, so that ties restart no job), as a second
@@ -231,74 +231,27 @@ def exact_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n: float 
     * **Past** :data:`SEARCH_NODES` **nodes**, a dynamic programme over the GPUs used of each type
       (``alloc_dp``, at most :data:`DP_CELLS` jobs x states), from the search's best choice
       improved by local search (``alloc_improve``); among ties, the programme's first."""
-    from .kernels.elastic import alloc_order, alloc_prices, alloc_search
+    from .kernels.elastic import alloc_bounded, alloc_options
 
     c64 = np.asarray(cost, dtype=np.float64)
     J, C = c64.shape
     if J == 0:
         return np.zeros(0, dtype=np.int64)
-    lam = round(lambda_n * 100)
-    k = np.rint(c64 * 100)
     fixed = np.asarray(fixed, dtype=np.int64)
-    pinned = fixed >= 0
-    cfg_type, cfg_gpus = np.asarray(cfg_type, dtype=np.int64), np.asarray(cfg_gpus, dtype=np.int64)
-    cap = np.asarray(capacity, dtype=np.int64).copy()
-    np.subtract.at(cap, cfg_type[fixed[pinned]], cfg_gpus[fixed[pinned]])
-    free = (c64 - lambda_n < 0) & ~pinned[:, None]
-    if abs(lambda_n * 100 - lam) > 1e-6 or (np.abs(c64 - k / 100)[free] > 1e-6).any() or (cap < 0).any():
+    pref = np.full(J, -1, dtype=np.int64) if prefer is None else np.asarray(prefer, dtype=np.int64)
+    status, jobs, start, o_cfg, o_type, o_gpus, o_val, cap = alloc_options(
+        c64, np.asarray(cfg_type, dtype=np.int64), np.asarray(cfg_gpus, dtype=np.int64),
+        np.asarray(capacity, dtype=np.int64), fixed, float(lambda_n), round(lambda_n * 100), pref)
+    if status == 1:
         return None
-    # (a configuration of more GPUs than its type has left can never be taken)
-    free &= (cfg_gpus <= cap[cfg_type])[None, :]
-    jobs = np.flatnonzero(~pinned)
-    if len(jobs) == 0:
+    if status == 2:
         return fixed.copy()
-    val = (lam - k.astype(np.int64)) * (len(jobs) + 1)
-    if prefer is not None:
-        val += np.asarray(prefer, dtype=np.int64)[:, None] == np.arange(C)[None, :]
-    free &= ~_dominated(np.where(free, val, -(1 << 62)), cfg_type, cfg_gpus)
-    jobs = jobs[np.argsort(free[jobs].sum(axis=1), kind="stable")]  # (fewest choices first: a smaller search)
-    rows, cols = np.nonzero(free[jobs])
-    per = np.bincount(rows, minlength=len(jobs)) + 1  # (+ waiting)
-    start = np.zeros(len(jobs) + 1, dtype=np.int64)
-    np.cumsum(per, out=start[1:])
-    n = int(start[-1])
-    slot = np.arange(len(rows)) + rows  # (row-major: job i's options after those of the i jobs before, each + waiting)
-    o_cfg = np.full(n, -1, dtype=np.int64)
-    o_cfg[slot] = cols
-    on = o_cfg >= 0
-    o_type = np.where(on, cfg_type[np.maximum(o_cfg, 0)], -1)
-    o_gpus = np.where(on, cfg_gpus[np.maximum(o_cfg, 0)], 0)
-    o_val = np.zeros(n, dtype=np.int64)
-    o_val[slot] = val[jobs[rows], cols]
-    mu = np.zeros(len(cap))
-    red = np.empty(n)
-    alloc_prices(start, o_type, o_gpus, o_val.astype(np.float64), cap, mu, PRICE_SWEEPS)  # (0 where the best fit)
-    alloc_order(start, o_cfg, o_type, o_gpus, o_val, mu, red)
-    lag = np.zeros(len(jobs) + 1)
-    lag[:-1] = red[start[:-1]][::-1].cumsum()[::-1]
-    most = np.zeros(len(jobs) + 1, dtype=np.int64)
-    most[:-1] = np.maximum.reduceat(o_val, start[:-1])[::-1].cumsum()[::-1]
-    pick = np.flatnonzero(o_cfg < 0)  # (every job waits: a choice, should the search stop before its first)
-    _, nodes = alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, SEARCH_NODES,
-                            np.empty(len(jobs), dtype=np.int64), pick, np.zeros(len(cap), dtype=np.int64), lag, most)
+    mu, lag, most, pick, nodes = alloc_bounded(start, o_cfg, o_type, o_gpus, o_val, cap, PRICE_SWEEPS, SEARCH_NODES)
     if nodes < 0 and not _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, pick):
         return None
-    choice = np.where(pinned, fixed, -1)
+    choice = np.where(fixed >= 0, fixed, -1)
     choice[jobs] = o_cfg[pick]
     return choice
-
-
-def _dominated(val, cfg_type, cfg_gpus) -> np.ndarray:
-    """[job, configuration]: whether a configuration of as many GPUs or fewer of the same type has
-    a greater value (then no optimum takes it: the other one in its place is better)."""
-    out = np.zeros(val.shape, dtype=bool)
-    for t in np.unique(cfg_type):
-        idx = np.flatnonzero(cfg_type == t)
-        idx = idx[np.argsort(cfg_gpus[idx], kind="stable")]
-        v = val[:, idx]
-        before = np.maximum.accumulate(v, axis=1)
-        out[:, idx[1:]] = v[:, 1:] < before[:, :-1]
-    return out
 
 
 def _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, pick) -> bool:
@@ -319,8 +272,19 @@ def _by_states(start, o_type, o_gpus, o_val, cap, mu, lag, most, pick) -> bool:
     neg = np.full(states, -(1 << 62), dtype=np.int64)
     alloc_dp(start, o_type, o_gpus, o_val, cap, mu, lag, most, best, stride, np.empty(len(cap), dtype=np.int64),
              neg, neg.copy(), np.empty(states, dtype=np.int64), np.empty(states, dtype=np.int64),
-             np.empty((J, states), dtype=np.int64), pick)
+             _dp_table(J * states).reshape(J, states), pick)
     return True
+
+
+_DP_TABLE = [np.empty(0, dtype=np.int64)]
+
+
+def _dp_table(cells: int) -> np.ndarray:
+    """Scratch of ``cells`` int64 for ``alloc_dp``'s choices, kept between rounds (read only where written:
+    a fresh table of up to DP_CELLS each hard round cost more in page faults than the programme)."""
+    if len(_DP_TABLE[0]) < cells:
+        _DP_TABLE[0] = np.empty(max(cells, 2 * len(_DP_TABLE[0])), dtype=np.int64)
+    return _DP_TABLE[0][:cells]
 
 
 def objective(cost: np.ndarray, choice: np.ndarray, lambda_n: float = LAMBDA_N) -> float:
@@ -377,6 +341,7 @@ class RunMemo:
 
     def __init__(self):
         self.fits, self.speeds, self.picks, self.batches, self.epochs = {}, {}, {}, {}, {}
+        self._one = elastic.pick_scratch(1)  # (one's outputs: written and read at once)
 
     def epoch_progress(self, pr) -> list:
         """``pr.epoch_progress`` as Python floats (the same doubles; faster to read one by one)."""
@@ -409,6 +374,19 @@ class RunMemo:
         return hit
 
 
+    def one(self, app: str, t: str, pr, pp, grad, n: int, r: int, max_batch: int, top: int) -> tuple:
+        """(atomic batch, accumulation steps) of :meth:`best` on one configuration (``n`` nodes, ``r``
+        GPUs; ``cfg`` = (n, r)): the same pick, without its arrays."""
+        at = (app, t, pp.tobytes(), (n, r), max_batch, top)
+        sp = self.speeds.get(at)
+        if sp is None:
+            if len(self.speeds) > self.LIMIT:
+                self.speeds.clear()
+            sp = self.speeds[at] = elastic.batch_speeds(pp, pr.init_batch_size, [n], [r], max_batch,
+                                                        pr.min_local_bsz, top)
+        return elastic.pick_one(sp, grad, self._one)
+
+
 class SiaJob:
     """One job of the Sia simulator (``job.py``'s ``Job`` under the Sia policy): per GPU type its
     measured configurations and fitted goodput model; the batch size adapts on the type it runs."""
@@ -427,13 +405,24 @@ class SiaJob:
         self.finish, self.first, self.restarts = None, None, None
         self.attained_gpu, self.preempted = 0.0, 0
         self.calib = 1.0 / SLOWDOWNS[app]
-        self.models = 0  # (counts the fits: what a goodput depends on is (models, grad), see _choose_batch)
+        self.models = 0  # (counts the observations, each a fit: goodputs depend on (models, grad), _choose_batch)
         self._batch_for = None  # (type, models, grad, placement) the batch was last chosen for
+        self._maxr = self._models_key = (-1, None)  # (models, max_replicas / models_key: kept while models is)
 
     def max_replicas(self) -> int:
-        """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types)."""
-        return max(min(max(2 * max((k[1] for k in self.seen[t]), default=0), 1), MAX_REPLICAS,
-                       pr.max_batch_size // pr.min_local_bsz) for t, pr in self.profs.items())
+        """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types;
+        kept until the next observation)."""
+        if self._maxr[0] != self.models:
+            self._maxr = self.models, max(min(max(2 * max((k[1] for k in self.seen[t]), default=0), 1), MAX_REPLICAS,
+                                              pr.max_batch_size // pr.min_local_bsz) for t, pr in self.profs.items())
+        return self._maxr[1]
+
+    def models_key(self) -> tuple:
+        """The models per type (in :attr:`types`' order) as bytes, None where none (kept until the next fit)."""
+        if self._models_key[0] != self.models:
+            self._models_key = self.models, tuple(None if self.pp[t] is None else self.pp[t].tobytes()
+                                                  for t in self.types)
+        return self._models_key[1]
 
     def goodput(self, t: str, nodes, reps, cfg=None) -> np.ndarray:
         """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its
@@ -467,9 +456,8 @@ class SiaJob:
             bs = max(pr.init_batch_size, pr.min_local_bsz * r)
             a, k = elastic.fixed_batch_config(bs, r, pr.init_batch_size, pr.max_batch_size, top)
         else:
-            _, a, k = self.memo.best(self.app, self.cluster, pr, self.pp[self.cluster], self.grad, [n], [r],
-                                     pr.max_batch_size, top, (n, r))
-            a, k = a[0], k[0]
+            a, k = self.memo.one(self.app, self.cluster, pr, self.pp[self.cluster], self.grad, n, r,
+                                 pr.max_batch_size, top)
         atomic, accum = int(a), int(k)
         cap = memory_cap(pr, r)
         if cap is not None:
@@ -481,15 +469,16 @@ class SiaJob:
         model fitted again."""
         seen = self.seen[self.cluster]
         seen[key] = (step, sync)
-        k = np.array(list(seen), dtype=np.float64)
-        v = np.array(list(seen.values()))
         # jobs of one application on one type often measure the same configurations in the same order:
-        # the same observations give the same fit, computed once per run
-        key = (k.tobytes(), v.tobytes())
+        # the same observations (positive, finite: equal as floats when equal in bits) give the same fit,
+        # computed once per run
+        key = tuple(seen.items())
         pp = self.memo.fits.get(key)
         if pp is None:
+            k = np.array(list(seen), dtype=np.float64)
+            v = np.array(list(seen.values()))
             pp = self.memo.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1],
-                                                               v[:, 0], tol=FIT_TOL, kernel=True)
+                                                               v[:, 0], tol=FIT_TOL, compiled=True)
         self.pp[self.cluster] = pp
         self.models += 1
 
@@ -596,8 +585,7 @@ class SiaPolicy:
         """:meth:`_new_row`, once per run for all jobs alike in what it depends on (application,
         target batch, most GPUs offered, gradient statistics, model per type; read-only)."""
         maxr = job.max_replicas()
-        key = (job.app, job.target_bs, maxr, job.grad,
-               tuple(None if job.pp[t.name] is None else job.pp[t.name].tobytes() for t in self.types))
+        key = (job.app, job.target_bs, maxr, job.grad, job.models_key())
         row = self._alike.get(key)
         if row is None:
             if len(self._alike) > RunMemo.LIMIT:

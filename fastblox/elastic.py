@@ -371,15 +371,13 @@ def batch_speeds(pp, init_batch_size, nodes, reps, max_batch_size, min_atomic, m
     """:func:`best_batch`'s candidates and their step times under model ``pp`` (what does not
     depend on the gradient statistics): (atomic, accum, batch, allowed, scale, compute time,
     optimizer-step time), each [point, config]."""
-    from .kernels.elastic import batch_times
-
     nodes = np.asarray(nodes, dtype=np.float64)
     reps = np.asarray(reps, dtype=np.float64)
     atomic, accum, batch, ok, scale, link, spread = _batch_grid(init_batch_size, max_batch_size, min_atomic, max_atomic,
                                                                 nodes.tobytes(), reps.tobytes())
     P, K = atomic.shape
     accum_time, network = np.empty((P, K)), np.empty(K)
-    batch_times(pp, atomic, link, spread, accum_time, network)
+    _kernels().batch_times(pp, atomic, link, spread, accum_time, network)
     g = pp[6]
     optim = accum_time ** g  # (numpy's powers, log and exp on _log_optim_time's values, in its order)
     optim += network ** g
@@ -389,16 +387,35 @@ def batch_speeds(pp, init_batch_size, nodes, reps, max_batch_size, min_atomic, m
     return atomic, accum, batch, ok, scale, accum_time, optim
 
 
-def pick_batch(speeds, grad) -> tuple:
-    """:func:`best_batch` from its :func:`batch_speeds` and the gradient statistics ``grad``."""
-    from .kernels.elastic import batch_pick
-
+def pick_batch(speeds, grad, out=None) -> tuple:
+    """:func:`best_batch` from its :func:`batch_speeds` and the gradient statistics ``grad``
+    (into ``out``, :func:`pick_scratch` of as many configurations, if given)."""
     atomic, accum, batch, ok, scale, accum_time, optim = speeds
-    K = atomic.shape[1]
-    out = np.empty(K), np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64)
+    if out is None:
+        out = pick_scratch(atomic.shape[1])
     sqr, var = grad
-    batch_pick(batch, accum, accum_time, optim, scale, ok, float(sqr), float(var), atomic, *out)
+    _kernels().batch_pick(batch, accum, accum_time, optim, scale, ok, float(sqr), float(var), atomic, *out)
     return out
+
+
+def pick_scratch(k: int) -> tuple:
+    """:func:`pick_batch`'s outputs for ``k`` configurations: (goodput, atomic batch, accumulation steps)."""
+    return np.empty(k), np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
+
+
+def pick_one(speeds, grad, out) -> tuple:
+    """(atomic batch, accumulation steps) of :func:`pick_batch` on one configuration, as ints (``out``:
+    :func:`pick_scratch` of 1, overwritten)."""
+    _, atomic, accum = pick_batch(speeds, grad, out)
+    return int(atomic[0]), int(accum[0])
+
+
+@functools.cache
+def _kernels():
+    """``kernels.elastic`` (imported at the first call: importing fastblox compiles nothing)."""
+    from .kernels import elastic as k
+
+    return k
 
 
 def best_batch_numpy(pp, grad, init_batch_size, nodes, reps, max_batch_size, min_atomic, max_atomic):
@@ -505,7 +522,7 @@ class one_blas_thread:
 
 
 def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | None = None,
-                    kernel: bool = False) -> np.ndarray:
+                    kernel: bool = False, compiled: bool = False) -> np.ndarray:
     """The model's parameters fitted (bounded L-BFGS-B on log errors) to the configurations a job
     has run: each one's nodes, GPUs, atomic batch, compute seconds (step - sync) and step seconds.
     Parameters the observations cannot tell are pinned as adaptdl pins them: one atomic batch size
@@ -513,27 +530,18 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
     the inter-node (intra-node) terms to their floor; no run above 2 GPUs fixes both betas.
     ``tol``: the minimiser's tolerance (the Sia simulator's fit passes 1e-5; None: scipy's default).
     ``kernel``: evaluate the loss with :class:`FitLoss` (compiled, the same bits) and drive the
-    minimiser with :func:`lbfgsb` (scipy's own, without its wrappers): the same fit, faster."""
+    minimiser with :func:`lbfgsb` (scipy's own, without its wrappers): the same fit, faster.
+    ``compiled``: the whole fit in one compiled call (``kernels.lbfgsb``: scipy's L-BFGS-B
+    followed step by step, the loss's logs and powers libm's): the same minimiser on a loss that
+    differs in the last bits, so not always the same bits (tests/test_lbfgsb.py measures how far)."""
     from scipy.optimize import Bounds, minimize
 
     nodes, reps, atomic = (np.asarray(x, dtype=np.float64) for x in (nodes, reps, atomic))
     accum_time, step_time = np.asarray(accum_time, dtype=np.float64), np.asarray(step_time, dtype=np.float64)
-    p0 = np.array([1e-1, 1e-2] * 3 + [1.0 + 1e-3])
-    lo = np.array([1e-8, 1e-8] * 3 + [1.0])
-    hi = np.array([np.inf, np.inf] * 3 + [10.0])
-    if len(np.unique(atomic)) == 1:
-        p0[0] = lo[0] = hi[0] = np.mean(accum_time) / 2
-    fixed = []
-    if not np.any(nodes > 1):
-        fixed += [2, 3]
-    if not np.any((nodes == 1) & (reps > 1)):
-        fixed += [4, 5]
-    if not np.any(reps > 2):
-        fixed += [3, 5]
-    for k in fixed:
-        p0[k] = hi[k] = lo[k]
+    if compiled:
+        return _fit_compiled(nodes, reps, atomic, accum_time, step_time, tol)
+    p0, lo, hi, free = _fit_start(nodes, reps, atomic, accum_time)
     args = (nodes, reps, atomic, accum_time, step_time)
-    free = lo < hi
     # (the free parameters only, with the exact gradient, as adaptdl's autograd gives it)
     def f(x):
         p = p0.copy()
@@ -551,10 +559,45 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
             x = minimize(f, p0[free], jac=True, method="L-BFGS-B", bounds=Bounds(lo[free], hi[free]), tol=tol).x
     p = p0.copy()
     p[free] = x
+    return _pin_inter(p, nodes)
+
+
+def _fit_start(nodes, reps, atomic, accum_time) -> tuple:
+    """(start, lower and upper bounds, free mask) of the fit's 7 parameters, those the observations
+    cannot tell pinned (lower = upper = start; :func:`fit_perf_params`)."""
+    p0 = np.array([1e-1, 1e-2] * 3 + [1.0 + 1e-3])
+    lo = np.array([1e-8, 1e-8] * 3 + [1.0])
+    hi = np.array([np.inf, np.inf] * 3 + [10.0])
+    if len(np.unique(atomic)) == 1:
+        p0[0] = lo[0] = hi[0] = np.mean(accum_time) / 2
+    fixed = []
+    if not np.any(nodes > 1):
+        fixed += [2, 3]
+    if not np.any((nodes == 1) & (reps > 1)):
+        fixed += [4, 5]
+    if not np.any(reps > 2):
+        fixed += [3, 5]
+    for k in fixed:
+        p0[k] = hi[k] = lo[k]
+    return p0, lo, hi, lo < hi
+
+
+def _pin_inter(p, nodes) -> np.ndarray:
+    """Without a multi-node run, the inter-node terms at least 1.1 times the intra-node ones (adaptdl's rule)."""
     if not np.any(nodes > 1):
         p[2] = max(p[2], p[4] * 1.1)
         p[3] = max(p[3], p[5] * 1.1)
     return p
+
+
+def _fit_compiled(nodes, reps, atomic, accum_time, step_time, tol) -> np.ndarray:
+    """The fit of ``kernels.lbfgsb.fit_model`` with ``minimize``'s options for ``tol``."""
+    from .kernels.lbfgsb import fit_model
+
+    ftol, pgtol = (2.2204460492503131e-09, 1e-5) if tol is None else (tol, tol)
+    out = np.empty(7)
+    fit_model(nodes, reps, atomic, accum_time, step_time, ftol, pgtol, out)
+    return out
 
 
 @functools.cache

@@ -2,11 +2,15 @@
 whose plain-numpy twin is ``fastblox.elastic._fit_objective``), the best batch size's arithmetic
 (``fastblox.elastic.best_batch``, whose twin is ``fastblox.elastic.best_batch_numpy``) and Sia's allocation
 search (``fastblox.compat_sia.exact_allocation``, whose twins are HiGHS and
-``fastblox.reference.sia.best_allocation``); the tests compare them."""
+``fastblox.reference.sia.best_allocation``; its preparation's, ``alloc_options`` and ``alloc_bounded``,
+are ``fastblox.reference.sia``'s numpy functions of the same names); the tests compare them. The whole
+fit is ``kernels.lbfgsb``'s."""
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from ._jit import jit
 
@@ -231,6 +235,128 @@ def alloc_prices(start, o_type, o_gpus, o_val, cap, mu, sweeps):
 
 
 @jit(nrt=False)
+def _rint(x):
+    """``np.rint``: to the nearest integer, halves to even (as a float)."""
+    r = math.floor(x)
+    d = x - r
+    if d > 0.5 or (d == 0.5 and r % 2 != 0):
+        r += 1.0
+    return r
+
+
+@jit
+def alloc_options(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, lam, prefer):
+    """``fastblox.compat_sia.exact_allocation``'s variables in integer hundredths (its numpy twin:
+    ``fastblox.reference.sia.alloc_options``). ``cost`` [job, configuration] float64, ``lam`` =
+    round(``lambda_n`` * 100), ``prefer`` -1 where none. Returns (status: 0 ok, 1 not in whole
+    hundredths or pinned jobs over a type's GPUs, 2 every job pinned; the free jobs by fewest
+    options, stable; each one's options ``start[d]:start[d + 1]``: configuration (-1: waiting,
+    last), its type (-1), GPUs (0), value ((lam - hundredths) x (free jobs + 1), + 1 where
+    preferred; waiting 0); the GPUs left of each type)."""
+    J, C = cost.shape
+    T = capacity.shape[0]
+    cap = capacity.copy()
+    nfree = 0
+    for j in range(J):
+        if fixed[j] >= 0:
+            cap[cfg_type[fixed[j]]] -= cfg_gpus[fixed[j]]
+        else:
+            nfree += 1
+    empty = np.zeros(0, np.int64)
+    bad = abs(lambda_n * 100 - lam) > 1e-6
+    for t in range(T):
+        bad |= cap[t] < 0
+    free = np.zeros((J, C), np.bool_)
+    val = np.empty((J, C), np.int64)
+    for j in range(J):
+        for c in range(C):
+            k = _rint(cost[j, c] * 100)
+            val[j, c] = (lam - np.int64(k)) * (nfree + 1) + (1 if prefer[j] == c else 0)
+            if fixed[j] < 0 and cost[j, c] - lambda_n < 0:
+                bad |= abs(cost[j, c] - k / 100) > 1e-6
+                free[j, c] = cfg_gpus[c] <= cap[cfg_type[c]]
+    if bad:
+        return 1, empty, empty, empty, empty, empty, empty, cap
+    if nfree == 0:
+        return 2, empty, empty, empty, empty, empty, empty, cap
+    # (dominated: a configuration of as many GPUs or fewer of its type, earlier in GPU order, has more value)
+    order = np.argsort(cfg_gpus, kind="mergesort")
+    count = np.zeros(J, np.int64)
+    for j in range(J):
+        for t in range(T):
+            best = -(1 << 62)
+            first = True
+            for q in range(C):
+                c = order[q]
+                if cfg_type[c] != t:
+                    continue
+                v = val[j, c] if free[j, c] else -(1 << 62)
+                if not first and v < best:
+                    free[j, c] = False
+                if first or v > best:
+                    best = v
+                first = False
+        for c in range(C):
+            count[j] += free[j, c]
+    jobs = np.empty(nfree, np.int64)
+    i = 0
+    for m in range(C + 1):  # (stable by the number of options)
+        for j in range(J):
+            if fixed[j] < 0 and count[j] == m:
+                jobs[i] = j
+                i += 1
+    start = np.zeros(nfree + 1, np.int64)
+    for d in range(nfree):
+        start[d + 1] = start[d] + count[jobs[d]] + 1
+    n = start[nfree]
+    o_cfg, o_type, o_gpus, o_val = np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.int64), \
+        np.zeros(n, np.int64)
+    for d in range(nfree):
+        k = start[d]
+        j = jobs[d]
+        for c in range(C):
+            if free[j, c]:
+                o_cfg[k], o_type[k], o_gpus[k], o_val[k] = c, cfg_type[c], cfg_gpus[c], val[j, c]
+                k += 1
+    return 0, jobs, start, o_cfg, o_type, o_gpus, o_val, cap
+
+
+@jit
+def alloc_bounded(start, o_cfg, o_type, o_gpus, o_val, cap, sweeps, node_limit):
+    """``fastblox.compat_sia.exact_allocation``'s search on :func:`alloc_options`' options: GPU
+    prices (:func:`alloc_prices`), each job's options by reduced value (:func:`alloc_order`), the
+    bounds of the jobs after each one (Lagrangian: their best reduced values, summed from the last;
+    plain: their best values), then :func:`alloc_search` from every job waiting. Returns (prices,
+    Lagrangian bounds, plain bounds, the option of each job, nodes visited; -1: gave up)."""
+    J = start.shape[0] - 1
+    n = start[J]
+    mu = np.zeros(cap.shape[0])
+    red = np.empty(n)
+    alloc_prices(start, o_type, o_gpus, o_val.astype(np.float64), cap, mu, sweeps)  # (0 where the best fit)
+    alloc_order(start, o_cfg, o_type, o_gpus, o_val, mu, red)
+    lag = np.zeros(J + 1)
+    most = np.zeros(J + 1, np.int64)
+    s, m = 0.0, 0
+    for d in range(J - 1, -1, -1):
+        s += red[start[d]]
+        lag[d] = s
+        top = o_val[start[d]]
+        for k in range(start[d] + 1, start[d + 1]):
+            top = max(top, o_val[k])
+        m += top
+        most[d] = m
+    pick = np.empty(J, np.int64)
+    i = 0
+    for k in range(n):  # (every job waits: a choice, should the search stop before its first)
+        if o_cfg[k] < 0:
+            pick[i] = k
+            i += 1
+    _, nodes = alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, node_limit, np.empty(J, np.int64), pick,
+                            np.zeros(cap.shape[0], np.int64), lag, most)
+    return mu, lag, most, pick, nodes
+
+
+@jit(nrt=False)
 def alloc_order(start, o_cfg, o_type, o_gpus, o_val, mu, red):
     """Each job's options (in place) by decreasing reduced value ``val - mu[type] * gpus`` (ties: more
     value, then the smaller configuration; no GPUs: -1), ``red`` their reduced values."""
@@ -405,7 +531,9 @@ def alloc_dp(start, o_type, o_gpus, o_val, cap, mu, lag_rest, max_rest, best, st
                     continue
                 v = dp[s] + o_val[k]
                 lag = v + lag_rest[d + 1] + left - (mu[t] * g if t >= 0 else 0.0)
-                if v + max_rest[d + 1] <= best or lag < best + 1 - 1e-6:
+                if lag < best + 1 - 1e-6:
+                    break  # (the options by decreasing reduced value: the later ones' bounds are lower)
+                if v + max_rest[d + 1] <= best:
                     continue
                 s2 = s + (g * stride[t] if t >= 0 else 0)
                 if nxt[s2] == neg:

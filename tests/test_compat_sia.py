@@ -253,6 +253,30 @@ def test_exact_allocation_is_optimal_as_highs(prob, lambda_n, states):
     assert cs.objective(scaled, choice, lam) == pytest.approx(best, abs=1e-6)
 
 
+@settings(max_examples=120, deadline=None)
+@given(st.one_of(rounds(), problems().map(lambda p: (*p, np.arange(len(p[0])) % 3 - 1))),
+       st.sampled_from([1.1, 0.9, 1.105]), st.booleans())
+def test_alloc_kernels_are_their_numpy_twins(prob, lambda_n, prefer_none):
+    """kernels.elastic.alloc_options and alloc_bounded against fastblox.reference.sia's numpy: the
+    same arrays, bit for bit (``problems``: few distinct costs, many ties; 1.105: not in whole
+    hundredths)."""
+    from fastblox.kernels.elastic import alloc_bounded, alloc_options
+
+    cost, cfg_type, cfg_gpus, capacity, fixed, prefer = prob
+    prefer = None if prefer_none else prefer
+    c64 = cost.astype(np.float64)
+    pref = np.full(len(cost), -1) if prefer is None else prefer
+    got = alloc_options(c64, cfg_type.astype(np.int64), cfg_gpus.astype(np.int64), capacity.astype(np.int64),
+                        fixed.astype(np.int64), lambda_n, round(lambda_n * 100), pref.astype(np.int64))
+    want = ref.alloc_options(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, prefer)
+    assert got[0] == want[0]
+    assert [a.tolist() for a in got[1:]] == [a.tolist() for a in want[1:]]
+    if got[0] == 0:
+        a = alloc_bounded(*(x.copy() for x in got[2:]), cs.PRICE_SWEEPS, cs.SEARCH_NODES)
+        b = ref.alloc_bounded(*(x.copy() for x in want[2:]), cs.PRICE_SWEEPS, cs.SEARCH_NODES)
+        assert [x.tobytes() for x in a[:4]] == [x.tobytes() for x in b[:4]] and a[4] == b[4]
+
+
 @settings(max_examples=150, deadline=None)
 @given(problems(), st.sampled_from([1.1, 0.6]), st.integers(0, 2**32 - 1), st.booleans())
 def test_exact_allocation_keeps_the_most_preferred_among_ties(prob, lambda_n, seed, states):
@@ -397,6 +421,7 @@ def test_policy_rows_and_restart_factor():
     st = np.array([pr.step_time((1,), 64), pr.step_time((2,), 64), pr.step_time((4, 4), 64)])
     job.pp["a"] = elastic.fit_perf_params(n, r, b, st[:, 0] - st[:, 1], st[:, 0])
     job.seen["a"] = {(1, 8, 64): (0.1, 0.01)}  # (most GPUs run: 8, so up to 16 are offered)
+    job.models += 1  # (set by hand: as SiaJob._observe counts an observation)
     row = pol._row(0)  # (computed again: the gradient statistics changed)
     a, bb = row[:types[1].first], row[types[1].first:]
     assert row.min() == pytest.approx(1.0)
@@ -560,6 +585,9 @@ def test_run_memo_is_best_batch_bit_for_bit(app, seed):
         for g, w_, v in zip(got, want, want_np):
             assert g.tobytes() == w_.tobytes() == v.tobytes()
             assert not g.flags.writeable  # (shared: read-only)
+        for i in range(len(nodes)):  # (one configuration: RunMemo.one)
+            n, r = int(nodes[i]), int(reps[i])
+            assert memo.one(app, "a", pr, pp, grad, n, r, mb, top) == (int(want[1][i]), int(want[2][i]))
 
 
 @settings(max_examples=10, deadline=None)

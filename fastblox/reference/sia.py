@@ -1,11 +1,14 @@
 """Plain-Python twin of :func:`fastblox.compat_sia.solve_allocation` and
 :func:`fastblox.compat_sia.place_fast`: every assignment of at most one configuration to each job
-tried one by one (tiny instances only), and the placement written as ``sia.py`` describes it. The
-tests compare the MILP path and the array code with them."""
+tried one by one (tiny instances only), and the placement written as ``sia.py`` describes it; and
+the numpy twins of the compiled parts of :func:`fastblox.compat_sia.exact_allocation`
+(``kernels.elastic.alloc_options``, ``alloc_bounded``). The tests compare them."""
 
 from __future__ import annotations
 
 import itertools
+
+import numpy as np
 
 
 def best_allocation(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n) -> tuple:
@@ -87,3 +90,80 @@ def best_rigid_choice(cost, k, pin, cap, lambda_n) -> tuple:
         if val < best_val:
             best, best_val = list(choice), val
     return best, best_val
+
+
+# ------------------------------------------------------------------ exact_allocation's arrays, in numpy
+def alloc_options(cost, cfg_type, cfg_gpus, capacity, fixed, lambda_n, prefer=None) -> tuple:
+    """``kernels.elastic.alloc_options`` in numpy (its twin; the code ``exact_allocation`` ran
+    before the kernel): the same (status, free jobs, start, option configurations, types, GPUs,
+    values, GPUs left per type)."""
+    c64 = np.asarray(cost, dtype=np.float64)
+    J, C = c64.shape
+    empty = np.zeros(0, dtype=np.int64)
+    lam = round(lambda_n * 100)
+    k = np.rint(c64 * 100)
+    fixed = np.asarray(fixed, dtype=np.int64)
+    pinned = fixed >= 0
+    cfg_type, cfg_gpus = np.asarray(cfg_type, dtype=np.int64), np.asarray(cfg_gpus, dtype=np.int64)
+    cap = np.asarray(capacity, dtype=np.int64).copy()
+    np.subtract.at(cap, cfg_type[fixed[pinned]], cfg_gpus[fixed[pinned]])
+    free = (c64 - lambda_n < 0) & ~pinned[:, None]
+    if abs(lambda_n * 100 - lam) > 1e-6 or (np.abs(c64 - k / 100)[free] > 1e-6).any() or (cap < 0).any():
+        return 1, empty, empty, empty, empty, empty, empty, cap
+    free &= (cfg_gpus <= cap[cfg_type])[None, :]  # (more GPUs than its type has left: never taken)
+    jobs = np.flatnonzero(~pinned)
+    if len(jobs) == 0:
+        return 2, empty, empty, empty, empty, empty, empty, cap
+    val = (lam - k.astype(np.int64)) * (len(jobs) + 1)
+    if prefer is not None:
+        val += np.asarray(prefer, dtype=np.int64)[:, None] == np.arange(C)[None, :]
+    free &= ~_dominated(np.where(free, val, -(1 << 62)), cfg_type, cfg_gpus)
+    jobs = jobs[np.argsort(free[jobs].sum(axis=1), kind="stable")]  # (fewest choices first: a smaller search)
+    rows, cols = np.nonzero(free[jobs])
+    per = np.bincount(rows, minlength=len(jobs)) + 1  # (+ waiting)
+    start = np.zeros(len(jobs) + 1, dtype=np.int64)
+    np.cumsum(per, out=start[1:])
+    n = int(start[-1])
+    slot = np.arange(len(rows)) + rows  # (row-major: job i's options after those of the i jobs before, each + waiting)
+    o_cfg = np.full(n, -1, dtype=np.int64)
+    o_cfg[slot] = cols
+    on = o_cfg >= 0
+    o_type = np.where(on, cfg_type[np.maximum(o_cfg, 0)], -1)
+    o_gpus = np.where(on, cfg_gpus[np.maximum(o_cfg, 0)], 0)
+    o_val = np.zeros(n, dtype=np.int64)
+    o_val[slot] = val[jobs[rows], cols]
+    return 0, jobs, start, o_cfg, o_type, o_gpus, o_val, cap
+
+
+def _dominated(val, cfg_type, cfg_gpus):
+    """[job, configuration]: whether a configuration of as many GPUs or fewer of the same type has
+    a greater value (then no optimum takes it: the other one in its place is better)."""
+    out = np.zeros(val.shape, dtype=bool)
+    for t in np.unique(cfg_type):
+        idx = np.flatnonzero(cfg_type == t)
+        idx = idx[np.argsort(cfg_gpus[idx], kind="stable")]
+        v = val[:, idx]
+        before = np.maximum.accumulate(v, axis=1)
+        out[:, idx[1:]] = v[:, 1:] < before[:, :-1]
+    return out
+
+
+def alloc_bounded(start, o_cfg, o_type, o_gpus, o_val, cap, sweeps, node_limit) -> tuple:
+    """``kernels.elastic.alloc_bounded`` with numpy between its kernels (its twin): (prices,
+    Lagrangian bounds, plain bounds, the option of each job, nodes visited)."""
+    from ..kernels.elastic import alloc_order, alloc_prices, alloc_search
+
+    J = len(start) - 1
+    n = int(start[-1])
+    mu = np.zeros(len(cap))
+    red = np.empty(n)
+    alloc_prices(start, o_type, o_gpus, o_val.astype(np.float64), cap, mu, sweeps)
+    alloc_order(start, o_cfg, o_type, o_gpus, o_val, mu, red)
+    lag = np.zeros(J + 1)
+    lag[:-1] = red[start[:-1]][::-1].cumsum()[::-1]
+    most = np.zeros(J + 1, dtype=np.int64)
+    most[:-1] = np.maximum.reduceat(o_val, start[:-1])[::-1].cumsum()[::-1]
+    pick = np.flatnonzero(o_cfg < 0)
+    _, nodes = alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, node_limit, np.empty(J, dtype=np.int64), pick,
+                            np.zeros(len(cap), dtype=np.int64), lag, most)
+    return mu, lag, most, pick, nodes
