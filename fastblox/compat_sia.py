@@ -340,15 +340,9 @@ class RunMemo:
     LIMIT = 1 << 16
 
     def __init__(self):
-        self.fits, self.speeds, self.picks, self.batches, self.epochs = {}, {}, {}, {}, {}
+        self.fits, self.speeds, self.picks, self.batches = {}, {}, {}, {}
+        self.steps, self.tables = {}, {}  # (step_table, profile_tables)
         self._one = elastic.pick_scratch(1)  # (one's outputs: written and read at once)
-
-    def epoch_progress(self, pr) -> list:
-        """``pr.epoch_progress`` as Python floats (the same doubles; faster to read one by one)."""
-        hit = self.epochs.get(pr.name, (None, None))
-        if hit[0] is not pr:
-            hit = self.epochs[pr.name] = (pr, pr.epoch_progress.tolist())
-        return hit[1]
 
     def best(self, app: str, t: str, pr, pp, grad, nodes, reps, max_batch: int, top: int, cfg=None) -> tuple:
         """``elastic.best_batch(pp, grad, pr.init_batch_size, nodes, reps, max_batch, pr.min_local_bsz, top)``
@@ -377,6 +371,10 @@ class RunMemo:
     def one(self, app: str, t: str, pr, pp, grad, n: int, r: int, max_batch: int, top: int) -> tuple:
         """(atomic batch, accumulation steps) of :meth:`best` on one configuration (``n`` nodes, ``r``
         GPUs; ``cfg`` = (n, r)): the same pick, without its arrays."""
+        return elastic.pick_one(self.speeds_one(app, t, pr, pp, n, r, max_batch, top), grad, self._one)
+
+    def speeds_one(self, app: str, t: str, pr, pp, n: int, r: int, max_batch: int, top: int) -> tuple:
+        """``elastic.batch_speeds`` of :meth:`one`'s configuration (read-only)."""
         at = (app, t, pp.tobytes(), (n, r), max_batch, top)
         sp = self.speeds.get(at)
         if sp is None:
@@ -384,7 +382,35 @@ class RunMemo:
                 self.speeds.clear()
             sp = self.speeds[at] = elastic.batch_speeds(pp, pr.init_batch_size, [n], [r], max_batch,
                                                         pr.min_local_bsz, top)
-        return elastic.pick_one(sp, grad, self._one)
+        return sp
+
+    def step_table(self, pr, placement: tuple) -> list:
+        """[atomic batches, step times, sync times, rows] of ``pr.step_time(placement, .)`` computed so far in
+        this run (``kernels.sia.job_steps`` reads them; :meth:`add_step` adds a row)."""
+        key = (pr, placement)
+        hit = self.steps.get(key)
+        if hit is None:
+            hit = self.steps[key] = [np.empty(8, dtype=np.int64), np.empty(8), np.empty(8), 0]
+        return hit
+
+    @staticmethod
+    def add_step(table: list, pr, placement: tuple, atomic: int) -> None:
+        """``pr.step_time(placement, atomic)`` into :meth:`step_table`'s ``table`` (grown as needed)."""
+        k = table[3]
+        if k == len(table[0]):
+            table[:3] = [np.concatenate([a, np.empty_like(a)]) for a in table[:3]]
+        table[1][k], table[2][k] = pr.step_time(placement, atomic)
+        table[0][k] = atomic
+        table[3] = k + 1
+
+    def profile_tables(self, pr) -> tuple:
+        """(validated batch sizes as floats, grad_sqr, grad_var, epoch progress) of profile ``pr`` for
+        ``kernels.sia.job_steps``."""
+        hit = self.tables.get(pr)
+        if hit is None:
+            hit = self.tables[pr] = (pr.batch_sizes.astype(np.float64), np.ascontiguousarray(pr.grad_sqr),
+                                     np.ascontiguousarray(pr.grad_var), np.ascontiguousarray(pr.epoch_progress))
+        return hit
 
 
 class SiaJob:
@@ -408,6 +434,7 @@ class SiaJob:
         self.models = 0  # (counts the observations, each a fit: goodputs depend on (models, grad), _choose_batch)
         self._batch_for = None  # (type, models, grad, placement) the batch was last chosen for
         self._maxr = self._models_key = (-1, None)  # (models, max_replicas / models_key: kept while models is)
+        self._ctx = (None, None)  # ((type, placement, models), _context)
 
     def max_replicas(self) -> int:
         """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types;
@@ -512,40 +539,80 @@ class SiaJob:
             self._suspend()
 
     def advance(self, t0: float, secs: float) -> None:
-        """Progress over ``[t0, t0 + secs)`` on the placement held (``Job.step``)."""
+        """Progress over ``[t0, t0 + secs)`` on the placement held (``Job.step``): the restart's delay,
+        then ``kernels.sia.job_steps`` (one step per epoch crossed, the batch chosen again after each),
+        back here for what it cannot compute: a step time not yet in the run's table, a fit (a
+        configuration run the first time). Its twin: ``fastblox.reference.sia.advance``."""
         if not self.placement or self.finish is not None:
             return
-        pr, n, r = self.profs[self.cluster], len(self.placement), sum(self.placement)
+        r = sum(self.placement)
         d = min(self.rescale, secs)
         used = d
         self.attained_gpu += d * r
         self.rescale -= d
         secs -= d
-        seen, ep, last = self.seen[self.cluster], self.memo.epoch_progress(pr), pr.max_epochs - 1
-        while secs > 0 and self.finish is None:
-            atomic = self.atomic
-            batch = r * atomic * (self.accum + 1)
-            step, sync = pr.step_time(self.placement, atomic)
-            sqr, var = self.grad = pr.grad_stats_at(batch, self.epoch)
-            g = elastic.gain(sqr, var, batch / pr.init_batch_size)
-            if (n, r, atomic) not in seen:
-                self._observe((n, r, atomic), step, sync)
-            good = g / (step + (step - sync) * self.accum) * self.calib
-            nxt = ep[self.epoch + 1]
-            if self.progress + good * secs < nxt:
-                self.progress += good * secs
-                self.attained_gpu += secs * r
-                secs = 0
+        if not secs > 0:
+            return
+        ks = _sia_kernels()
+        pr = self.profs[self.cluster]
+        secs, used = float(secs), float(used)
+        atomic, accum, epoch, progress, attained = self.atomic, self.accum, self.epoch, self.progress, self.attained_gpu
+        while True:
+            table, seen, sp, cap, tabs = self._context()
+            (ans, secs, used, atomic, accum, epoch, progress, attained, finish, sqr, var, stepped, step,
+             sync) = ks.job_steps(t0, secs, used, r, atomic, accum, epoch, progress, attained, self.calib,
+                               pr.init_batch_size, pr.max_batch_size, cap, *tabs, table[0], table[1], table[2],
+                               table[3], seen, len(seen), *sp, *self.memo._one)
+            if stepped:
+                self.grad = (sqr, var)
+            if ans == ks.DONE:
+                break
+            if ans == ks.NEED_STEP:
+                RunMemo.add_step(table, pr, self.placement, atomic)
+            elif ans == ks.NEED_FIT:
+                self._observe((len(self.placement), r, atomic), step, sync)
             else:
-                self.epoch += 1
-                delta = round(float((nxt - self.progress) / good))
-                if self.epoch > last:
-                    self.finish = t0 + used + delta
-                self.progress = nxt
-                self.attained_gpu += delta * r
-                used += delta
-                secs -= delta
-            self._choose_batch()
+                pr.grad_stats_at(r * atomic * (accum + 1), epoch)  # (raises: outside the validated batch sizes)
+                raise AssertionError("job_steps: a batch outside the validated sizes")
+        self.atomic, self.accum, self.epoch, self.progress, self.attained_gpu = atomic, accum, epoch, progress, attained
+        if not np.isnan(finish):
+            self.finish = finish
+        self._batch_for = (self.cluster, self.models, self.grad, self.placement)
+
+    def _context(self) -> tuple:
+        """What ``kernels.sia.job_steps`` reads of the job's type, placement and model: (the run's step
+        table of the placement, the atomic batches run on its nodes and GPUs, the model's speeds there
+        (``elastic.batch_speeds``; placeholders without a model: every batch is then run the first time),
+        the memory cap (-1: none), the profile's tables); kept until one of them changes."""
+        key = (self.cluster, self.placement, self.models)
+        if self._ctx[0] == key:
+            return self._ctx[1]
+        pr, n, r = self.profs[self.cluster], len(self.placement), sum(self.placement)
+        seen = np.array([k[2] for k in self.seen[self.cluster] if k[0] == n and k[1] == r], dtype=np.int64)
+        pp = self.pp[self.cluster]
+        if pp is None:
+            sp = _NO_SPEEDS
+        else:
+            sp = self.memo.speeds_one(self.app, self.cluster, pr, pp, n, r, pr.max_batch_size,
+                                      max_local_for(pr, self.placement))
+        cap = memory_cap(pr, r)
+        ctx = (self.memo.step_table(pr, self.placement), seen, sp, -1 if cap is None else cap,
+               self.memo.profile_tables(pr))
+        self._ctx = (key, ctx)
+        return ctx
+
+
+@functools.cache
+def _sia_kernels():
+    """``kernels.sia`` (imported at the first call: importing fastblox compiles nothing)."""
+    from .kernels import sia as k
+
+    return k
+
+
+#: job_steps' speeds without a model (never read: a job without one has run no configuration of its type)
+_NO_SPEEDS = (np.zeros((1, 1), dtype=np.int64), np.zeros((1, 1), dtype=np.int64), np.ones((1, 1)),
+              np.zeros((1, 1), dtype=bool), np.ones((1, 1)), np.ones((1, 1)), np.ones((1, 1)))
 
 
 # ------------------------------------------------------------------------------------------ the policy

@@ -2,7 +2,9 @@
 :func:`fastblox.compat_sia.place_fast`: every assignment of at most one configuration to each job
 tried one by one (tiny instances only), and the placement written as ``sia.py`` describes it; and
 the numpy twins of the compiled parts of :func:`fastblox.compat_sia.exact_allocation`
-(``kernels.elastic.alloc_options``, ``alloc_bounded``). The tests compare them."""
+(``kernels.elastic.alloc_options``, ``alloc_bounded``); and the plain-Python twin of a job's steps
+(:func:`advance`: ``fastblox.compat_sia.SiaJob.advance``, compiled in ``kernels.sia.job_steps``).
+The tests compare them."""
 
 from __future__ import annotations
 
@@ -167,3 +169,45 @@ def alloc_bounded(start, o_cfg, o_type, o_gpus, o_val, cap, sweeps, node_limit) 
     _, nodes = alloc_search(start, o_type, o_gpus, o_val, red, cap, mu, node_limit, np.empty(J, dtype=np.int64), pick,
                             np.zeros(len(cap), dtype=np.int64), lag, most)
     return mu, lag, most, pick, nodes
+
+
+def advance(job, t0: float, secs: float) -> None:
+    """``SiaJob.advance`` of ``job`` (a :class:`fastblox.compat_sia.SiaJob`) in plain Python: progress
+    over ``[t0, t0 + secs)`` on the placement held (``Job.step``), one step per epoch crossed, the
+    batch chosen again after each (``SiaJob._choose_batch``), a configuration run the first time
+    fitted (``SiaJob._observe``)."""
+    from fastblox import elastic
+
+    if not job.placement or job.finish is not None:
+        return
+    pr, n, r = job.profs[job.cluster], len(job.placement), sum(job.placement)
+    d = min(job.rescale, secs)
+    used = d
+    job.attained_gpu += d * r
+    job.rescale -= d
+    secs -= d
+    seen, ep, last = job.seen[job.cluster], pr.epoch_progress.tolist(), pr.max_epochs - 1
+    while secs > 0 and job.finish is None:
+        atomic = job.atomic
+        batch = r * atomic * (job.accum + 1)
+        step, sync = pr.step_time(job.placement, atomic)
+        sqr, var = job.grad = pr.grad_stats_at(batch, job.epoch)
+        g = elastic.gain(sqr, var, batch / pr.init_batch_size)
+        if (n, r, atomic) not in seen:
+            job._observe((n, r, atomic), step, sync)
+        good = g / (step + (step - sync) * job.accum) * job.calib
+        nxt = ep[job.epoch + 1]
+        if job.progress + good * secs < nxt:
+            job.progress += good * secs
+            job.attained_gpu += secs * r
+            secs = 0
+        else:
+            job.epoch += 1
+            delta = round(float((nxt - job.progress) / good))
+            if job.epoch > last:
+                job.finish = t0 + used + delta
+            job.progress = nxt
+            job.attained_gpu += delta * r
+            used += delta
+            secs -= delta
+        job._choose_batch()
