@@ -335,14 +335,46 @@ class RunMemo:
     configurations, batch limits) and ``elastic.pick_batch`` on them (by those and the gradient
     statistics). Jobs of one application often run the same configurations with the same model and
     statistics (the same observations in the same order give the same fit). Emptied past
-    :attr:`LIMIT` entries (then computed again: the same values)."""
+    :attr:`LIMIT` entries (then computed again: the same values); the fits, named by chains of
+    observations (:meth:`fit_after`), and the lanes of ``kernels.sia.job_steps`` (:meth:`lane`)
+    are kept for the run."""
 
     LIMIT = 1 << 16
 
     def __init__(self):
         self.fits, self.speeds, self.picks, self.batches = {}, {}, {}, {}
-        self.steps, self.tables = {}, {}  # (step_table, profile_tables)
+        self.lanes, self.tables = {}, {}  # (lane; the profiles' tables there)
+        # the chains (fit_after) for kernels.sia.job_steps: int and float fields (kernels.sia.C_*), models
+        self.links, self.times, self.chain_pp = np.full((64, 6), -1, dtype=np.int64), np.zeros((64, 2)), [None]
         self._one = elastic.pick_scratch(1)  # (one's outputs: written and read at once)
+
+    def fit_after(self, chain: int, key: tuple, step: float, sync: float, seen: dict) -> tuple:
+        """(chain, model) after observations ``chain`` (0: none) and then configuration ``key`` (nodes,
+        GPUs, atomic batch) with ``step`` and ``sync`` seconds, all of them ``seen`` (in their order):
+        ``elastic.fit_perf_params`` on them, computed once per run. A chain names one sequence of
+        observations (positive, finite: equal as floats when equal in bits): jobs of one application
+        on one type often measure the same configurations in the same order."""
+        link = (chain, key, step, sync)
+        hit = self.fits.get(link)
+        if hit is None:
+            k = np.array(list(seen), dtype=np.float64)
+            v = np.array(list(seen.values()))
+            pp = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1], v[:, 0], tol=FIT_TOL,
+                                         compiled=True)
+            hit = self.fits[link] = (self._new_chain(chain, key, step, sync, pp), pp)
+        return hit
+
+    def _new_chain(self, chain: int, key: tuple, step: float, sync: float, pp) -> int:
+        """The number of a new chain, ``chain`` and then the observation (``key``, ``step``, ``sync``)
+        fitted as model ``pp``: its fields written (the first child of ``chain``)."""
+        c = len(self.chain_pp)
+        if c == len(self.links):
+            self.links, self.times = _grown(self.links), _grown(self.times)
+        self.links[c] = (chain, *key, -1, self.links[chain, 4])  # (kernels.sia.C_*)
+        self.times[c] = step, sync
+        self.links[chain, 4] = c
+        self.chain_pp.append(pp)
+        return c
 
     def best(self, app: str, t: str, pr, pp, grad, nodes, reps, max_batch: int, top: int, cfg=None) -> tuple:
         """``elastic.best_batch(pp, grad, pr.init_batch_size, nodes, reps, max_batch, pr.min_local_bsz, top)``
@@ -384,33 +416,66 @@ class RunMemo:
                                                         pr.min_local_bsz, top)
         return sp
 
-    def step_table(self, pr, placement: tuple) -> list:
-        """[atomic batches, step times, sync times, rows] of ``pr.step_time(placement, .)`` computed so far in
-        this run (``kernels.sia.job_steps`` reads them; :meth:`add_step` adds a row)."""
+    def lane(self, app: str, t: str, pr, placement: tuple) -> "StepLane":
+        """The run's :class:`StepLane` of application ``app`` (profile ``pr``) on ``placement`` of type ``t``."""
         key = (pr, placement)
-        hit = self.steps.get(key)
+        hit = self.lanes.get(key)
         if hit is None:
-            hit = self.steps[key] = [np.empty(8, dtype=np.int64), np.empty(8), np.empty(8), 0]
+            tabs = self.tables.get(pr)
+            if tabs is None:
+                tabs = self.tables[pr] = (pr.batch_sizes.astype(np.float64), np.ascontiguousarray(pr.grad_sqr),
+                                          np.ascontiguousarray(pr.grad_var), np.ascontiguousarray(pr.epoch_progress))
+            hit = self.lanes[key] = StepLane(app, t, pr, placement, tabs)
         return hit
 
-    @staticmethod
-    def add_step(table: list, pr, placement: tuple, atomic: int) -> None:
-        """``pr.step_time(placement, atomic)`` into :meth:`step_table`'s ``table`` (grown as needed)."""
-        k = table[3]
-        if k == len(table[0]):
-            table[:3] = [np.concatenate([a, np.empty_like(a)]) for a in table[:3]]
-        table[1][k], table[2][k] = pr.step_time(placement, atomic)
-        table[0][k] = atomic
-        table[3] = k + 1
 
-    def profile_tables(self, pr) -> tuple:
-        """(validated batch sizes as floats, grad_sqr, grad_var, epoch progress) of profile ``pr`` for
-        ``kernels.sia.job_steps``."""
-        hit = self.tables.get(pr)
-        if hit is None:
-            hit = self.tables[pr] = (pr.batch_sizes.astype(np.float64), np.ascontiguousarray(pr.grad_sqr),
-                                     np.ascontiguousarray(pr.grad_var), np.ascontiguousarray(pr.epoch_progress))
-        return hit
+class StepLane:
+    """What ``kernels.sia.job_steps`` reads of one application's profile on one placement, filled as
+    the run needs it: the step and sync seconds of each atomic batch run there
+    (``pr.step_time``), the speeds of each chain's model there (:meth:`RunMemo.speeds_one`), the
+    profile's tables."""
+
+    def __init__(self, app: str, t: str, pr, placement: tuple, tabs: tuple):
+        self.app, self.t, self.pr, self.placement, self.tabs = app, t, pr, placement, tabs
+        self.r, self.top, cap = sum(placement), max_local_for(pr, placement), memory_cap(pr, sum(placement))
+        self.ints = np.array([0, len(placement), -1 if cap is None else cap, pr.init_batch_size, pr.max_batch_size],
+                             dtype=np.int64)  # (kernels.sia.L_*)
+        self.st_atomic, self.st_times = np.empty(8, dtype=np.int64), np.empty((8, 2))
+        self.sp_row = np.full(8, -1, dtype=np.int64)  # chain -> its row of the speeds (-1: none)
+        P, self.rows = elastic.GEOM_POINTS, 0
+        # (batch, scale, compute time, optimizer-step time; atomic batch, accumulation steps; allowed)
+        self.sp_f, self.sp_i, self.sp_ok = np.empty((8, 4, P, 1)), np.empty((8, 2, P, 1), dtype=np.int64), \
+            np.empty((8, P, 1), dtype=bool)
+
+    def add_step(self, atomic: int) -> None:
+        """``pr.step_time(placement, atomic)`` into the step table."""
+        k = self.ints[0]
+        if k == len(self.st_atomic):
+            self.st_atomic, self.st_times = _grown(self.st_atomic), _grown(self.st_times)
+        self.st_times[k] = self.pr.step_time(self.placement, atomic)
+        self.st_atomic[k] = atomic
+        self.ints[0] = k + 1
+
+    def add_speeds(self, memo: RunMemo, chain: int) -> None:
+        """The speeds of chain ``chain``'s model here into the speeds."""
+        if chain >= len(self.sp_row):
+            self.sp_row = np.concatenate([self.sp_row, np.full(max(chain + 1, 2 * len(self.sp_row)) - len(self.sp_row),
+                                                               -1, dtype=np.int64)])
+        k = self.rows
+        if k == len(self.sp_f):
+            self.sp_f, self.sp_i, self.sp_ok = _grown(self.sp_f), _grown(self.sp_i), _grown(self.sp_ok)
+        pr = self.pr
+        atomic, accum, batch, ok, scale, accum_time, optim = memo.speeds_one(
+            self.app, self.t, pr, memo.chain_pp[chain], len(self.placement), self.r, pr.max_batch_size, self.top)
+        f, i = self.sp_f[k], self.sp_i[k]
+        f[0], f[1], f[2], f[3], i[0], i[1], self.sp_ok[k] = batch, scale, accum_time, optim, atomic, accum, ok
+        self.sp_row[chain] = k
+        self.rows = k + 1
+
+
+def _grown(a: np.ndarray) -> np.ndarray:
+    """``a`` with twice its rows (the new ones uninitialised)."""
+    return np.concatenate([a, np.empty_like(a)])
 
 
 class SiaJob:
@@ -424,6 +489,7 @@ class SiaJob:
         self.profs = {t: profs[app, t] for t in types}
         self.types = types
         self.seen = {t: {} for t in types}  # type -> (nodes, replicas, atomic) -> (step s, sync s)
+        self.chain = {t: 0 for t in types}  # type -> RunMemo.fit_after's name of seen[type] (0: empty)
         self.pp = {t: None for t in types}
         self.grad = None
         self.cluster, self.placement, self.atomic, self.accum = None, (), 0, 0
@@ -434,7 +500,7 @@ class SiaJob:
         self.models = 0  # (counts the observations, each a fit: goodputs depend on (models, grad), _choose_batch)
         self._batch_for = None  # (type, models, grad, placement) the batch was last chosen for
         self._maxr = self._models_key = (-1, None)  # (models, max_replicas / models_key: kept while models is)
-        self._ctx = (None, None)  # ((type, placement, models), _context)
+        self._lane_for = (None, None)  # ((type, placement), its lane)
 
     def max_replicas(self) -> int:
         """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types;
@@ -496,17 +562,8 @@ class SiaJob:
         model fitted again."""
         seen = self.seen[self.cluster]
         seen[key] = (step, sync)
-        # jobs of one application on one type often measure the same configurations in the same order:
-        # the same observations (positive, finite: equal as floats when equal in bits) give the same fit,
-        # computed once per run
-        key = tuple(seen.items())
-        pp = self.memo.fits.get(key)
-        if pp is None:
-            k = np.array(list(seen), dtype=np.float64)
-            v = np.array(list(seen.values()))
-            pp = self.memo.fits[key] = elastic.fit_perf_params(k[:, 0], k[:, 1], k[:, 2], v[:, 0] - v[:, 1],
-                                                               v[:, 0], tol=FIT_TOL, compiled=True)
-        self.pp[self.cluster] = pp
+        self.chain[self.cluster], self.pp[self.cluster] = self.memo.fit_after(self.chain[self.cluster], key, step,
+                                                                             sync, seen)
         self.models += 1
 
     def _start(self, placement: tuple, now: float) -> None:
@@ -541,11 +598,13 @@ class SiaJob:
     def advance(self, t0: float, secs: float) -> None:
         """Progress over ``[t0, t0 + secs)`` on the placement held (``Job.step``): the restart's delay,
         then ``kernels.sia.job_steps`` (one step per epoch crossed, the batch chosen again after each),
-        back here for what it cannot compute: a step time not yet in the run's table, a fit (a
-        configuration run the first time). Its twin: ``fastblox.reference.sia.advance``."""
+        back here for what it cannot compute: a step time or speeds not yet in the lane, a fit (a
+        configuration run the first time after observations never fitted with it). Its twin:
+        ``fastblox.reference.sia.advance``."""
         if not self.placement or self.finish is not None:
             return
-        r = sum(self.placement)
+        lane = self._lane()
+        r = lane.r
         d = min(self.rescale, secs)
         used = d
         self.attained_gpu += d * r
@@ -553,53 +612,58 @@ class SiaJob:
         secs -= d
         if not secs > 0:
             return
-        ks = _sia_kernels()
-        pr = self.profs[self.cluster]
-        secs, used = float(secs), float(used)
+        ks, memo = _sia_kernels(), self.memo
+        secs, used, chain = float(secs), float(used), self.chain[self.cluster]
         atomic, accum, epoch, progress, attained = self.atomic, self.accum, self.epoch, self.progress, self.attained_gpu
         while True:
-            table, seen, sp, cap, tabs = self._context()
-            (ans, secs, used, atomic, accum, epoch, progress, attained, finish, sqr, var, stepped, step,
-             sync) = ks.job_steps(t0, secs, used, r, atomic, accum, epoch, progress, attained, self.calib,
-                               pr.init_batch_size, pr.max_batch_size, cap, *tabs, table[0], table[1], table[2],
-                               table[3], seen, len(seen), *sp, *self.memo._one)
+            (ans, secs, used, atomic, accum, epoch, progress, attained, finish, now, sqr, var, stepped, step,
+             sync) = ks.job_steps(t0, secs, used, r, atomic, accum, epoch, progress, attained, chain, self.calib,
+                                  lane.ints, lane.st_atomic, lane.st_times, lane.sp_row, lane.sp_f, lane.sp_i,
+                                  lane.sp_ok, *lane.tabs, memo.links, memo.times, *memo._one)
+            if now != chain:
+                self._follow(chain, now)
+                chain = now
             if stepped:
                 self.grad = (sqr, var)
             if ans == ks.DONE:
                 break
             if ans == ks.NEED_STEP:
-                RunMemo.add_step(table, pr, self.placement, atomic)
+                lane.add_step(atomic)
             elif ans == ks.NEED_FIT:
                 self._observe((len(self.placement), r, atomic), step, sync)
+                chain = self.chain[self.cluster]
+                lane.add_speeds(memo, chain)  # (what job_steps asks for next: a new chain has none)
+            elif ans == ks.NEED_SPEEDS:
+                lane.add_speeds(memo, chain)
             else:
-                pr.grad_stats_at(r * atomic * (accum + 1), epoch)  # (raises: outside the validated batch sizes)
+                self.profs[self.cluster].grad_stats_at(r * atomic * (accum + 1), epoch)  # (raises: outside them)
                 raise AssertionError("job_steps: a batch outside the validated sizes")
         self.atomic, self.accum, self.epoch, self.progress, self.attained_gpu = atomic, accum, epoch, progress, attained
         if not np.isnan(finish):
             self.finish = finish
         self._batch_for = (self.cluster, self.models, self.grad, self.placement)
 
-    def _context(self) -> tuple:
-        """What ``kernels.sia.job_steps`` reads of the job's type, placement and model: (the run's step
-        table of the placement, the atomic batches run on its nodes and GPUs, the model's speeds there
-        (``elastic.batch_speeds``; placeholders without a model: every batch is then run the first time),
-        the memory cap (-1: none), the profile's tables); kept until one of them changes."""
-        key = (self.cluster, self.placement, self.models)
-        if self._ctx[0] == key:
-            return self._ctx[1]
-        pr, n, r = self.profs[self.cluster], len(self.placement), sum(self.placement)
-        seen = np.array([k[2] for k in self.seen[self.cluster] if k[0] == n and k[1] == r], dtype=np.int64)
-        pp = self.pp[self.cluster]
-        if pp is None:
-            sp = _NO_SPEEDS
-        else:
-            sp = self.memo.speeds_one(self.app, self.cluster, pr, pp, n, r, pr.max_batch_size,
-                                      max_local_for(pr, self.placement))
-        cap = memory_cap(pr, r)
-        ctx = (self.memo.step_table(pr, self.placement), seen, sp, -1 if cap is None else cap,
-               self.memo.profile_tables(pr))
-        self._ctx = (key, ctx)
-        return ctx
+    def _lane(self) -> StepLane:
+        """The run's lane of the job's profile on its placement (kept until either changes)."""
+        key = (self.cluster, self.placement)
+        if self._lane_for[0] != key:
+            self._lane_for = key, self.memo.lane(self.app, self.cluster, self.profs[self.cluster], self.placement)
+        return self._lane_for[1]
+
+    def _follow(self, chain: int, now: int) -> None:
+        """Observations ``chain`` on the job's type extended to ``now`` (by ``job_steps``: fits known):
+        as :meth:`_observe` of each observation between them, in their order."""
+        links, times, new = self.memo.links, self.memo.times, []
+        c = now
+        while c != chain:
+            new.append(((int(links[c, 1]), int(links[c, 2]), int(links[c, 3])), (float(times[c, 0]),
+                                                                                   float(times[c, 1]))))
+            c = int(links[c, 0])
+        seen = self.seen[self.cluster]
+        for key, v in reversed(new):
+            seen[key] = v
+        self.chain[self.cluster], self.pp[self.cluster] = now, self.memo.chain_pp[now]
+        self.models += len(new)
 
 
 @functools.cache
@@ -608,11 +672,6 @@ def _sia_kernels():
     from .kernels import sia as k
 
     return k
-
-
-#: job_steps' speeds without a model (never read: a job without one has run no configuration of its type)
-_NO_SPEEDS = (np.zeros((1, 1), dtype=np.int64), np.zeros((1, 1), dtype=np.int64), np.ones((1, 1)),
-              np.zeros((1, 1), dtype=bool), np.ones((1, 1)), np.ones((1, 1)), np.ones((1, 1)))
 
 
 # ------------------------------------------------------------------------------------------ the policy

@@ -10,9 +10,20 @@ from ._jit import jit
 from .elastic import batch_pick
 
 #: job_steps' answers: the interval is done (or the job finished); it needs the step time of its
-#: atomic batch on its placement (not in the table); it runs a configuration the first time (the
-#: model is fitted again, new speeds); the global batch is outside the validated batch sizes
-DONE, NEED_STEP, NEED_FIT, OUT_OF_RANGE = 0, 1, 2, 3
+#: atomic batch on its placement (not in the table); it runs a configuration the first time after
+#: observations never fitted with it (the caller fits); it needs the speeds of its model on its
+#: placement (not in the table); the global batch is outside the validated batch sizes
+DONE, NEED_STEP, NEED_FIT, NEED_SPEEDS, OUT_OF_RANGE = 0, 1, 2, 3, 4
+
+#: a lane's (``RunMemo.lane``: one application's profile on one placement) int fields: rows of its
+#: step table, nodes, the memory correction's per-GPU cap (-1: none), the profile's initial and
+#: largest global batch
+L_STEPS, L_NODES, L_CAP, L_INIT_BS, L_MAX_BS = 0, 1, 2, 3, 4
+
+#: a chain's (``RunMemo.fit_after``: one sequence of observations, 0 none) int fields: the chain it
+#: extends by one observation, that observation's nodes, GPUs and atomic batch, its first child
+#: and its next sibling (-1: none); float fields: the observation's step and sync seconds
+C_PARENT, C_NODES, C_GPUS, C_ATOMIC, C_CHILD, C_SIBLING = 0, 1, 2, 3, 4, 5
 
 
 @jit(nrt=False)
@@ -46,38 +57,75 @@ def grad_at(batch_sizes, grad_sqr, grad_var, b, epoch):
 
 
 @jit(nrt=False)
-def job_steps(t0, secs, used, r, atomic, accum, epoch, progress, attained, calib, init_bs, max_bs, cap,
-              batch_sizes, grad_sqr, grad_var, ep, st_atomic, st_step, st_sync, n_st, seen, n_seen,
-              sp_atomic, sp_accum, sp_batch, sp_ok, sp_scale, sp_time, sp_optim, good_out, atomic_out, accum_out):
+def seen_in(links, chain, n, r, atomic):
+    """Whether chain ``chain``'s observations (``links``: the chains' int fields) include ``n`` nodes,
+    ``r`` GPUs and ``atomic``."""
+    while chain > 0:
+        if links[chain, C_ATOMIC] == atomic and links[chain, C_GPUS] == r and links[chain, C_NODES] == n:
+            return True
+        chain = links[chain, C_PARENT]
+    return False
+
+
+@jit(nrt=False)
+def child_of(links, times, chain, n, r, atomic, step, sync):
+    """The chain that extends ``chain`` by the observation (``n``, ``r``, ``atomic``, ``step``,
+    ``sync``), -1 if none yet (``times``: the chains' float fields)."""
+    c = links[chain, C_CHILD]
+    while c >= 0:
+        if (links[c, C_ATOMIC] == atomic and links[c, C_GPUS] == r and links[c, C_NODES] == n
+                and times[c, 0] == step and times[c, 1] == sync):
+            return c
+        c = links[c, C_SIBLING]
+    return -1
+
+
+@jit(nrt=False)
+def job_steps(t0, secs, used, r, atomic, accum, epoch, progress, attained, chain, calib, lane, st_atomic, st_times,
+              sp_row, sp_f, sp_i, sp_ok, batch_sizes, grad_sqr, grad_var, ep, links, times, good_out, atomic_out,
+              accum_out):
     """``SiaJob.advance``'s loop from ``secs`` left of the interval starting at ``t0`` (``used``
-    seconds of it used) on ``r`` GPUs: one step per epoch crossed, each on the job's atomic batch
-    and accumulation steps, its step and sync times from the table of its placement (``st_*``,
-    ``n_st`` rows), its gradient statistics from the profile's (``batch_sizes``, ``grad_sqr``,
-    ``grad_var``; ``ep``: progress at each epoch's start), then the batch chosen again
-    (``batch_pick`` on the speeds ``sp_*`` of its model on its placement, one configuration;
-    ``cap``: the memory correction's per-GPU cap, -1 none). Stops before a step whose time is not
-    in the table (NEED_STEP) or whose configuration (its atomic batch on ``r`` GPUs) is not among
-    the ``n_seen`` first of ``seen`` (NEED_FIT: the caller fits, gives the new model's speeds and
-    calls again: the step is computed again from its start). Returns (answer, secs, used, atomic,
-    accum, epoch, progress, attained, finish (NaN: not finished), sqr, var (the last step's
-    statistics), stepped (a step ran), step, sync (the last step's))."""
+    seconds of it used) on ``r`` GPUs with observations ``chain`` on its type: one step per epoch
+    crossed, each on the job's atomic batch and accumulation steps, its step and sync times from
+    its lane's table (``lane``: the ``L_*`` fields; ``st_atomic``, ``st_times``), its gradient
+    statistics from the profile's (``batch_sizes``, ``grad_sqr``, ``grad_var``; ``ep``: progress at
+    each epoch's start), a configuration run the first time the chain's child (``links``,
+    ``times``: the ``C_*`` fields), then the batch chosen again (``batch_pick`` on the speeds of
+    the chain's model on the lane: row ``sp_row[chain]`` of ``sp_f`` (batch, scale, compute time,
+    optimizer-step time), ``sp_i`` (atomic, accumulation steps), ``sp_ok``). Stops before a step
+    whose time is not in the table (NEED_STEP), whose chain has no such child (NEED_FIT) or no speeds
+    (NEED_SPEEDS): the caller adds them and calls again (the step is computed again from its start).
+    Returns (answer, secs, used, atomic, accum, epoch, progress, attained, finish (NaN: not
+    finished), chain, sqr, var (the last step's statistics), stepped (a step ran), step, sync (the
+    last step's))."""
+    n, cap, init_bs, max_bs = lane[L_NODES], lane[L_CAP], lane[L_INIT_BS], lane[L_MAX_BS]
     last = ep.shape[0] - 2
     finish = np.nan
     sqr = var = step = sync = 0.0
     stepped = finished = False
     while secs > 0 and not finished:
         batch = r * atomic * (accum + 1)
-        k = _find(st_atomic, n_st, atomic)
+        k = _find(st_atomic, lane[L_STEPS], atomic)
         if k < 0:
-            return NEED_STEP, secs, used, atomic, accum, epoch, progress, attained, finish, sqr, var, stepped, step, sync
-        step, sync = st_step[k], st_sync[k]
+            return NEED_STEP, secs, used, atomic, accum, epoch, progress, attained, finish, chain, sqr, var, stepped, \
+                step, sync
+        step, sync = st_times[k, 0], st_times[k, 1]
         ok, sqr, var = grad_at(batch_sizes, grad_sqr, grad_var, float(batch), epoch)
         if not ok:
-            return OUT_OF_RANGE, secs, used, atomic, accum, epoch, progress, attained, finish, sqr, var, stepped, step, sync
+            return OUT_OF_RANGE, secs, used, atomic, accum, epoch, progress, attained, finish, chain, sqr, var, \
+                stepped, step, sync
         stepped = True
         g = (var + sqr) / (var / (batch / init_bs) + sqr)
-        if _find(seen, n_seen, atomic) < 0:
-            return NEED_FIT, secs, used, atomic, accum, epoch, progress, attained, finish, sqr, var, stepped, step, sync
+        if not seen_in(links, chain, n, r, atomic):
+            c = child_of(links, times, chain, n, r, atomic, step, sync)
+            if c < 0:
+                return NEED_FIT, secs, used, atomic, accum, epoch, progress, attained, finish, chain, sqr, var, \
+                    stepped, step, sync
+            chain = c
+        row = sp_row[chain] if chain < sp_row.shape[0] else -1
+        if row < 0:
+            return NEED_SPEEDS, secs, used, atomic, accum, epoch, progress, attained, finish, chain, sqr, var, \
+                stepped, step, sync
         good = g / (step + (step - sync) * accum) * calib
         nxt = ep[epoch + 1]
         if progress + good * secs < nxt:
@@ -93,10 +141,10 @@ def job_steps(t0, secs, used, r, atomic, accum, epoch, progress, attained, calib
             attained += delta * r
             used += delta
             secs -= delta
-        batch_pick(sp_batch, sp_accum, sp_time, sp_optim, sp_scale, sp_ok, sqr, var, sp_atomic, good_out, atomic_out,
-                   accum_out)
+        batch_pick(sp_f[row, 0], sp_i[row, 1], sp_f[row, 2], sp_f[row, 3], sp_f[row, 1], sp_ok[row], sqr, var,
+                   sp_i[row, 0], good_out, atomic_out, accum_out)
         atomic, accum = atomic_out[0], accum_out[0]
         if cap >= 0:
             atomic = min(atomic, cap)
         atomic = min(atomic, int(max_bs / (r * (accum + 1))))
-    return DONE, secs, used, atomic, accum, epoch, progress, attained, finish, sqr, var, stepped, step, sync
+    return DONE, secs, used, atomic, accum, epoch, progress, attained, finish, chain, sqr, var, stepped, step, sync
