@@ -442,10 +442,28 @@ class StepLane:
                              dtype=np.int64)  # (kernels.sia.L_*)
         self.st_atomic, self.st_times = np.empty(8, dtype=np.int64), np.empty((8, 2))
         self.sp_row = np.full(8, -1, dtype=np.int64)  # chain -> its row of the speeds (-1: none)
-        P, self.rows = elastic.GEOM_POINTS, 0
+        P, self.rows, self._fixed = elastic.GEOM_POINTS, 0, None
         # (batch, scale, compute time, optimizer-step time; atomic batch, accumulation steps; allowed)
         self.sp_f, self.sp_i, self.sp_ok = np.empty((8, 4, P, 1)), np.empty((8, 2, P, 1), dtype=np.int64), \
             np.empty((8, P, 1), dtype=bool)
+
+    def fixed_batch(self) -> tuple:
+        """(atomic batch, accumulation steps) here without a model or statistics (``Job.update_local_bsz``:
+        the initial batch, at least the smallest per GPU; kept)."""
+        if self._fixed is None:
+            pr, r = self.pr, self.r
+            a, k = elastic.fixed_batch_config(max(pr.init_batch_size, pr.min_local_bsz * r), r, pr.init_batch_size,
+                                              pr.max_batch_size, self.top)
+            self._fixed = self.capped(int(a), int(k))
+        return self._fixed
+
+    def capped(self, atomic: int, accum: int) -> tuple:
+        """(atomic batch, accumulation steps) with the atomic batch within the memory correction's cap
+        and the profile's largest global batch (``Job.update_local_bsz``)."""
+        cap = self.ints[2]
+        if cap >= 0:
+            atomic = min(atomic, int(cap))
+        return min(atomic, int(self.pr.max_batch_size / (self.r * (accum + 1)))), accum
 
     def add_step(self, atomic: int) -> None:
         """``pr.step_time(placement, atomic)`` into the step table."""
@@ -529,33 +547,19 @@ class SiaJob:
         if key == self._batch_for:  # (the same inputs: the same batch)
             return
         self._batch_for = key
-        pp = self.pp[self.cluster]
-        if self.grad is not None and pp is not None:  # (one choice per run for alike jobs: RunMemo.best's inputs)
+        pp, lane = self.pp[self.cluster], self._lane()
+        if self.grad is None or pp is None:
+            hit = lane.fixed_batch()
+        else:  # (one choice per run for alike jobs: RunMemo.best's inputs)
             at = (self.app, self.cluster, pp.tobytes(), self.grad, self.placement)
             hit = self.memo.batches.get(at)
             if hit is None:
                 if len(self.memo.batches) > RunMemo.LIMIT:
                     self.memo.batches.clear()
-                hit = self.memo.batches[at] = self._new_batch()
-        else:
-            hit = self._new_batch()
+                a, k = self.memo.one(self.app, self.cluster, lane.pr, pp, self.grad, len(self.placement), lane.r,
+                                     lane.pr.max_batch_size, lane.top)
+                hit = self.memo.batches[at] = lane.capped(a, k)
         self.atomic, self.accum = hit
-
-    def _new_batch(self) -> tuple:
-        """(atomic batch, accumulation steps) on the placement held (``Job.update_local_bsz``)."""
-        pr, n, r = self.profs[self.cluster], len(self.placement), sum(self.placement)
-        top = max_local_for(pr, self.placement)
-        if self.grad is None or self.pp[self.cluster] is None:
-            bs = max(pr.init_batch_size, pr.min_local_bsz * r)
-            a, k = elastic.fixed_batch_config(bs, r, pr.init_batch_size, pr.max_batch_size, top)
-        else:
-            a, k = self.memo.one(self.app, self.cluster, pr, self.pp[self.cluster], self.grad, n, r,
-                                 pr.max_batch_size, top)
-        atomic, accum = int(a), int(k)
-        cap = memory_cap(pr, r)
-        if cap is not None:
-            atomic = min(atomic, cap)
-        return min(atomic, int(pr.max_batch_size / (r * (accum + 1)))), accum
 
     def _observe(self, key: tuple, step: float, sync: float) -> None:
         """A configuration ``key`` (nodes, GPUs, atomic batch) run the first time on this type: the
