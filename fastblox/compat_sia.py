@@ -372,7 +372,7 @@ class RunMemo:
             self.links, self.times = _grown(self.links), _grown(self.times)
         self.links[c] = (chain, *key, -1, self.links[chain, 4])  # (kernels.sia.C_*)
         self.times[c] = step, sync
-        self.links[chain, 4] = c
+        self.links[chain, 4] = c  # (C_CHILD)
         self.chain_pp.append(pp)
         return c
 
@@ -416,7 +416,7 @@ class RunMemo:
                                                         pr.min_local_bsz, top)
         return sp
 
-    def lane(self, app: str, t: str, pr, placement: tuple) -> "StepLane":
+    def lane(self, app: str, t: str, pr, placement: tuple) -> StepLane:
         """The run's :class:`StepLane` of application ``app`` (profile ``pr``) on ``placement`` of type ``t``."""
         key = (pr, placement)
         hit = self.lanes.get(key)
@@ -437,7 +437,8 @@ class StepLane:
 
     def __init__(self, app: str, t: str, pr, placement: tuple, tabs: tuple):
         self.app, self.t, self.pr, self.placement, self.tabs = app, t, pr, placement, tabs
-        self.r, self.top, cap = sum(placement), max_local_for(pr, placement), memory_cap(pr, sum(placement))
+        self.r = sum(placement)
+        self.top, cap = max_local_for(pr, placement), memory_cap(pr, self.r)
         self.ints = np.array([0, len(placement), -1 if cap is None else cap, pr.init_batch_size, pr.max_batch_size],
                              dtype=np.int64)  # (kernels.sia.L_*)
         self.st_atomic, self.st_times = np.empty(8, dtype=np.int64), np.empty((8, 2))
@@ -460,14 +461,14 @@ class StepLane:
     def capped(self, atomic: int, accum: int) -> tuple:
         """(atomic batch, accumulation steps) with the atomic batch within the memory correction's cap
         and the profile's largest global batch (``Job.update_local_bsz``)."""
-        cap = self.ints[2]
+        cap = self.ints[2]  # (L_CAP)
         if cap >= 0:
             atomic = min(atomic, int(cap))
         return min(atomic, int(self.pr.max_batch_size / (self.r * (accum + 1)))), accum
 
     def add_step(self, atomic: int) -> None:
         """``pr.step_time(placement, atomic)`` into the step table."""
-        k = self.ints[0]
+        k = self.ints[0]  # (L_STEPS)
         if k == len(self.st_atomic):
             self.st_atomic, self.st_times = _grown(self.st_atomic), _grown(self.st_times)
         self.st_times[k] = self.pr.step_time(self.placement, atomic)
@@ -659,7 +660,7 @@ class SiaJob:
         as :meth:`_observe` of each observation between them, in their order."""
         links, times, new = self.memo.links, self.memo.times, []
         c = now
-        while c != chain:
+        while c != chain:  # (kernels.sia.C_*: parent, nodes, GPUs, atomic batch)
             new.append(((int(links[c, 1]), int(links[c, 2]), int(links[c, 3])), (float(times[c, 0]),
                                                                                    float(times[c, 1]))))
             c = int(links[c, 0])
