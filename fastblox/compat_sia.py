@@ -520,6 +520,7 @@ class SiaJob:
         self._batch_for = None  # (type, models, grad, placement) the batch was last chosen for
         self._maxr = self._models_key = (-1, None)  # (models, max_replicas / models_key: kept while models is)
         self._lane_for = (None, None)  # ((type, placement), its lane)
+        self._steady = (None,)  # (_steps' last step, to take again while in its epoch)
 
     def max_replicas(self) -> int:
         """The most GPUs the policy offers (``--share_max_replicas``: the largest over the types;
@@ -604,8 +605,10 @@ class SiaJob:
         """Progress over ``[t0, t0 + secs)`` on the placement held (``Job.step``): the restart's delay,
         then ``kernels.sia.job_steps`` (one step per epoch crossed, the batch chosen again after each),
         back here for what it cannot compute: a step time or speeds not yet in the lane, a fit (a
-        configuration run the first time after observations never fitted with it). Its twin:
-        ``fastblox.reference.sia.advance``."""
+        configuration run the first time after observations never fitted with it). A step that
+        ended the last interval in its epoch and left the job's state as it found it is taken again
+        here while the epoch lasts (its speed, batch and statistics depend on that state only). Its
+        twin: ``fastblox.reference.sia.advance``."""
         if not self.placement or self.finish is not None:
             return
         lane = self._lane()
@@ -617,12 +620,27 @@ class SiaJob:
         secs -= d
         if not secs > 0:
             return
-        ks, memo = _sia_kernels(), self.memo
-        secs, used, chain = float(secs), float(used), self.chain[self.cluster]
+        chain = self.chain[self.cluster]
+        state = (lane, chain, self.atomic, self.accum, self.epoch)
+        steady = self._steady
+        if steady[0] == state and self.progress + steady[1] * secs < steady[2]:
+            self.progress += steady[1] * secs  # (job_steps' step within the epoch, the same again)
+            self.attained_gpu += secs * r
+            self.grad = steady[3]
+            self._batch_for = (self.cluster, self.models, self.grad, self.placement)
+            return
+        self._steps(lane, t0, secs, used, chain)
+
+    def _steps(self, lane: StepLane, t0: float, secs: float, used: float, chain: int) -> None:
+        """:meth:`advance` from ``secs`` left (``used`` used) by ``kernels.sia.job_steps``; a last step
+        that ends the interval in its epoch with the job's state as it found it kept (:attr:`_steady`:
+        the state, progress per second, the epoch's end, the statistics)."""
+        ks, memo, r = _sia_kernels(), self.memo, lane.r
+        secs, used = float(secs), float(used)
         atomic, accum, epoch, progress, attained = self.atomic, self.accum, self.epoch, self.progress, self.attained_gpu
         while True:
             (ans, secs, used, atomic, accum, epoch, progress, attained, finish, now, sqr, var, stepped, step,
-             sync) = ks.job_steps(t0, secs, used, r, atomic, accum, epoch, progress, attained, chain, self.calib,
+             sync, good, steady) = ks.job_steps(t0, secs, used, r, atomic, accum, epoch, progress, attained, chain, self.calib,
                                   lane.ints, lane.st_atomic, lane.st_times, lane.sp_row, lane.sp_f, lane.sp_i,
                                   lane.sp_ok, *lane.tabs, memo.links, memo.times, *memo._one)
             if now != chain:
@@ -647,6 +665,8 @@ class SiaJob:
         if not np.isnan(finish):
             self.finish = finish
         self._batch_for = (self.cluster, self.models, self.grad, self.placement)
+        if steady:
+            self._steady = ((lane, chain, atomic, accum, epoch), good, float(lane.tabs[3][epoch + 1]), self.grad)
 
     def _lane(self) -> StepLane:
         """The run's lane of the job's profile on its placement (kept until either changes)."""

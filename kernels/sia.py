@@ -96,42 +96,45 @@ def job_steps(t0, secs, used, r, atomic, accum, epoch, progress, attained, chain
     whose time is not in the table (NEED_STEP), whose chain has no such child (NEED_FIT) or no speeds
     (NEED_SPEEDS): the caller adds them and calls again (the step is computed again from its start).
     Returns (answer, secs, used, atomic, accum, epoch, progress, attained, finish (NaN: not
-    finished), chain, sqr, var (the last step's statistics), stepped (a step ran), step, sync (the
-    last step's))."""
+    finished), chain, sqr, var (the last step's statistics), stepped (a step ran), step, sync, good
+    (the last step's progress per second), steady (the last step ended the interval in its epoch and
+    left chain, atomic batch and accumulation steps as they were: the same step again next time))."""
     n, cap, init_bs, max_bs = lane[L_NODES], lane[L_CAP], lane[L_INIT_BS], lane[L_MAX_BS]
     last = ep.shape[0] - 2
     finish = np.nan
-    sqr = var = step = sync = 0.0
-    stepped = finished = False
+    sqr = var = step = sync = good = 0.0
+    stepped = finished = steady = False
     while secs > 0 and not finished:
+        was = (chain, atomic, accum)
         batch = r * atomic * (accum + 1)
         k = _find(st_atomic, lane[L_STEPS], atomic)
         if k < 0:
             return NEED_STEP, secs, used, atomic, accum, epoch, progress, attained, finish, chain, sqr, var, stepped, \
-                step, sync
+                step, sync, good, False
         step, sync = st_times[k, 0], st_times[k, 1]
         ok, sqr, var = grad_at(batch_sizes, grad_sqr, grad_var, float(batch), epoch)
         if not ok:
             return OUT_OF_RANGE, secs, used, atomic, accum, epoch, progress, attained, finish, chain, sqr, var, \
-                stepped, step, sync
+                stepped, step, sync, good, False
         stepped = True
         g = (var + sqr) / (var / (batch / init_bs) + sqr)
         if not seen_in(links, chain, n, r, atomic):
             c = child_of(links, times, chain, n, r, atomic, step, sync)
             if c < 0:
                 return NEED_FIT, secs, used, atomic, accum, epoch, progress, attained, finish, chain, sqr, var, \
-                    stepped, step, sync
+                    stepped, step, sync, good, False
             chain = c
         row = sp_row[chain] if chain < sp_row.shape[0] else -1
         if row < 0:
             return NEED_SPEEDS, secs, used, atomic, accum, epoch, progress, attained, finish, chain, sqr, var, \
-                stepped, step, sync
+                stepped, step, sync, good, False
         good = g / (step + (step - sync) * accum) * calib
         nxt = ep[epoch + 1]
         if progress + good * secs < nxt:
             progress += good * secs
             attained += secs * r
             secs = 0.0
+            steady = True
         else:
             epoch += 1
             delta = np.rint((nxt - progress) / good)  # (Python's round: half to even)
@@ -147,4 +150,6 @@ def job_steps(t0, secs, used, r, atomic, accum, epoch, progress, attained, chain
         if cap >= 0:
             atomic = min(atomic, cap)
         atomic = min(atomic, int(max_bs / (r * (accum + 1))))
-    return DONE, secs, used, atomic, accum, epoch, progress, attained, finish, chain, sqr, var, stepped, step, sync
+        steady = steady and (chain, atomic, accum) == was
+    return DONE, secs, used, atomic, accum, epoch, progress, attained, finish, chain, sqr, var, stepped, step, sync, \
+        good, steady

@@ -107,3 +107,19 @@ def test_chains_tell_observations_apart_by_every_field():
     assert ks.child_of(memo.links, memo.times, 0, 1, 1, 4, 0.3, 0.03) == -1
     assert ks.seen_in(memo.links, deeper, 2, 4, 8) and ks.seen_in(memo.links, deeper, 1, 1, 4)
     assert not ks.seen_in(memo.links, deeper, 2, 4, 16)
+
+
+def test_a_steady_step_is_taken_again_without_the_kernel(monkeypatch):
+    """Intervals inside one epoch on one placement, once the batch settles, skip ``job_steps``
+    (``SiaJob._steady``), and end as the twin's."""
+    profs = cs.load_profiles(["bert"], TYPES, None)
+    job, twin = (cs.SiaJob("bert-0", "bert", 0.0, 96, profs, TYPES) for _ in range(2))
+    calls = []
+    steps = cs.SiaJob._steps
+    monkeypatch.setattr(cs.SiaJob, "_steps", lambda self, *a: calls.append(a) or steps(self, *a))
+    for j, advance in ((job, cs.SiaJob.advance), (twin, ref.advance)):
+        j.migrate("a", (4,), 0.0)
+        for k in range(30):
+            advance(j, 60.0 * k, 60.0)
+    assert _state(job) == _state(twin) and job.epoch < 3
+    assert len(calls) < 10  # (of the 28 intervals after the restart's delay)
