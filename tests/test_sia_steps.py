@@ -36,7 +36,7 @@ def _replay(app: str, seed: int, steps) -> list:
     for _ in range(40):
         job = jobs[int(rng.integers(len(jobs)))]
         move = rng.random()
-        if move < 0.7 or not job.placement and move < 0.8:
+        if move < 0.7:
             steps(job, now, float(rng.choice([0.5, 17.0, 60.0, 240.0])))
             now += 60.0
         elif move < 0.9:
