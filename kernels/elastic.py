@@ -119,6 +119,66 @@ def batch_pick(batch, accum, accum_time, optim, scale, ok, sqr, var, atomic, goo
 
 
 @jit(nrt=False)
+def speeds_pack(batch, accum, accum_time, optim, scale, ok, out):
+    """``fastblox.elastic.batch_speeds``' candidates [point, config] packed for :func:`row_goodputs`:
+    ``out[c]`` = (throughput of each point as ``batch_pick`` computes it, its scale, 1.0 where allowed
+    else 0.0) [3, point]."""
+    P, K = batch.shape
+    for c in range(K):
+        for i in range(P):
+            out[c, 0, i] = batch[i, c] / (accum[i, c] * accum_time[i, c] + optim[i, c])
+            out[c, 1, i] = scale[i, c]
+            out[c, 2, i] = 1.0 if ok[i, c] else 0.0
+
+
+@jit(nrt=False)
+def packed_goodput(s, sqr, var):
+    """``batch_pick``'s goodput on one :func:`speeds_pack` column ``s`` [3, point]: the greatest over
+    the allowed points (the first NaN, as numpy's argmax; 0.0 where none is allowed)."""
+    vs = var + sqr
+    best = 0.0
+    k = -1
+    for i in range(s.shape[1]):
+        if s[2, i] != 0.0:
+            denom = var / s[1, i] + sqr
+            eff = (vs / denom if denom > 0 else 1.0) / s[1, i]
+            g = s[0, i] * eff
+        else:
+            g = 0.0
+        if k < 0 or g > best or (math.isnan(g) and not math.isnan(best)):
+            best, k = g, i
+    return best
+
+
+@jit(nrt=False)
+def row_goodputs(speeds, cols, ratio, sqr, var, zero, row):
+    """Sia's goodput row (``fastblox.compat_sia.SiaPolicy._new_row``) into ``row`` (float32):
+    configuration c's goodput is :func:`packed_goodput` on the :func:`speeds_pack` column
+    ``speeds[cols[c]]`` times ``ratio[c]`` (``cols[c]`` -1: not offered, ``zero``); the row is then
+    scaled by float32 1 / its smallest value above ``zero`` and raised to at least ``zero`` (numpy's
+    float32 arithmetic). Returns how many values were above ``zero`` (0: none, the row not scaled)."""
+    C = cols.shape[0]
+    above = 0
+    least = np.float32(np.inf)
+    for c in range(C):
+        if cols[c] < 0:
+            row[c] = zero
+            continue
+        row[c] = np.float32(packed_goodput(speeds[cols[c]], sqr, var) * ratio[c])
+        if row[c] > zero:
+            above += 1
+            least = min(least, row[c])
+    if above == 0:
+        return 0
+    by = np.float32(1.0) / least
+    for c in range(C):
+        row[c] = row[c] * by
+        if row[c] <= zero:
+            row[c] = zero
+    return above
+
+
+@jit(nrt=False)
 def fit_sums(g, g2, AN, powAN, logAN, S, logS, log_acc, log_step, nodes, reps, atomic, work, sums):
     """The loss's sums given numpy's powers (``powAN`` = ``AN ** g``) and logs: ``sums`` = [e1, e2,
     sum dA, sum dA*atomic, sum dN*inter, sum dN*inter*m, sum dN*intra, sum dN*intra*m, sum dg-terms]
