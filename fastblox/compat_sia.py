@@ -295,8 +295,8 @@ def objective(cost: np.ndarray, choice: np.ndarray, lambda_n: float = LAMBDA_N) 
 
 def power_costs(goodput: np.ndarray, p: float = P_FAIRNESS) -> np.ndarray:
     """``round(goodput ** p, 2)`` capped at :data:`CLIP` (float32, as the simulator computes it)."""
-    a = np.round(np.power(goodput.astype(np.float32), np.float32(p)), decimals=2)
-    a[a > CLIP] = CLIP
+    a = np.power(np.ascontiguousarray(goodput, dtype=np.float32), np.float32(p))  # (numpy's: kept for its bits)
+    elastic._kernels().round_costs(a.reshape(-1), np.float32(CLIP))
     return a
 
 
@@ -666,18 +666,25 @@ class SiaPolicy:
         return max(age - (job.restarts or 0) * pen, 0.0) / (age + pen)
 
     def costs(self, active: list, now: float) -> tuple:
-        """(cost matrix [job, configuration], configuration each job must keep or -1)."""
-        G = np.stack([self._row(j) for j in active])
-        fixed = np.full(len(active), -1, dtype=np.int64)
-        for i, j in enumerate(active):
+        """(cost matrix [job, configuration], configuration each job must keep or -1): the rows, each but
+        at the configuration its job holds times the job's :meth:`restart_factor`
+        (``kernels.elastic.restart_discount``), to :func:`power_costs`."""
+        rows, held, factor, fixed = [], [], [], []
+        for j in active:
+            rows.append(self._row(j))
             prev = self.prev.get(j)
-            if prev is not None:
-                keep = G[i, prev]
-                G[i] *= self.restart_factor(self.jobs[j], now)
-                G[i, prev] = keep
-                if self.jobs[j].rescale > 0:  # still restarting: keeps its configuration
-                    fixed[i] = prev
-        return power_costs(G, self.p), fixed
+            if prev is None:
+                held.append(-1)
+                factor.append(1.0)
+                fixed.append(-1)
+            else:
+                job = self.jobs[j]
+                held.append(prev)
+                factor.append(self.restart_factor(job, now))
+                fixed.append(prev if job.rescale > 0 else -1)  # (still restarting: keeps its configuration)
+        G = np.stack(rows)
+        elastic._kernels().restart_discount(G, np.array(held, dtype=np.int64), np.array(factor))
+        return power_costs(G, self.p), np.array(fixed, dtype=np.int64)
 
     def optimize(self, active: list, now: float) -> dict:
         """``{job: (type index, node indices within the type)}`` for the allocated jobs."""

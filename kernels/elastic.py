@@ -179,6 +179,34 @@ def row_goodputs(speeds, cols, ratio, sqr, var, zero, row):
 
 
 @jit(nrt=False)
+def restart_discount(goodput, held, factor):
+    """Sia's restart discount in place (``fastblox.compat_sia.SiaPolicy.costs``): each row ``i`` of
+    ``goodput`` (float32) whose job holds configuration ``held[i]`` (-1: none, left alone) times
+    float32 ``factor[i]``, but at ``held[i]``."""
+    for i in range(goodput.shape[0]):
+        c = held[i]
+        if c < 0:
+            continue
+        keep = goodput[i, c]
+        f = np.float32(factor[i])
+        for k in range(goodput.shape[1]):
+            goodput[i, k] = goodput[i, k] * f
+        goodput[i, c] = keep
+
+
+@jit(nrt=False)
+def round_costs(cost, clip):
+    """``fastblox.compat_sia.power_costs``' rounding in place: each float32 ``cost`` to 2 decimals as
+    numpy's ``round`` does (times 100, to the nearest integer, ties to even, over 100, in float32),
+    at most ``clip``."""
+    hundred = np.float32(100.0)
+    for i in range(cost.shape[0]):
+        y = np.float32(np.rint(np.float32(cost[i] * hundred)))
+        y = np.float32(y / hundred)
+        cost[i] = clip if y > clip else y
+
+
+@jit(nrt=False)
 def fit_sums(g, g2, AN, powAN, logAN, S, logS, log_acc, log_step, nodes, reps, atomic, work, sums):
     """The loss's sums given numpy's powers (``powAN`` = ``AN ** g``) and logs: ``sums`` = [e1, e2,
     sum dA, sum dA*atomic, sum dN*inter, sum dN*inter*m, sum dN*intra, sum dN*intra*m, sum dg-terms]

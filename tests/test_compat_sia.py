@@ -103,6 +103,34 @@ def test_power_costs_round_and_clip():
     assert cs.power_costs(g).tolist() == [[1.0, 0.5, 100.0, 3000.0]]
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.floats(0, 1e6, width=32) | st.sampled_from([0.0, 1e-4, 0.01, 1.0, 4.0]), min_size=1, max_size=40),
+       st.lists(st.integers(-1, 9) | st.floats(0.0, 1e4, width=32).map(lambda x: (x + 0.5) / 100)
+                | st.sampled_from([np.inf, 0.125, 0.375, 2.625, 0.005, 2.675, 3000.004, 3000.006]), min_size=1, max_size=40),
+       st.sampled_from([-0.5, -1.0, 0.5]), st.integers(0, 2**32 - 1))
+def test_cost_kernels_are_their_numpy_twins(goodput, cost, p, seed):
+    """kernels.elastic.restart_discount and round_costs (through power_costs) against reference.sia's
+    numpy twins, bit for bit; round_costs also on values that are ties in hundredths, integers and
+    values about the cap."""
+    from fastblox.kernels.elastic import restart_discount, round_costs
+
+    rng = np.random.default_rng(seed)
+    J = int(rng.integers(1, 5))
+    G = np.resize(np.array(goodput, dtype=np.float32), (J, 10))
+    held = rng.integers(-1, 10, J).tolist()
+    factor = rng.choice([1.0, 0.0, 0.3, 0.999, float(rng.random())], J).tolist()
+    want = ref.restart_discount(G, held, factor)
+    restart_discount(G, np.array(held, dtype=np.int64), np.array(factor))
+    assert G.tobytes() == want.tobytes()
+    with np.errstate(divide="ignore"):  # (a goodput 0: cost inf, capped)
+        assert cs.power_costs(G, p).tobytes() == ref.power_costs(G, p, cs.CLIP).tobytes()
+    c = np.array(cost, dtype=np.float32)  # (k / 8: ties in hundredths, to even)
+    want = np.round(c, decimals=2)
+    want[want > cs.CLIP] = cs.CLIP
+    round_costs(c, np.float32(cs.CLIP))
+    assert c.tobytes() == want.tobytes()
+
+
 def test_restart_penalties_by_name():
     assert cs.policy_restart_s("imagenet-3") == 250 and cs.policy_restart_s("cifar10-1") == 30
     assert cs.policy_restart_s("yolov3-2") == 45 and cs.policy_restart_s("ncf-0") == 30

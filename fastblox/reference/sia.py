@@ -4,7 +4,8 @@ tried one by one (tiny instances only), and the placement written as ``sia.py`` 
 the numpy twins of the compiled parts of :func:`fastblox.compat_sia.exact_allocation`
 (``kernels.elastic.alloc_options``, ``alloc_bounded``); the policy's goodput rows as the code before
 their kernels computed them, in numpy (:func:`policy_row`), and those kernels in plain Python
-(:func:`packed_goodput`, :func:`row_goodputs`). The tests compare them."""
+(:func:`packed_goodput`, :func:`row_goodputs`); the cost matrix's kernels in numpy
+(:func:`restart_discount`, :func:`power_costs`). The tests compare them."""
 
 from __future__ import annotations
 
@@ -231,3 +232,24 @@ def row_goodputs(speeds: list, cols: list, ratio: list, grad: tuple, zero: float
         return None
     by = np.float32(1.0) / min(above)
     return [max(x * by, zero) for x in row]  # (NaN stays: max keeps its first argument unless the second is greater)
+
+
+def restart_discount(goodput: np.ndarray, held: list, factor: list) -> np.ndarray:
+    """``kernels.elastic.restart_discount`` in numpy (its twin; the loop ``SiaPolicy.costs`` ran
+    before it): a copy of ``goodput`` with each row whose job holds a configuration (not -1) times
+    its factor, but at that configuration."""
+    out = np.array(goodput, dtype=np.float32)
+    for i, (c, f) in enumerate(zip(held, factor)):
+        if c >= 0:
+            keep = out[i, c]
+            out[i] *= f
+            out[i, c] = keep
+    return out
+
+
+def power_costs(goodput: np.ndarray, p: float, clip: float) -> np.ndarray:
+    """``fastblox.compat_sia.power_costs`` in numpy (its twin, the code before
+    ``kernels.elastic.round_costs``): ``round(goodput ** p, 2)`` in float32, at most ``clip``."""
+    a = np.round(np.power(goodput.astype(np.float32), np.float32(p)), decimals=2)
+    a[a > clip] = clip
+    return a
