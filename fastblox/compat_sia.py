@@ -523,13 +523,13 @@ class RowSpeeds:
     ``elastic.batch_speeds`` (by application, type, model, configurations offered, batch limits)
     once, packed by ``kernels.elastic.speeds_pack`` as columns (one per configuration) of one
     array that ``kernels.elastic.row_goodputs`` reads; and each row's columns and ratios (by the
-    row's :meth:`SiaPolicy._plan` key). Emptied, before a row's columns are gathered, past
-    :attr:`LIMIT` columns (then computed again: the same values)."""
+    row's :meth:`SiaPolicy._plan` key). Emptied, before a row's columns are gathered, when they
+    might not fit in :attr:`LIMIT` columns (then computed again: the same values)."""
 
-    LIMIT = 1 << 15  # columns (1.2 kB each)
+    LIMIT = 1 << 15  # columns (1.2 kB each; allocated at once, memory only as written)
 
     def __init__(self):
-        self.packed = np.empty((256, 3, elastic.GEOM_POINTS))
+        self.packed = np.empty((self.LIMIT, 3, elastic.GEOM_POINTS))
         self.used, self.first, self.plans = 0, {}, {}
 
     def columns(self, key, pp, pr, nodes, gpus, max_batch: int) -> int:
@@ -537,21 +537,16 @@ class RowSpeeds:
         max_batch, pr.min_local_bsz, pr.max_local_bsz)`` (``key`` names them in this run)."""
         first = self.first.get(key)
         if first is None:
-            sp = elastic.batch_speeds(pp, pr.init_batch_size, nodes, gpus, max_batch, pr.min_local_bsz,
-                                      pr.max_local_bsz)
-            first, k = self.used, len(gpus)
-            if first + k > len(self.packed):
-                grown = np.empty((2 * len(self.packed), *self.packed.shape[1:]))
-                grown[:first] = self.packed[:first]
-                self.packed = grown
-            atomic, accum, batch, ok, scale, accum_time, optim = sp
-            elastic._kernels().speeds_pack(batch, accum, accum_time, optim, scale, ok, self.packed[first:first + k])
-            self.first[key], self.used = first, first + k
+            atomic, accum, batch, ok, scale, accum_time, optim = elastic.batch_speeds(
+                pp, pr.init_batch_size, nodes, gpus, max_batch, pr.min_local_bsz, pr.max_local_bsz)
+            first = self.first[key] = self.used
+            self.used += len(gpus)
+            elastic._kernels().speeds_pack(batch, accum, accum_time, optim, scale, ok, self.packed[first:self.used])
         return first
 
-    def make_room(self) -> None:
-        """Empty all past :attr:`LIMIT` columns (call before gathering a row's columns)."""
-        if self.used > self.LIMIT:
+    def make_room(self, columns: int) -> None:
+        """Empty all if ``columns`` more might not fit (call before gathering a row's columns)."""
+        if self.used + columns > self.LIMIT:
             self.used, self.first, self.plans = 0, {}, {}
 
 
@@ -641,7 +636,7 @@ class SiaPolicy:
         key = (job.app, job.target_bs, maxr, models)
         hit = self._speeds.plans.get(key)
         if hit is None:
-            self._speeds.make_room()
+            self._speeds.make_room(self.C)
             has = [k for k, m in enumerate(models) if m is not None]
             cols, ratio = [-1] * self.C, [1.0] * self.C
             for k, t in enumerate(self.types):
