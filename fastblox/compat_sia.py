@@ -661,9 +661,9 @@ class SiaPolicy:
         return max(age - (job.restarts or 0) * pen, 0.0) / (age + pen)
 
     def costs(self, active: list, now: float) -> tuple:
-        """(cost matrix [job, configuration], configuration each job must keep or -1): the rows, each but
-        at the configuration its job holds times the job's :meth:`restart_factor`
-        (``kernels.elastic.restart_discount``), to :func:`power_costs`."""
+        """(cost matrix [job, configuration], configuration each job must keep or -1, configuration each
+        job holds or -1): the rows, each but at the configuration its job holds times the job's
+        :meth:`restart_factor` (``kernels.elastic.restart_discount``), to :func:`power_costs`."""
         rows, held, factor, fixed = [], [], [], []
         for j in active:
             rows.append(self._row(j))
@@ -677,19 +677,19 @@ class SiaPolicy:
                 held.append(prev)
                 factor.append(self.restart_factor(job, now))
                 fixed.append(prev if job.rescale > 0 else -1)  # (still restarting: keeps its configuration)
-        G = np.stack(rows)
-        elastic._kernels().restart_discount(G, np.array(held, dtype=np.int64), np.array(factor))
-        return power_costs(G, self.p), np.array(fixed, dtype=np.int64)
+        G = np.array(rows)  # (float32 [job, configuration], as np.stack, in fewer steps)
+        held = np.array(held, dtype=np.int64)
+        elastic._kernels().restart_discount(G, held, np.array(factor))
+        return power_costs(G, self.p), np.array(fixed, dtype=np.int64), held
 
     def optimize(self, active: list, now: float) -> dict:
         """``{job: (type index, node indices within the type)}`` for the allocated jobs."""
-        A, fixed = self.costs(active, now)
+        A, fixed, held = self.costs(active, now)
         if self.p < 0:
             key = (A.shape, A.tobytes(), fixed.tobytes())  # (the same problem as last round: the same answer)
             if self._last is not None and self._last[0] == key:
                 choice, obj = self._last[1].copy(), self._last[2]
             else:
-                held = np.array([self.prev.get(j, -1) if self.prev.get(j) is not None else -1 for j in active])
                 choice, obj = solve_allocation(A, self.cfg_type, self.cfg_gpus, self.capacity, fixed, self.lambda_n,
                                                prefer=held)
                 self._last = (key, choice.copy(), obj)
