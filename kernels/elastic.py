@@ -1,7 +1,10 @@
 """Kernels of the elastic job models: the fit's loss and exact gradient (``fastblox.elastic.FitLoss``,
 whose plain-numpy twin is ``fastblox.elastic._fit_objective``), the best batch size's arithmetic
-(``fastblox.elastic.best_batch``, whose twin is ``fastblox.elastic.best_batch_numpy``) and Sia's allocation
-search (``fastblox.compat_sia.exact_allocation``, whose twins are HiGHS and
+(``fastblox.elastic.best_batch``, whose twin is ``fastblox.elastic.best_batch_numpy``), Sia's goodput rows and
+cost matrix (``fastblox.compat_sia.SiaPolicy``: ``speeds_pack``, ``packed_goodput``, ``row_goodputs``,
+``restart_discount``, ``round_costs``; their twins are ``fastblox.reference.sia``'s ``packed_goodput`` (of the
+first two), ``row_goodputs``, ``restart_discount`` and ``power_costs``, and the whole row's ``policy_row``) and
+Sia's allocation search (``fastblox.compat_sia.exact_allocation``, whose twins are HiGHS and
 ``fastblox.reference.sia.best_allocation``; its preparation's, ``alloc_options`` and ``alloc_bounded``,
 are ``fastblox.reference.sia``'s numpy functions of the same names); the tests compare them. The whole
 fit is ``kernels.lbfgsb``'s."""
