@@ -106,7 +106,8 @@ def test_power_costs_round_and_clip():
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.floats(0, 1e6, width=32) | st.sampled_from([0.0, 1e-4, 0.01, 1.0, 4.0]), min_size=1, max_size=40),
        st.lists(st.integers(-1, 9) | st.floats(0.0, 1e4, width=32).map(lambda x: (x + 0.5) / 100)
-                | st.sampled_from([np.inf, 0.125, 0.375, 2.625, 0.005, 2.675, 3000.004, 3000.006]), min_size=1, max_size=40),
+                | st.sampled_from([np.inf, 0.125, 0.375, 2.625, 0.005, 2.675, 3000.004, 3000.006]),
+                min_size=1, max_size=40),
        st.sampled_from([-0.5, -1.0, 0.5]), st.integers(0, 2**32 - 1))
 def test_cost_kernels_are_their_numpy_twins(goodput, cost, p, seed):
     """kernels.elastic.restart_discount and round_costs (through power_costs) against reference.sia's
