@@ -530,6 +530,7 @@ class RowSpeeds:
 
     def __init__(self):
         self.packed = np.empty((self.LIMIT, 3, elastic.GEOM_POINTS))
+        self.work = np.empty(elastic.GEOM_POINTS)  # (row_goodputs' scratch)
         self.used, self.first, self.plans = 0, {}, {}
 
     def columns(self, key, pp, pr, nodes, gpus, max_batch: int) -> int:
@@ -623,7 +624,7 @@ class SiaPolicy:
         row = np.empty(self.C, dtype=np.float32)
         sqr, var = job.grad
         if not elastic._kernels().row_goodputs(self._speeds.packed, cols, ratio, sqr, var,
-                                               np.float32(ZERO_ALLOC_GAIN), row):
+                                               np.float32(ZERO_ALLOC_GAIN), row, self._speeds.work):
             raise ValueError(f"{job.name}: no configuration with a goodput above {ZERO_ALLOC_GAIN}")
         return row
 

@@ -134,32 +134,37 @@ def speeds_pack(batch, accum, accum_time, optim, scale, ok, out):
             out[c, 2, i] = 1.0 if ok[i, c] else 0.0
 
 
-@jit(nrt=False)
-def packed_goodput(s, sqr, var):
+@jit(nrt=False, error_model="numpy")
+def packed_goodput(s, sqr, var, work):
     """``batch_pick``'s goodput on one :func:`speeds_pack` column ``s`` [3, point]: the greatest over
-    the allowed points (the first NaN, as numpy's argmax; 0.0 where none is allowed)."""
+    the allowed points (the first NaN, as numpy's argmax; 0.0 where none is allowed). ``work``: a
+    float per point of scratch. (Every point's goodput first, then the pick: the first loop has no
+    branch and numpy's error model raises on no division, so it runs on SIMD lanes; the same
+    operations on each point.)"""
     vs = var + sqr
-    best = 0.0
-    k = -1
-    for i in range(s.shape[1]):
-        if s[2, i] != 0.0:
-            denom = var / s[1, i] + sqr
-            eff = (vs / denom if denom > 0 else 1.0) / s[1, i]
-            g = s[0, i] * eff
-        else:
-            g = 0.0
-        if k < 0 or g > best or (math.isnan(g) and not math.isnan(best)):
-            best, k = g, i
+    thr, scale, ok = s[0], s[1], s[2]
+    n = s.shape[1]
+    for i in range(n):
+        denom = var / scale[i] + sqr
+        q = vs / denom
+        eff = (q if denom > 0 else 1.0) / scale[i]
+        work[i] = thr[i] * eff if ok[i] != 0.0 else 0.0
+    best = work[0]
+    for i in range(1, n):
+        g = work[i]
+        if g > best or (math.isnan(g) and not math.isnan(best)):
+            best = g
     return best
 
 
-@jit(nrt=False)
-def row_goodputs(speeds, cols, ratio, sqr, var, zero, row):
+@jit(nrt=False, error_model="numpy")
+def row_goodputs(speeds, cols, ratio, sqr, var, zero, row, work):
     """Sia's goodput row (``fastblox.compat_sia.SiaPolicy._new_row``) into ``row`` (float32):
     configuration c's goodput is :func:`packed_goodput` on the :func:`speeds_pack` column
     ``speeds[cols[c]]`` times ``ratio[c]`` (``cols[c]`` -1: not offered, ``zero``); the row is then
     scaled by float32 1 / its smallest value above ``zero`` and raised to at least ``zero`` (numpy's
-    float32 arithmetic). Returns how many values were above ``zero`` (0: none, the row not scaled)."""
+    float32 arithmetic). ``work``: a float per point of scratch. Returns how many values were above
+    ``zero`` (0: none, the row not scaled)."""
     C = cols.shape[0]
     above = 0
     least = np.float32(np.inf)
@@ -167,7 +172,7 @@ def row_goodputs(speeds, cols, ratio, sqr, var, zero, row):
         if cols[c] < 0:
             row[c] = zero
             continue
-        row[c] = np.float32(packed_goodput(speeds[cols[c]], sqr, var) * ratio[c])
+        row[c] = np.float32(packed_goodput(speeds[cols[c]], sqr, var, work) * ratio[c])
         if row[c] > zero:
             above += 1
             least = min(least, row[c])

@@ -643,7 +643,8 @@ def test_row_kernels_are_their_plain_twin(app, seed, gamma, case):
         speeds_pack(sp[2], sp[1], sp[5], sp[6], sp[4], sp[3], part)
         for c in range(k):
             want = ref.packed_goodput(sp, c, grad)
-            assert np.float64(packed_goodput(part[c], *grad)).tobytes() == np.float64(want).tobytes()
+            assert np.float64(packed_goodput(part[c], *grad, np.empty(elastic.GEOM_POINTS))).tobytes() == \
+                np.float64(want).tobytes()
         cols += [(len(speeds), c) if rng.random() < 0.8 else None for c in range(k)]
         speeds.append(sp)
         packed = np.concatenate([packed, part])
@@ -651,7 +652,7 @@ def test_row_kernels_are_their_plain_twin(app, seed, gamma, case):
     at = np.array([-1 if c is None else first[c[0]] + c[1] for c in cols], dtype=np.int64)
     ratio = rng.choice([1.0, 0.37, 2.5], len(cols))
     row = np.empty(len(cols), dtype=np.float32)
-    above = row_goodputs(packed, at, ratio, *grad, np.float32(cs.ZERO_ALLOC_GAIN), row)
+    above = row_goodputs(packed, at, ratio, *grad, np.float32(cs.ZERO_ALLOC_GAIN), row, np.empty(elastic.GEOM_POINTS))
     want = ref.row_goodputs(speeds, cols, ratio.tolist(), grad, cs.ZERO_ALLOC_GAIN)
     assert (above == 0) == (want is None)
     if want is not None:
