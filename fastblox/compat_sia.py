@@ -295,8 +295,8 @@ def objective(cost: np.ndarray, choice: np.ndarray, lambda_n: float = LAMBDA_N) 
 
 def power_costs(goodput: np.ndarray, p: float = P_FAIRNESS) -> np.ndarray:
     """``round(goodput ** p, 2)`` capped at :data:`CLIP` (float32, as the simulator computes it)."""
-    a = np.round(np.power(goodput.astype(np.float32), np.float32(p)), decimals=2)
-    a[a > CLIP] = CLIP
+    a = np.power(np.ascontiguousarray(goodput, dtype=np.float32), np.float32(p))  # (numpy's: kept for its bits)
+    elastic._kernels().round_costs(a.reshape(-1), np.float32(CLIP))
     return a
 
 
@@ -331,18 +331,17 @@ def single_gpu_xput(pr) -> float:
 
 class RunMemo:
     """What the jobs of one run compute once for all of them, each a pure function of its key: the
-    fits (by the observations), ``elastic.batch_speeds`` (by application, type, model,
-    configurations, batch limits) and ``elastic.pick_batch`` on them (by those and the gradient
-    statistics). Jobs of one application often run the same configurations with the same model and
-    statistics (the same observations in the same order give the same fit). Emptied past
-    :attr:`LIMIT` entries (then computed again: the same values); the fits, named by chains of
-    observations (:meth:`fit_after`), and the lanes of ``kernels.sia.job_steps`` (:meth:`lane`)
-    are kept for the run."""
+    fits (by chains of observations: :meth:`fit_after`) and ``elastic.batch_speeds`` (by application,
+    type, model, configuration, batch limits; :meth:`one` picks the batch on them). Jobs of one
+    application often run the same configurations with the same model and statistics (the same
+    observations in the same order give the same fit). The speeds and batch choices are emptied
+    past :attr:`LIMIT` entries (then computed again: the same values); the fits, their chains and
+    the lanes of ``kernels.sia.job_steps`` (:meth:`lane`) are kept for the run."""
 
     LIMIT = 1 << 16
 
     def __init__(self):
-        self.fits, self.speeds, self.picks, self.batches = {}, {}, {}, {}
+        self.fits, self.speeds, self.batches = {}, {}, {}
         self.lanes, self.tables = {}, {}  # (lane; the profiles' tables there)
         # the chains (fit_after) for kernels.sia.job_steps: int and float fields (kernels.sia.C_*), models
         self.links, self.times, self.chain_pp = np.full((64, 6), -1, dtype=np.int64), np.zeros((64, 2)), [None]
@@ -376,33 +375,9 @@ class RunMemo:
         self.chain_pp.append(pp)
         return c
 
-    def best(self, app: str, t: str, pr, pp, grad, nodes, reps, max_batch: int, top: int, cfg=None) -> tuple:
-        """``elastic.best_batch(pp, grad, pr.init_batch_size, nodes, reps, max_batch, pr.min_local_bsz, top)``
-        (read-only arrays) of application ``app`` on type ``t`` (``pr``: its profile). ``cfg``: a key that
-        names ``nodes`` and ``reps`` in this run (None: their bytes)."""
-        if cfg is None:
-            cfg = (np.asarray(nodes, dtype=np.float64).tobytes(), np.asarray(reps, dtype=np.float64).tobytes())
-        at = (app, t, pp.tobytes(), cfg, max_batch, top)
-        key = (at, grad)
-        hit = self.picks.get(key)
-        if hit is None:
-            sp = self.speeds.get(at)
-            if sp is None:
-                if len(self.speeds) > self.LIMIT:
-                    self.speeds.clear()
-                sp = self.speeds[at] = elastic.batch_speeds(pp, pr.init_batch_size, nodes, reps, max_batch,
-                                                            pr.min_local_bsz, top)
-            if len(self.picks) > self.LIMIT:
-                self.picks.clear()
-            hit = self.picks[key] = elastic.pick_batch(sp, grad)
-            for a in hit:
-                a.flags.writeable = False
-        return hit
-
-
     def one(self, app: str, t: str, pr, pp, grad, n: int, r: int, max_batch: int, top: int) -> tuple:
-        """(atomic batch, accumulation steps) of :meth:`best` on one configuration (``n`` nodes, ``r``
-        GPUs; ``cfg`` = (n, r)): the same pick, without its arrays."""
+        """(atomic batch, accumulation steps) of ``elastic.best_batch`` on one configuration (``n`` nodes,
+        ``r`` GPUs)."""
         return elastic.pick_one(self.speeds_one(app, t, pr, pp, n, r, max_batch, top), grad, self._one)
 
     def speeds_one(self, app: str, t: str, pr, pp, n: int, r: int, max_batch: int, top: int) -> tuple:
@@ -537,13 +512,6 @@ class SiaJob:
                                                   for t in self.types)
         return self._models_key[1]
 
-    def goodput(self, t: str, nodes, reps, cfg=None) -> np.ndarray:
-        """The goodput the job's model on type ``t`` predicts at (nodes, GPUs), its best batch up to its
-        target (``cfg``: as :meth:`RunMemo.best`'s)."""
-        pr = self.profs[t]
-        return self.memo.best(self.app, t, pr, self.pp[t], self.grad, nodes, reps, self.target_bs,
-                              pr.max_local_bsz, cfg)[0]
-
     def _choose_batch(self) -> None:
         key = (self.cluster, self.models, self.grad, self.placement)
         if key == self._batch_for:  # (the same inputs: the same batch)
@@ -552,7 +520,7 @@ class SiaJob:
         pp, lane = self.pp[self.cluster], self._lane()
         if self.grad is None or pp is None:
             hit = lane.fixed_batch()
-        else:  # (one choice per run for alike jobs: RunMemo.best's inputs)
+        else:  # (one choice per run for alike jobs: by application, type, model, statistics, placement)
             at = (self.app, self.cluster, pp.tobytes(), self.grad, self.placement)
             hit = self.memo.batches.get(at)
             if hit is None:
@@ -700,6 +668,39 @@ def _sia_kernels():
 
 
 # ------------------------------------------------------------------------------------------ the policy
+class RowSpeeds:
+    """The part of the policy's goodput rows without the gradient statistics, for one run: each
+    ``elastic.batch_speeds`` (by application, type, model, configurations offered, batch limits)
+    once, packed by ``kernels.elastic.speeds_pack`` as columns (one per configuration) of one
+    array that ``kernels.elastic.row_goodputs`` reads; and each row's columns and ratios (by the
+    row's :meth:`SiaPolicy._plan` key). Emptied, before a row's columns are gathered, when they
+    might not fit in :attr:`LIMIT` columns (then computed again: the same values)."""
+
+    LIMIT = 1 << 15  # columns (1.2 kB each; allocated at once, memory only as written)
+
+    def __init__(self):
+        self.packed = np.empty((self.LIMIT, 3, elastic.GEOM_POINTS))
+        self.work = np.empty(elastic.GEOM_POINTS)  # (row_goodputs' scratch)
+        self.used, self.first, self.plans = 0, {}, {}
+
+    def columns(self, key, pp, pr, nodes, gpus, max_batch: int) -> int:
+        """The first of the columns of ``elastic.batch_speeds(pp, pr.init_batch_size, nodes, gpus,
+        max_batch, pr.min_local_bsz, pr.max_local_bsz)`` (``key`` names them in this run)."""
+        first = self.first.get(key)
+        if first is None:
+            atomic, accum, batch, ok, scale, accum_time, optim = elastic.batch_speeds(
+                pp, pr.init_batch_size, nodes, gpus, max_batch, pr.min_local_bsz, pr.max_local_bsz)
+            first = self.first[key] = self.used
+            self.used += len(gpus)
+            elastic._kernels().speeds_pack(batch, accum, accum_time, optim, scale, ok, self.packed[first:self.used])
+        return first
+
+    def make_room(self, columns: int) -> None:
+        """Empty all if ``columns`` more might not fit (call before gathering a row's columns)."""
+        if self.used + columns > self.LIMIT:
+            self.used, self.first, self.plans = 0, {}, {}
+
+
 class SiaPolicy:
     """``sia.py``'s ``SiaPolicy.optimize_mip`` for elastic jobs (no rigid ones in the workloads)."""
 
@@ -716,11 +717,14 @@ class SiaPolicy:
         self._rows = {}  # job -> ((models, grad), its row): a row depends on nothing else
         self._alike = {}  # _row_of's rows by what they depend on
         self._cfgs = {}  # (type index, most GPUs, type projected from or None) -> configurations offered
+        self._speeds = RowSpeeds()
         self._per = {t.name: t.per_node for t in types}
         apps = sorted({j.app for j in jobs})
         names = [t.name for t in types]
         x = {(a, t): single_gpu_xput(jobs[[j.app for j in jobs].index(a)].profs[t]) for a in apps for t in names}
         self.ratio = {(a, s, d): x[a, s] / x[a, d] for a in apps for s in names for d in names}
+        self._no_model = np.where(self.cfg_gpus == 1, 1.0, ZERO_ALLOC_GAIN).astype(np.float32)
+        self._no_model.flags.writeable = False
 
     def _row(self, j: int) -> np.ndarray:
         """Job ``j``'s goodput per configuration, normalised to its smallest, ZERO_ALLOC_GAIN where not
@@ -746,8 +750,9 @@ class SiaPolicy:
         return row
 
     def _offered(self, k: int, maxr: int, d: str | None) -> tuple:
-        """(mask, nodes, GPUs, their key for :meth:`RunMemo.best`) of type ``k``'s configurations of at
-        most ``maxr`` GPUs; projected from type ``d`` (not None): their GPUs on nodes of ``d``'s size."""
+        """(positions within the type, nodes, GPUs, their key for :meth:`RowSpeeds.columns`) of type
+        ``k``'s configurations of at most ``maxr`` GPUs; projected from type ``d`` (not None): their GPUs
+        on nodes of ``d``'s size."""
         key = (k, maxr, d)
         hit = self._cfgs.get(key)
         if hit is None:
@@ -756,30 +761,47 @@ class SiaPolicy:
             nodes, gpus = t.cfg_nodes[ok], t.cfg_gpus[ok]
             if d is not None:
                 nodes = np.ceil(gpus / self._per[d])
-            hit = self._cfgs[key] = (ok, nodes, gpus, ("offered", key))
+            hit = self._cfgs[key] = (np.flatnonzero(ok).tolist(), nodes, gpus, key)
         return hit
 
     def _new_row(self, job: SiaJob, maxr: int) -> np.ndarray:
-        row = np.full(self.C, ZERO_ALLOC_GAIN, dtype=np.float32)
-        has = [t.name for t in self.types if job.grad is not None and job.pp[t.name] is not None]
-        for k, t in enumerate(self.types):
-            seg = slice(t.first, t.first + len(t.cfg_gpus))
-            if not has:
-                continue
-            if t.name in has:
-                ok, nodes, gpus, cfg = self._offered(k, maxr, None)
-                g = job.goodput(t.name, nodes, gpus, cfg)
-            else:  # --project_throughputs: from the first type with a model, scaled by the single-GPU ratio
-                d = has[0]
-                ok, nodes, gpus, cfg = self._offered(k, maxr, d)
-                g = job.goodput(d, nodes, gpus, cfg) * self.ratio[job.app, t.name, d]
-            row[seg][ok] = g
-        if has:
-            row *= 1.0 / row[row > ZERO_ALLOC_GAIN].min()
-        else:  # (no model anywhere: one GPU of any type, goodput 1)
-            row[self.cfg_gpus == 1] = 1.0
-        row[row <= ZERO_ALLOC_GAIN] = ZERO_ALLOC_GAIN
+        """The job's goodput per configuration of at most ``maxr`` GPUs (float32, normalised to its
+        smallest, ZERO_ALLOC_GAIN where not offered): ``kernels.elastic.row_goodputs`` on its
+        :meth:`_plan`. Raises ValueError if no goodput is above ZERO_ALLOC_GAIN."""
+        if job.grad is None or all(job.pp[t.name] is None for t in self.types):
+            return self._no_model  # (no model anywhere: one GPU of any type, goodput 1)
+        cols, ratio = self._plan(job, maxr)
+        row = np.empty(self.C, dtype=np.float32)
+        sqr, var = job.grad
+        if not elastic._kernels().row_goodputs(self._speeds.packed, cols, ratio, sqr, var,
+                                               np.float32(ZERO_ALLOC_GAIN), row, self._speeds.work):
+            raise ValueError(f"{job.name}: no configuration with a goodput above {ZERO_ALLOC_GAIN}")
         return row
+
+    def _plan(self, job: SiaJob, maxr: int) -> tuple:
+        """(:class:`RowSpeeds` column of each configuration, -1 where not offered; the ratio its goodput
+        is scaled by) of the job's row: per GPU type its model's goodputs, or where it has none
+        (``--project_throughputs``) those of the first type with a model on its configurations, scaled
+        by the single-GPU throughput ratio."""
+        models = job.models_key()
+        key = (job.app, job.target_bs, maxr, models)
+        hit = self._speeds.plans.get(key)
+        if hit is None:
+            self._speeds.make_room(self.C)
+            has = [k for k, m in enumerate(models) if m is not None]
+            cols, ratio = [-1] * self.C, [1.0] * self.C
+            for k, t in enumerate(self.types):
+                d = k if k in has else has[0]
+                src = self.types[d].name
+                pos, nodes, gpus, cfg = self._offered(k, maxr, None if d == k else src)
+                pr = job.profs[src]
+                first = self._speeds.columns((job.app, src, models[d], cfg, job.target_bs, pr.max_local_bsz),
+                                             job.pp[src], pr, nodes, gpus, job.target_bs)
+                f = 1.0 if d == k else self.ratio[job.app, t.name, src]
+                for i, c in enumerate(pos):
+                    cols[t.first + c], ratio[t.first + c] = first + i, f
+            hit = self._speeds.plans[key] = (np.array(cols, dtype=np.int64), np.array(ratio))
+        return hit
 
     def restart_factor(self, job: SiaJob, now: float) -> float:
         """The share of the job's age its restarts would leave it (``sia_use_pollux_realloc_factor``)."""
@@ -790,28 +812,35 @@ class SiaPolicy:
         return max(age - (job.restarts or 0) * pen, 0.0) / (age + pen)
 
     def costs(self, active: list, now: float) -> tuple:
-        """(cost matrix [job, configuration], configuration each job must keep or -1)."""
-        G = np.stack([self._row(j) for j in active])
-        fixed = np.full(len(active), -1, dtype=np.int64)
-        for i, j in enumerate(active):
+        """(cost matrix [job, configuration], configuration each job must keep or -1, configuration each
+        job holds or -1): the rows, each but at the configuration its job holds times the job's
+        :meth:`restart_factor` (``kernels.elastic.restart_discount``), to :func:`power_costs`."""
+        rows, held, factor, fixed = [], [], [], []
+        for j in active:
+            rows.append(self._row(j))
             prev = self.prev.get(j)
-            if prev is not None:
-                keep = G[i, prev]
-                G[i] *= self.restart_factor(self.jobs[j], now)
-                G[i, prev] = keep
-                if self.jobs[j].rescale > 0:  # still restarting: keeps its configuration
-                    fixed[i] = prev
-        return power_costs(G, self.p), fixed
+            if prev is None:
+                held.append(-1)
+                factor.append(1.0)
+                fixed.append(-1)
+            else:
+                job = self.jobs[j]
+                held.append(prev)
+                factor.append(self.restart_factor(job, now))
+                fixed.append(prev if job.rescale > 0 else -1)  # (still restarting: keeps its configuration)
+        G = np.array(rows)  # (float32 [job, configuration], as np.stack, in fewer steps)
+        held = np.array(held, dtype=np.int64)
+        elastic._kernels().restart_discount(G, held, np.array(factor))
+        return power_costs(G, self.p), np.array(fixed, dtype=np.int64), held
 
     def optimize(self, active: list, now: float) -> dict:
         """``{job: (type index, node indices within the type)}`` for the allocated jobs."""
-        A, fixed = self.costs(active, now)
+        A, fixed, held = self.costs(active, now)
         if self.p < 0:
             key = (A.shape, A.tobytes(), fixed.tobytes())  # (the same problem as last round: the same answer)
             if self._last is not None and self._last[0] == key:
                 choice, obj = self._last[1].copy(), self._last[2]
             else:
-                held = np.array([self.prev.get(j, -1) if self.prev.get(j) is not None else -1 for j in active])
                 choice, obj = solve_allocation(A, self.cfg_type, self.cfg_gpus, self.capacity, fixed, self.lambda_n,
                                                prefer=held)
                 self._last = (key, choice.copy(), obj)

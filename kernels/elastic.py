@@ -1,7 +1,10 @@
 """Kernels of the elastic job models: the fit's loss and exact gradient (``fastblox.elastic.FitLoss``,
 whose plain-numpy twin is ``fastblox.elastic._fit_objective``), the best batch size's arithmetic
-(``fastblox.elastic.best_batch``, whose twin is ``fastblox.elastic.best_batch_numpy``) and Sia's allocation
-search (``fastblox.compat_sia.exact_allocation``, whose twins are HiGHS and
+(``fastblox.elastic.best_batch``, whose twin is ``fastblox.elastic.best_batch_numpy``), Sia's goodput rows and
+cost matrix (``fastblox.compat_sia.SiaPolicy``: ``speeds_pack``, ``packed_goodput``, ``row_goodputs``,
+``restart_discount``, ``round_costs``; their twins are ``fastblox.reference.sia``'s ``packed_goodput`` (of the
+first two), ``row_goodputs``, ``restart_discount`` and ``power_costs``, and the whole row's ``policy_row``) and
+Sia's allocation search (``fastblox.compat_sia.exact_allocation``, whose twins are HiGHS and
 ``fastblox.reference.sia.best_allocation``; its preparation's, ``alloc_options`` and ``alloc_bounded``,
 are ``fastblox.reference.sia``'s numpy functions of the same names); the tests compare them. The whole
 fit is ``kernels.lbfgsb``'s."""
@@ -116,6 +119,99 @@ def batch_pick(batch, accum, accum_time, optim, scale, ok, sqr, var, atomic, goo
         good_out[c] = best
         atomic_out[c] = atomic[k, c]
         accum_out[c] = accum[k, c]
+
+
+@jit(nrt=False)
+def speeds_pack(batch, accum, accum_time, optim, scale, ok, out):
+    """``fastblox.elastic.batch_speeds``' candidates [point, config] packed for :func:`row_goodputs`:
+    ``out[c]`` = (throughput of each point as ``batch_pick`` computes it, its scale, 1.0 where allowed
+    else 0.0) [3, point]."""
+    P, K = batch.shape
+    for c in range(K):
+        for i in range(P):
+            out[c, 0, i] = batch[i, c] / (accum[i, c] * accum_time[i, c] + optim[i, c])
+            out[c, 1, i] = scale[i, c]
+            out[c, 2, i] = 1.0 if ok[i, c] else 0.0
+
+
+@jit(nrt=False, error_model="numpy")
+def packed_goodput(s, sqr, var, work):
+    """``batch_pick``'s goodput on one :func:`speeds_pack` column ``s`` [3, point]: the greatest over
+    the allowed points (the first NaN, as numpy's argmax; 0.0 where none is allowed). ``work``: a
+    float per point of scratch. (Every point's goodput first, then the pick: the first loop has no
+    branch and numpy's error model raises on no division, so it runs on SIMD lanes; the same
+    operations on each point.)"""
+    vs = var + sqr
+    thr, scale, ok = s[0], s[1], s[2]
+    n = s.shape[1]
+    for i in range(n):
+        denom = var / scale[i] + sqr
+        q = vs / denom
+        eff = (q if denom > 0 else 1.0) / scale[i]
+        work[i] = thr[i] * eff if ok[i] != 0.0 else 0.0
+    best = work[0]
+    for i in range(1, n):
+        g = work[i]
+        if g > best or (math.isnan(g) and not math.isnan(best)):
+            best = g
+    return best
+
+
+@jit(nrt=False, error_model="numpy")
+def row_goodputs(speeds, cols, ratio, sqr, var, zero, row, work):
+    """Sia's goodput row (``fastblox.compat_sia.SiaPolicy._new_row``) into ``row`` (float32):
+    configuration c's goodput is :func:`packed_goodput` on the :func:`speeds_pack` column
+    ``speeds[cols[c]]`` times ``ratio[c]`` (``cols[c]`` -1: not offered, ``zero``); the row is then
+    scaled by float32 1 / its smallest value above ``zero`` and raised to at least ``zero`` (numpy's
+    float32 arithmetic). ``work``: a float per point of scratch. Returns how many values were above
+    ``zero`` (0: none, the row not scaled)."""
+    C = cols.shape[0]
+    above = 0
+    least = np.float32(np.inf)
+    for c in range(C):
+        if cols[c] < 0:
+            row[c] = zero
+            continue
+        row[c] = np.float32(packed_goodput(speeds[cols[c]], sqr, var, work) * ratio[c])
+        if row[c] > zero:
+            above += 1
+            least = min(least, row[c])
+    if above == 0:
+        return 0
+    by = np.float32(1.0) / least
+    for c in range(C):
+        row[c] = row[c] * by
+        if row[c] <= zero:
+            row[c] = zero
+    return above
+
+
+@jit(nrt=False)
+def restart_discount(goodput, held, factor):
+    """Sia's restart discount in place (``fastblox.compat_sia.SiaPolicy.costs``): each row ``i`` of
+    ``goodput`` (float32) whose job holds configuration ``held[i]`` (-1: none, left alone) times
+    float32 ``factor[i]``, but at ``held[i]``."""
+    for i in range(goodput.shape[0]):
+        c = held[i]
+        if c < 0:
+            continue
+        keep = goodput[i, c]
+        f = np.float32(factor[i])
+        for k in range(goodput.shape[1]):
+            goodput[i, k] = goodput[i, k] * f
+        goodput[i, c] = keep
+
+
+@jit(nrt=False)
+def round_costs(cost, clip):
+    """``fastblox.compat_sia.power_costs``' rounding in place: each float32 ``cost`` to 2 decimals as
+    numpy's ``round`` does (times 100, to the nearest integer, ties to even, over 100, in float32),
+    at most ``clip``."""
+    hundred = np.float32(100.0)
+    for i in range(cost.shape[0]):
+        y = np.float32(np.rint(np.float32(cost[i] * hundred)))
+        y = np.float32(y / hundred)
+        cost[i] = clip if y > clip else y
 
 
 @jit(nrt=False)

@@ -103,6 +103,35 @@ def test_power_costs_round_and_clip():
     assert cs.power_costs(g).tolist() == [[1.0, 0.5, 100.0, 3000.0]]
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.floats(0, 1e6, width=32) | st.sampled_from([0.0, 1e-4, 0.01, 1.0, 4.0]), min_size=1, max_size=40),
+       st.lists(st.integers(-1, 9) | st.floats(0.0, 1e4, width=32).map(lambda x: (x + 0.5) / 100)
+                | st.sampled_from([np.inf, 0.125, 0.375, 2.625, 0.005, 2.675, 3000.004, 3000.006]),
+                min_size=1, max_size=40),
+       st.sampled_from([-0.5, -1.0, 0.5]), st.integers(0, 2**32 - 1))
+def test_cost_kernels_are_their_numpy_twins(goodput, cost, p, seed):
+    """kernels.elastic.restart_discount and round_costs (through power_costs) against reference.sia's
+    numpy twins, bit for bit; round_costs also on values that are ties in hundredths, integers and
+    values about the cap."""
+    from fastblox.kernels.elastic import restart_discount, round_costs
+
+    rng = np.random.default_rng(seed)
+    J = int(rng.integers(1, 5))
+    G = np.resize(np.array(goodput, dtype=np.float32), (J, 10))
+    held = rng.integers(-1, 10, J).tolist()
+    factor = rng.choice([1.0, 0.0, 0.3, 0.999, float(rng.random())], J).tolist()
+    want = ref.restart_discount(G, held, factor)
+    restart_discount(G, np.array(held, dtype=np.int64), np.array(factor))
+    assert G.tobytes() == want.tobytes()
+    with np.errstate(divide="ignore", over="ignore"):  # (a goodput 0 or subnormal: cost inf, capped)
+        assert cs.power_costs(G, p).tobytes() == ref.power_costs(G, p, cs.CLIP).tobytes()
+    c = np.array(cost, dtype=np.float32)  # (k / 8: ties in hundredths, to even)
+    want = np.round(c, decimals=2)
+    want[want > cs.CLIP] = cs.CLIP
+    round_costs(c, np.float32(cs.CLIP))
+    assert c.tobytes() == want.tobytes()
+
+
 def test_restart_penalties_by_name():
     assert cs.policy_restart_s("imagenet-3") == 250 and cs.policy_restart_s("cifar10-1") == 30
     assert cs.policy_restart_s("yolov3-2") == 45 and cs.policy_restart_s("ncf-0") == 30
@@ -563,8 +592,8 @@ def _models(rng, pr, n):
 @settings(max_examples=15, deadline=None)
 @given(st.sampled_from(["cifar10", "bert", "yolov3"]), st.integers(0, 2**32 - 1))
 def test_run_memo_is_best_batch_bit_for_bit(app, seed):
-    """RunMemo.best (speeds kept per model and configurations, picks per gradient statistics, shared by the
-    jobs) against elastic.best_batch computed afresh, over calls that repeat and mix their inputs."""
+    """RunMemo.one (speeds kept per model and configuration, shared by the jobs) against
+    elastic.best_batch computed afresh, over calls that repeat and mix their inputs."""
     from fastblox import elastic
 
     rng = np.random.default_rng(seed)
@@ -578,23 +607,64 @@ def test_run_memo_is_best_batch_bit_for_bit(app, seed):
         nodes, reps = cfgs[int(rng.integers(3))]
         top = int(rng.choice([pr.max_local_bsz, pr.min_local_bsz + 1]))
         mb = int(rng.choice([pr.max_batch_size, 2 * pr.init_batch_size]))
-        got = memo.best(app, "a", pr, pp, grad, nodes, reps, mb, top,
-                        None if rng.random() < 0.5 else (nodes.tobytes(), reps.tobytes()))
         want = elastic.best_batch(pp, grad, pr.init_batch_size, nodes, reps, mb, pr.min_local_bsz, top)
-        want_np = elastic.best_batch_numpy(pp, grad, pr.init_batch_size, nodes, reps, mb, pr.min_local_bsz, top)
-        for g, w_, v in zip(got, want, want_np):
-            assert g.tobytes() == w_.tobytes() == v.tobytes()
-            assert not g.flags.writeable  # (shared: read-only)
-        for i in range(len(nodes)):  # (one configuration: RunMemo.one)
+        for i in range(len(nodes)):
             n, r = int(nodes[i]), int(reps[i])
             assert memo.one(app, "a", pr, pp, grad, n, r, mb, top) == (int(want[1][i]), int(want[2][i]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["cifar10", "bert", "yolov3", "ncf"]), st.integers(0, 2**32 - 1),
+       st.sampled_from([1.0, 1.7, 3.7]), st.sampled_from(["profile", "no variance", "negative", "nan"]))
+def test_row_kernels_are_their_plain_twin(app, seed, gamma, case):
+    """kernels.elastic.speeds_pack, packed_goodput (each configuration's goodput, float64) and
+    row_goodputs (a goodput row from several types' speeds, some configurations not offered, ratios,
+    normalised) against their twins in reference.sia, bit for bit; NaN throughputs, configurations
+    with no point allowed and statistics that zero the denominator included."""
+    from fastblox import elastic
+    from fastblox.kernels.elastic import packed_goodput, row_goodputs, speeds_pack
+
+    rng = np.random.default_rng(seed)
+    pr = elastic.profile(app)
+    sqr, var = pr.grad_stats_at(pr.init_batch_size, int(rng.integers(0, pr.max_epochs)))
+    grad = {"no variance": (sqr, 0.0), "negative": (sqr, -sqr * float(rng.uniform(0.5, 2)))}.get(case, (sqr, var))
+    speeds, cols, packed = [], [], np.empty((0, 3, elastic.GEOM_POINTS))
+    for _ in range(int(rng.integers(1, 4))):  # (types)
+        k = int(rng.integers(1, 6))
+        nodes = rng.integers(1, 4, k).astype(float)
+        reps = nodes * rng.integers(1, 5, k)
+        pp = np.concatenate([rng.uniform(1e-4, 1, 6), [gamma]])
+        sp = elastic.batch_speeds(pp, pr.init_batch_size, nodes, reps, int(rng.choice([pr.max_batch_size, 4096])),
+                                  pr.min_local_bsz, pr.max_local_bsz)
+        if case == "nan":
+            sp = sp[:5] + (sp[5], np.where(rng.random(sp[6].shape) < 0.05, np.nan, sp[6]))
+            sp = sp[:3] + (sp[3] & (rng.random(k) < 0.7), *sp[4:])
+        part = np.empty((k, 3, elastic.GEOM_POINTS))
+        speeds_pack(sp[2], sp[1], sp[5], sp[6], sp[4], sp[3], part)
+        for c in range(k):
+            want = ref.packed_goodput(sp, c, grad)
+            assert np.float64(packed_goodput(part[c], *grad, np.empty(elastic.GEOM_POINTS))).tobytes() == \
+                np.float64(want).tobytes()
+        cols += [(len(speeds), c) if rng.random() < 0.8 else None for c in range(k)]
+        speeds.append(sp)
+        packed = np.concatenate([packed, part])
+    first = np.cumsum([0] + [s[0].shape[1] for s in speeds])
+    at = np.array([-1 if c is None else first[c[0]] + c[1] for c in cols], dtype=np.int64)
+    ratio = rng.choice([1.0, 0.37, 2.5], len(cols))
+    row = np.empty(len(cols), dtype=np.float32)
+    above = row_goodputs(packed, at, ratio, *grad, np.float32(cs.ZERO_ALLOC_GAIN), row, np.empty(elastic.GEOM_POINTS))
+    want = ref.row_goodputs(speeds, cols, ratio.tolist(), grad, cs.ZERO_ALLOC_GAIN)
+    assert (above == 0) == (want is None)
+    if want is not None:
+        assert row.tobytes() == np.array(want, dtype=np.float32).tobytes()
 
 
 @settings(max_examples=10, deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_shared_rows_are_each_jobs_own(seed):
     """SiaPolicy._row (rows shared by alike jobs, computed again when a job's models or statistics
-    change) against _new_row computed afresh for the job's state, as jobs' states change."""
+    change; their speeds and columns kept for the run) against reference.sia.policy_row (numpy,
+    afresh) for the job's state, as jobs' states change."""
     rng = np.random.default_rng(seed)
     types = cs.cluster_types(Cluster.parse("a:2x4,b:1x4"), pollux_profiles=True)
     profs = cs.load_profiles(["cifar10", "bert"], ["a", "b"], None)
@@ -612,7 +682,7 @@ def test_shared_rows_are_each_jobs_own(seed):
         job.seen["a"] = {(1, int(rng.choice([1, 2, 4])), 8): (0.1, 0.01)}
         job.models += 1
         for i, other in enumerate(jobs):
-            assert pol._row(i).tobytes() == pol._new_row(other, other.max_replicas()).tobytes()
+            assert pol._row(i).tobytes() == ref.policy_row(pol, other, other.max_replicas()).tobytes()
     assert not pol._row(0).flags.writeable
 
 

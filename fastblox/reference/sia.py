@@ -2,13 +2,17 @@
 :func:`fastblox.compat_sia.place_fast`: every assignment of at most one configuration to each job
 tried one by one (tiny instances only), and the placement written as ``sia.py`` describes it; and
 the numpy twins of the compiled parts of :func:`fastblox.compat_sia.exact_allocation`
-(``kernels.elastic.alloc_options``, ``alloc_bounded``); and the plain-Python twin of a job's steps
-(:func:`advance`: ``fastblox.compat_sia.SiaJob.advance``, compiled in ``kernels.sia.job_steps``).
-The tests compare them."""
+(``kernels.elastic.alloc_options``, ``alloc_bounded``); the plain-Python twin of a job's steps
+(:func:`advance`: ``fastblox.compat_sia.SiaJob.advance``, compiled in ``kernels.sia.job_steps``);
+the policy's goodput rows as the code before their kernels computed them, in numpy
+(:func:`policy_row`), and those kernels in plain Python (:func:`packed_goodput`,
+:func:`row_goodputs`); the cost matrix's kernels in numpy (:func:`restart_discount`,
+:func:`power_costs`). The tests compare them."""
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -211,3 +215,85 @@ def advance(job, t0: float, secs: float) -> None:
             used += delta
             secs -= delta
         job._choose_batch()
+
+
+# ------------------------------------------------------------------ the policy's goodput rows
+def policy_row(pol, job, maxr: int) -> np.ndarray:
+    """``fastblox.compat_sia.SiaPolicy._new_row`` in numpy (its twin; the code before
+    ``kernels.elastic.row_goodputs``): per type ``elastic.best_batch_numpy`` on its configurations of
+    at most ``maxr`` GPUs, with the job's model there or projected from its first type with one."""
+    from .. import elastic
+    from ..compat_sia import ZERO_ALLOC_GAIN
+
+    row = np.full(pol.C, ZERO_ALLOC_GAIN, dtype=np.float32)
+    has = [t.name for t in pol.types if job.grad is not None and job.pp[t.name] is not None]
+    if not has:
+        row[pol.cfg_gpus == 1] = 1.0
+        return row
+    for t in pol.types:
+        ok = t.cfg_gpus <= maxr
+        d = t.name if t.name in has else has[0]
+        nodes = t.cfg_nodes[ok] if d == t.name else np.ceil(t.cfg_gpus[ok] / pol._per[d])
+        pr = job.profs[d]
+        g = elastic.best_batch_numpy(job.pp[d], job.grad, pr.init_batch_size, nodes, t.cfg_gpus[ok], job.target_bs,
+                                     pr.min_local_bsz, pr.max_local_bsz)[0]
+        row[t.first:t.first + len(t.cfg_gpus)][ok] = g if d == t.name else g * pol.ratio[job.app, t.name, d]
+    row *= 1.0 / row[row > ZERO_ALLOC_GAIN].min()
+    row[row <= ZERO_ALLOC_GAIN] = ZERO_ALLOC_GAIN
+    return row
+
+
+def packed_goodput(speeds: tuple, k: int, grad: tuple) -> float:
+    """``kernels.elastic.speeds_pack`` and ``packed_goodput`` in plain Python (their twin): the goodput
+    of configuration ``k`` of ``elastic.batch_speeds``' outputs ``speeds`` under the gradient
+    statistics ``grad``: the first NaN, else the first greatest over the allowed points, 0.0 where
+    none is allowed."""
+    sqr, var = grad
+    atomic, accum, batch, ok, scale, accum_time, optim = speeds
+    best = None
+    for i in range(batch.shape[0]):
+        g = 0.0
+        if ok[i, k]:
+            thr = float(batch[i, k]) / (float(accum[i, k]) * float(accum_time[i, k]) + float(optim[i, k]))
+            denom = var / float(scale[i, k]) + sqr
+            g = thr * (((var + sqr) / denom if denom > 0 else 1.0) / float(scale[i, k]))
+        if best is None or g > best or (math.isnan(g) and not math.isnan(best)):
+            best = g
+    return best
+
+
+def row_goodputs(speeds: list, cols: list, ratio: list, grad: tuple, zero: float) -> list | None:
+    """``kernels.elastic.row_goodputs`` in plain Python (its twin): the row's float32 values, or None
+    if none is above ``zero``. ``speeds``: ``elastic.batch_speeds`` outputs; ``cols[c]``: (index into
+    ``speeds``, configuration there) of the row's configuration ``c``, None where not offered
+    (``zero``); its :func:`packed_goodput` times ``ratio[c]``; then float32 1 / the smallest above
+    ``zero`` times each, at least ``zero``."""
+    zero = np.float32(zero)
+    row = [zero if at is None else np.float32(packed_goodput(speeds[at[0]], at[1], grad) * ratio[c])
+           for c, at in enumerate(cols)]
+    above = [x for x in row if x > zero]
+    if not above:
+        return None
+    by = np.float32(1.0) / min(above)
+    return [max(x * by, zero) for x in row]  # (NaN stays: max keeps its first argument unless the second is greater)
+
+
+def restart_discount(goodput: np.ndarray, held: list, factor: list) -> np.ndarray:
+    """``kernels.elastic.restart_discount`` in numpy (its twin; the loop ``SiaPolicy.costs`` ran
+    before it): a copy of ``goodput`` with each row whose job holds a configuration (not -1) times
+    its factor, but at that configuration."""
+    out = np.array(goodput, dtype=np.float32)
+    for i, (c, f) in enumerate(zip(held, factor)):
+        if c >= 0:
+            keep = out[i, c]
+            out[i] *= f
+            out[i, c] = keep
+    return out
+
+
+def power_costs(goodput: np.ndarray, p: float, clip: float) -> np.ndarray:
+    """``fastblox.compat_sia.power_costs`` in numpy (its twin, the code before
+    ``kernels.elastic.round_costs``): ``round(goodput ** p, 2)`` in float32, at most ``clip``."""
+    a = np.round(np.power(goodput.astype(np.float32), np.float32(p)), decimals=2)
+    a[a > clip] = clip
+    return a
