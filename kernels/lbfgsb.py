@@ -108,7 +108,13 @@ def _next(k, m):
 @jit(nrt=False, error_model="numpy")
 def _potrf(a, o, nn):
     """Cholesky ``A = U'U`` of the block ``a[o:o+nn, o:o+nn]`` (LAPACK ``dpotrf``, upper), U in
-    its upper triangle; 0, or the 1-based column where A is not positive definite."""
+    its upper triangle; 0, or the 1-based column where A is not positive definite (then that row
+    is left as it was, but for its diagonal: the failed pivot).
+
+    Row j is updated by the rows above it one at a time (``a[j, i] -= a[k, j] * a[k, i]`` for k =
+    0, 1, ...): each element gets the subtractions of the dot-product form in the same order, but
+    the elements of a row are independent, not one chain of dependent subtractions after another
+    (the routine spends most of its time in these small triangular loops)."""
     for j in range(nn):
         s = a[o + j, o + j]
         for k in range(j):
@@ -118,12 +124,13 @@ def _potrf(a, o, nn):
             return j + 1
         s = math.sqrt(s)
         a[o + j, o + j] = s
+        for k in range(j):
+            c = a[o + k, o + j]
+            for i in range(j + 1, nn):
+                a[o + j, o + i] -= c * a[o + k, o + i]
         r = 1.0 / s
         for i in range(j + 1, nn):
-            v = a[o + j, o + i]
-            for k in range(j):
-                v -= a[o + k, o + j] * a[o + k, o + i]
-            a[o + j, o + i] = v * r
+            a[o + j, o + i] *= r
     return 0
 
 
@@ -135,12 +142,12 @@ def _trsv(a, ar, ac, nn, b, bo, trans):
     for i in range(nn):
         if a[ar + i, ac + i] == 0.0:
             return i + 1
-    if trans:
-        for i in range(nn):
-            v = b[bo + i]
-            for k in range(i):
-                v -= a[ar + k, ac + i] * b[bo + k]
-            b[bo + i] = v / a[ar + i, ac + i]
+    if trans:  # (x[k] known, subtracted from every later element: each its dot product's order)
+        for k in range(nn):
+            xk = b[bo + k] / a[ar + k, ac + k]
+            b[bo + k] = xk
+            for i in range(k + 1, nn):
+                b[bo + i] -= a[ar + k, ac + i] * xk
     else:
         for i in range(nn - 1, -1, -1):
             v = b[bo + i]
@@ -440,9 +447,10 @@ def _freev(n, nfree, index, indx2, iwhere, updatd, cnstnd, it):
 
 # ---------------------------------------------------------------------------------------------------- subspace step
 @jit(nrt=False, error_model="numpy")
-def _formk(n, nsub, ind, nenter, ileave, indx2, iupdat, updatd, wn, wn1, m, ws, wy, sy, theta, col, head):
+def _formk(n, nsub, ind, nenter, ileave, indx2, iupdat, updatd, wn, wn1, m, ws, wy, sy, theta, col, head, acc):
     """The LEL' factorization of the indefinite matrix K of the subspace step into ``wn`` (``formk``;
-    ``wn1`` keeps the inner products between calls); info (0, -1 or -2: not positive definite)."""
+    ``wn1`` keeps the inner products between calls; ``acc``: 2m floats of scratch); info (0, -1 or
+    -2: not positive definite)."""
     if updatd:
         if iupdat > m:
             for jy in range(m - 1):
@@ -539,18 +547,47 @@ def _formk(n, nsub, ind, nenter, ileave, indx2, iupdat, updatd, wn, wn1, m, ws, 
         wn[iy, iy] = wn[iy, iy] + sy[iy, iy]
     if _potrf(wn, 0, col) != 0:
         return -1
-    col2 = 2 * col
-    for j in range(col, col2):  # (L^-1 of the (1,2) block, column by column: dtrtrs with col right-hand sides)
-        _trsv(wn, 0, 0, col, wn[:, j], 0, True)
-    for is_ in range(col, col2):
-        for js in range(is_, col2):
-            s = 0.0
-            for k in range(col):
-                s += wn[k, is_] * wn[k, js]
-            wn[is_, js] = wn[is_, js] + s
+    _solve_upper_block(wn, col)
+    _add_upper_gram(wn, col, acc)
     if _potrf(wn, col, col) != 0:
         return -2
     return 0
+
+
+@jit(nrt=False, inline=True, error_model="numpy")
+def _solve_upper_block(wn, col):
+    """L^-1 of the (1,2) block of ``formk``'s K: ``U' X = B`` in place, U = ``wn[:col, :col]``,
+    B = ``wn[:col, col:2col]`` (``dtrtrs`` with col right-hand sides; nothing solved if U has a
+    zero diagonal). :func:`_trsv`'s forward solve on all columns at once: each element's
+    operations in the same order, the columns side by side in the inner loop."""
+    for i in range(col):
+        if wn[i, i] == 0.0:
+            return
+    for k in range(col):
+        u = wn[k, k]
+        for j in range(col, 2 * col):
+            wn[k, j] = wn[k, j] / u
+        for i in range(k + 1, col):
+            c = wn[k, i]
+            for j in range(col, 2 * col):
+                wn[i, j] -= c * wn[k, j]
+
+
+@jit(nrt=False, inline=True, error_model="numpy")
+def _add_upper_gram(wn, col, acc):
+    """``wn[i, j] += sum_k wn[k, i] * wn[k, j]`` (k < col) over the upper triangle of the (2,2)
+    block of ``formk``'s K (i <= j, both in [col, 2col)): each sum from 0.0 in k's order into
+    ``acc`` (2m floats of scratch), the j of a row side by side, then added."""
+    col2 = 2 * col
+    for i in range(col, col2):
+        for j in range(i, col2):
+            acc[j] = 0.0
+        for k in range(col):
+            c = wn[k, i]
+            for j in range(i, col2):
+                acc[j] += c * wn[k, j]
+        for j in range(i, col2):
+            wn[i, j] = wn[i, j] + acc[j]
 
 
 @jit(nrt=False, error_model="numpy")
@@ -993,7 +1030,7 @@ def lbfgsb_fit(x, lo, hi, nbd, factr, pgtol, m, maxls, maxiter, maxfun, data):
     sy, ss, wt = np.zeros((m, m)), np.zeros((m, m)), np.zeros((m, m))
     wn, snd = np.zeros((2 * m, 2 * m)), np.zeros((2 * m, 2 * m))
     z, r, d, t, xp = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
-    wa_p, wa_c, wa_wbp, wa_v = np.zeros(2 * m), np.zeros(2 * m), np.zeros(2 * m), np.zeros(2 * m)
+    wa_p, wa_c, wa_wbp, wa_v, wa_k = np.zeros(2 * m), np.zeros(2 * m), np.zeros(2 * m), np.zeros(2 * m), np.zeros(2 * m)
     index, iwhere, indx2 = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
     ls_i, ls_d = np.zeros(2, np.int64), np.zeros(13)
     tol = factr * EPSMACH
@@ -1021,7 +1058,7 @@ def lbfgsb_fit(x, lo, hi, nbd, factr, pgtol, m, maxls, maxiter, maxfun, data):
         if nfree != 0 and col != 0:
             if wrk:
                 info = _formk(n, nfree, index, nenter, ileave, indx2, iupdat, updatd, wn, snd, m, ws, wy, sy, theta,
-                              col, head)
+                              col, head, wa_k)
             if info == 0:
                 info = _cmprlb(n, m, x, g, ws, wy, sy, wt, z, r, wa_p, wa_c, index, theta, col, head, nfree, cnstnd)
             if info == 0:
