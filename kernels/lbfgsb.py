@@ -38,14 +38,15 @@ LBFGSB_M, LBFGSB_MAXLS, LBFGSB_MAXITER, LBFGSB_MAXFUN = 10, 20, 15000, 15000
 
 
 # ---------------------------------------------------------------------------------------------------- the loss
-@jit(error_model="numpy")
+@jit(nrt=False, error_model="numpy")
 def fit_loss(x, data, g):
     """adaptdl's fitting loss of the throughput model (``fastblox.elastic._fit_objective``) at the
     free parameters ``x``; its gradient in them into ``g``. ``data``: (p0: all 7 parameters, free:
     their indices, nodes, reps, atomic, log compute s, log step s, p: 7 floats of scratch, grad: 7
     floats of scratch, work: [7, n] of scratch)."""
     p0, free, nodes, reps, atomic, log_acc, log_step, p, grad, work = data
-    p[:] = p0
+    for k in range(7):
+        p[k] = p0[k]
     for k in range(free.shape[0]):
         p[free[k]] = x[k]
     n = nodes.shape[0]
@@ -105,7 +106,7 @@ def _next(k, m):
     return k + 1 if k + 1 < m else 0
 
 
-@jit(nrt=False, error_model="numpy")
+@jit(nrt=False, inline=True, error_model="numpy")
 def _potrf(a, o, nn):
     """Cholesky ``A = U'U`` of the block ``a[o:o+nn, o:o+nn]`` (LAPACK ``dpotrf``, upper), U in
     its upper triangle; 0, or the 1-based column where A is not positive definite (then that row
@@ -134,7 +135,7 @@ def _potrf(a, o, nn):
     return 0
 
 
-@jit(nrt=False, error_model="numpy")
+@jit(nrt=False, inline=True, error_model="numpy")
 def _trsv(a, ar, ac, nn, b, bo, trans):
     """Solve ``U x = b`` (``trans`` False) or ``U' x = b`` in place, U upper triangular =
     ``a[ar:ar+nn, ac:ac+nn]``, b = ``b[bo:bo+nn]`` (LAPACK ``dtrtrs``); 0, or the 1-based index of
@@ -157,7 +158,7 @@ def _trsv(a, ar, ac, nn, b, bo, trans):
     return 0
 
 
-@jit(nrt=False, error_model="numpy")
+@jit(nrt=False, inline=True, error_model="numpy")
 def _bmv(m, sy, wt, col, v, p):
     """``p`` = the 2col x 2col middle matrix of the compact L-BFGS formula times ``v`` (``bmv``); info."""
     if col == 0:
@@ -954,7 +955,7 @@ def _active(n, lo, hi, nbd, x, iwhere):
     return cnstnd, boxed
 
 
-@jit(error_model="numpy")
+@jit(nrt=False, error_model="numpy")
 def _line_search(n, lo, hi, nbd, x, f, g, d, r, t, z, it, boxed, cnstnd, maxls, ls_i, ls_d, data):
     """``lnsrlb`` along ``d`` from ``x`` (kept in ``t``, its gradient in ``r``), the loss evaluated
     at each step it asks for. Returns (f, f before, step, slope, slope before, |d|^2, whether it
@@ -985,8 +986,9 @@ def _line_search(n, lo, hi, nbd, x, f, g, d, r, t, z, it, boxed, cnstnd, maxls, 
                         elif a1 * stpmx > a2:
                             stpmx = a2 / a1
     stp = min(1.0 / dnorm, stpmx) if it == 0 and not boxed else 1.0
-    t[:] = x
-    r[:] = g
+    for i in range(n):
+        t[i] = x[i]
+        r[i] = g[i]
     fold = f
     ifun, nev, task = 0, 0, LS_START
     gd, gdold = 0.0, 0.0
@@ -1003,7 +1005,8 @@ def _line_search(n, lo, hi, nbd, x, f, g, d, r, t, z, it, boxed, cnstnd, maxls, 
             return f, fold, stp, gd, gdold, dtd, True, nev
         ifun += 1
         if stp == 1.0:
-            x[:] = z
+            for i in range(n):
+                x[i] = z[i]
         else:
             for i in range(n):
                 x[i] = stp * d[i] + t[i]
