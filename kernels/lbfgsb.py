@@ -41,54 +41,39 @@ LBFGSB_M, LBFGSB_MAXLS, LBFGSB_MAXITER, LBFGSB_MAXFUN = 10, 20, 15000, 15000
 @jit(nrt=False, error_model="numpy")
 def fit_loss(x, data, g):
     """adaptdl's fitting loss of the throughput model (``fastblox.elastic._fit_objective``) at the
-    free parameters ``x``; its gradient in them into ``g``. ``data``: (p0: all 7 parameters, free:
-    their indices, nodes, reps, atomic, log compute s, log step s, p: 7 floats of scratch, grad: 7
-    floats of scratch, work: [7, n] of scratch)."""
-    p0, free, nodes, reps, atomic, log_acc, log_step, p, grad, work = data
+    free parameters ``x``; its gradient in them into ``g``. ``data``: :func:`fit_data`'s.
+
+    The network term N = a + b max(GPUs - 2, 1e-8), N^gamma and log N are computed once per group
+    of observations with the same (a, b) pair and GPUs (:func:`fit_data`), the same operations on
+    the same values as per observation; the sums run over the observations in their order."""
+    p0, free, pair, grp, obs, grp_pair, grp_m, p, grad, work, gwork = data
     for k in range(7):
         p[k] = p0[k]
     for k in range(free.shape[0]):
         p[free[k]] = x[k]
-    n = nodes.shape[0]
+    n = obs.shape[1]
     gm = p[6]
+    for j in range(grp_pair.shape[0]):
+        k = grp_pair[j]
+        a, b = (p[k], p[k + 1]) if k > 0 else (TINY, TINY)
+        N = a + b * grp_m[j]
+        gwork[0, j], gwork[1, j], gwork[2, j] = N, N ** gm, math.log(N)
     s1 = 0.0
     s2 = 0.0
     for i in range(n):
-        A = p[0] + p[1] * atomic[i]
-        if nodes[i] > 1:
-            a, b = p[2], p[3]
-        elif reps[i] > 1:
-            a, b = p[4], p[5]
-        else:
-            a, b = TINY, TINY
-        N = a + b * max(reps[i] - 2.0, TINY)
-        Ag, Ng = A ** gm, N ** gm
-        logA, logS = math.log(A), math.log(Ag + Ng)
-        d1 = logA - log_acc[i]
-        d2 = logS / gm - log_step[i]
+        A = p[0] + p[1] * obs[0, i]
+        Ag, Ng = A ** gm, gwork[1, grp[i]]
+        S = Ag + Ng
+        logA, logS = math.log(A), math.log(S)
+        d1 = logA - obs[1, i]
+        d2 = logS / gm - obs[2, i]
         s1 += d1 * d1
         s2 += d2 * d2
-        work[0, i], work[1, i], work[2, i], work[3, i] = A, N, Ag, Ng
-        work[4, i], work[5, i], work[6, i] = logA, logS, d2
+        work[0, i], work[1, i], work[2, i], work[3, i] = A, Ag, S, logA
+        work[4, i], work[5, i], work[6, i] = logS, d1, d2
     e1, e2 = math.sqrt(s1 / n), math.sqrt(s2 / n)
     f = e1 + e2 + 1e-3 * (gm - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
-    grad[:] = 0.0
-    for i in range(n):
-        A, N, Ag, Ng = work[0, i], work[1, i], work[2, i], work[3, i]
-        logA, logS, d2 = work[4, i], work[5, i], work[6, i]
-        S = Ag + Ng
-        w1 = (logA - log_acc[i]) / (n * e1) if e1 > 0 else 0.0
-        w2 = d2 / (n * e2) if e2 > 0 else 0.0
-        dA = w1 / A + w2 * Ag / (A * S)
-        m = max(reps[i] - 2.0, TINY)
-        grad[0] += dA
-        grad[1] += dA * atomic[i]
-        if nodes[i] > 1 or reps[i] > 1:
-            dN = w2 * Ng / (N * S)
-            k = 2 if nodes[i] > 1 else 4
-            grad[k] += dN
-            grad[k + 1] += dN * m
-        grad[6] += w2 * (-logS / gm ** 2 + (Ag * logA + Ng * math.log(N)) / (gm * S))
+    _fit_grad(data, n, gm, e1, e2)
     grad[2] += -2e-2 * p[3] ** 2 / p[2] ** 3
     grad[3] += 2e-2 * p[3] / p[2] ** 2
     grad[4] += -2e-2 * p[5] ** 2 / p[4] ** 3
@@ -97,6 +82,59 @@ def fit_loss(x, data, g):
     for k in range(free.shape[0]):
         g[k] = grad[free[k]]
     return f
+
+
+@jit(nrt=False, inline=True, error_model="numpy")
+def _fit_grad(data, n, gm, e1, e2):
+    """The sums of :func:`fit_loss`'s gradient over the observations into ``grad`` (from the terms
+    its loss left in ``work`` and ``gwork``; ``e1``, ``e2``: the two RMS errors)."""
+    p0, free, pair, grp, obs, grp_pair, grp_m, p, grad, work, gwork = data
+    for k in range(7):
+        grad[k] = 0.0
+    ne1, ne2, gm2 = n * e1, n * e2, gm ** 2
+    for i in range(n):
+        A, Ag, S, logA = work[0, i], work[1, i], work[2, i], work[3, i]
+        logS, d1, d2 = work[4, i], work[5, i], work[6, i]
+        j = grp[i]
+        N, Ng, logN = gwork[0, j], gwork[1, j], gwork[2, j]
+        w1 = d1 / ne1 if e1 > 0 else 0.0
+        w2 = d2 / ne2 if e2 > 0 else 0.0
+        dA = w1 / A + w2 * Ag / (A * S)
+        grad[0] += dA
+        grad[1] += dA * obs[0, i]
+        k = pair[i]
+        if k > 0:
+            dN = w2 * Ng / (N * S)
+            grad[k] += dN
+            grad[k + 1] += dN * grp_m[j]
+        grad[6] += w2 * (-logS / gm2 + (Ag * logA + Ng * logN) / (gm * S))
+
+
+@jit(error_model="numpy")
+def fit_data(nodes, reps, atomic, accum_time, step_time, p0, free):
+    """:func:`fit_loss`'s data for the observations (nodes, GPUs, atomic batch, compute s, step s),
+    all 7 parameters ``p0`` and the indices ``free`` of those fitted: (p0, free, pair: per
+    observation the index of its (a, b) parameters, 2 inter-node, 4 intra-node, 0 one GPU (a = b =
+    1e-8), grp: per observation its group (same pair and GPUs), obs: [3, n] atomic batch, log
+    compute s, log step s, grp_pair and grp_m: per group its pair and max(GPUs - 2, 1e-8), then
+    scratch: p and grad (7 floats), work [7, n], gwork [3, groups])."""
+    n = nodes.shape[0]
+    pair, grp, grp_pair, grp_m = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n)
+    obs = np.empty((3, n))
+    ng = 0
+    for i in range(n):
+        k = 2 if nodes[i] > 1 else 4 if reps[i] > 1 else 0
+        m = max(reps[i] - 2.0, TINY)
+        j = 0
+        while j < ng and not (grp_pair[j] == k and grp_m[j] == m):
+            j += 1
+        if j == ng:
+            grp_pair[j], grp_m[j] = k, m
+            ng += 1
+        pair[i], grp[i] = k, j
+        obs[0, i], obs[1, i], obs[2, i] = atomic[i], math.log(accum_time[i]), math.log(step_time[i])
+    return (p0, free, pair, grp, obs, grp_pair[:ng], grp_m[:ng], np.empty(7), np.empty(7), np.empty((7, n)),
+            np.empty((3, ng)))
 
 
 # ---------------------------------------------------------------------------------------------------- linear algebra
@@ -1160,11 +1198,7 @@ def fit_model(nodes, reps, atomic, accum_time, step_time, ftol, pgtol, out):
             hi_f[j] = hi[k] if hi[k] < np.inf else 0.0
             nbd[j] = 2 if hi[k] < np.inf else 1
             j += 1
-    log_acc, log_step = np.empty(n), np.empty(n)
-    for i in range(n):
-        log_acc[i] = math.log(accum_time[i])
-        log_step[i] = math.log(step_time[i])
-    data = (p0, free, nodes, reps, atomic, log_acc, log_step, np.empty(7), np.empty(7), np.empty((7, n)))
+    data = fit_data(nodes, reps, atomic, accum_time, step_time, p0, free)
     res = lbfgsb_fit(x, lo_f, hi_f, nbd, ftol / EPSMACH, pgtol, LBFGSB_M, LBFGSB_MAXLS, LBFGSB_MAXITER,
                      LBFGSB_MAXFUN, data)
     out[:] = p0

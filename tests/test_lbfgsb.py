@@ -29,8 +29,7 @@ def problem(obs):
     """(start, lower, upper, free mask, the kernel's data) of fit_perf_params' fit of ``obs``."""
     nodes, reps, atomic, acc, step = obs
     p0, lo, hi, free = elastic._fit_start(nodes, reps, atomic, acc)
-    data = (p0, np.flatnonzero(free).astype(np.int64), nodes, reps, atomic, np.log(acc), np.log(step), np.empty(7),
-            np.empty(7), np.empty((7, len(nodes))))
+    data = K.fit_data(nodes, reps, atomic, acc, step, p0, np.flatnonzero(free).astype(np.int64))
     return p0, lo, hi, free, data
 
 
