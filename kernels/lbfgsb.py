@@ -150,10 +150,9 @@ def _potrf(a, o, nn):
     its upper triangle; 0, or the 1-based column where A is not positive definite (then that row
     is left as it was, but for its diagonal: the failed pivot).
 
-    Row j is updated by the rows above it one at a time (``a[j, i] -= a[k, j] * a[k, i]`` for k =
-    0, 1, ...): each element gets the subtractions of the dot-product form in the same order, but
-    the elements of a row are independent, not one chain of dependent subtractions after another
-    (the routine spends most of its time in these small triangular loops)."""
+    Row j's elements past the diagonal four at a time: their dot products (k = 0, 1, ..., in that
+    order, as one at a time) side by side in registers, not one chain of dependent subtractions
+    after another (the routine spends most of its time in these small triangular loops)."""
     for j in range(nn):
         s = a[o + j, o + j]
         for k in range(j):
@@ -163,13 +162,24 @@ def _potrf(a, o, nn):
             return j + 1
         s = math.sqrt(s)
         a[o + j, o + j] = s
-        for k in range(j):
-            c = a[o + k, o + j]
-            for i in range(j + 1, nn):
-                a[o + j, o + i] -= c * a[o + k, o + i]
         r = 1.0 / s
-        for i in range(j + 1, nn):
-            a[o + j, o + i] *= r
+        i = j + 1
+        while i + 4 <= nn:
+            v0, v1, v2, v3 = a[o + j, o + i], a[o + j, o + i + 1], a[o + j, o + i + 2], a[o + j, o + i + 3]
+            for k in range(j):
+                c = a[o + k, o + j]
+                v0 -= c * a[o + k, o + i]
+                v1 -= c * a[o + k, o + i + 1]
+                v2 -= c * a[o + k, o + i + 2]
+                v3 -= c * a[o + k, o + i + 3]
+            a[o + j, o + i], a[o + j, o + i + 1] = v0 * r, v1 * r
+            a[o + j, o + i + 2], a[o + j, o + i + 3] = v2 * r, v3 * r
+            i += 4
+        for i in range(i, nn):
+            v = a[o + j, o + i]
+            for k in range(j):
+                v -= a[o + k, o + j] * a[o + k, o + i]
+            a[o + j, o + i] = v * r
     return 0
 
 
@@ -486,10 +496,9 @@ def _freev(n, nfree, index, indx2, iwhere, updatd, cnstnd, it):
 
 # ---------------------------------------------------------------------------------------------------- subspace step
 @jit(nrt=False, error_model="numpy")
-def _formk(n, nsub, ind, nenter, ileave, indx2, iupdat, updatd, wn, wn1, m, ws, wy, sy, theta, col, head, acc):
+def _formk(n, nsub, ind, nenter, ileave, indx2, iupdat, updatd, wn, wn1, m, ws, wy, sy, theta, col, head):
     """The LEL' factorization of the indefinite matrix K of the subspace step into ``wn`` (``formk``;
-    ``wn1`` keeps the inner products between calls; ``acc``: 2m floats of scratch); info (0, -1 or
-    -2: not positive definite)."""
+    ``wn1`` keeps the inner products between calls); info (0, -1 or -2: not positive definite)."""
     if updatd:
         if iupdat > m:
             for jy in range(m - 1):
@@ -587,7 +596,7 @@ def _formk(n, nsub, ind, nenter, ileave, indx2, iupdat, updatd, wn, wn1, m, ws, 
     if _potrf(wn, 0, col) != 0:
         return -1
     _solve_upper_block(wn, col)
-    _add_upper_gram(wn, col, acc)
+    _add_upper_gram(wn, col)
     if _potrf(wn, col, col) != 0:
         return -2
     return 0
@@ -613,20 +622,31 @@ def _solve_upper_block(wn, col):
 
 
 @jit(nrt=False, inline=True, error_model="numpy")
-def _add_upper_gram(wn, col, acc):
-    """``wn[i, j] += sum_k wn[k, i] * wn[k, j]`` (k < col) over the upper triangle of the (2,2)
-    block of ``formk``'s K (i <= j, both in [col, 2col)): each sum from 0.0 in k's order into
-    ``acc`` (2m floats of scratch), the j of a row side by side, then added."""
+def _add_upper_gram(wn, col):
+    """``wn[i, j] += sum_k wn[k, i] * wn[k, j]`` (k < col, each sum from 0.0 in k's order) over
+    the upper triangle of the (2,2) block of ``formk``'s K (i <= j, both in [col, 2col)): four j
+    at a time, their sums side by side in registers."""
     col2 = 2 * col
     for i in range(col, col2):
-        for j in range(i, col2):
-            acc[j] = 0.0
-        for k in range(col):
-            c = wn[k, i]
-            for j in range(i, col2):
-                acc[j] += c * wn[k, j]
-        for j in range(i, col2):
-            wn[i, j] = wn[i, j] + acc[j]
+        j = i
+        while j + 4 <= col2:
+            s0 = s1 = s2 = s3 = 0.0
+            for k in range(col):
+                c = wn[k, i]
+                s0 += c * wn[k, j]
+                s1 += c * wn[k, j + 1]
+                s2 += c * wn[k, j + 2]
+                s3 += c * wn[k, j + 3]
+            wn[i, j] = wn[i, j] + s0
+            wn[i, j + 1] = wn[i, j + 1] + s1
+            wn[i, j + 2] = wn[i, j + 2] + s2
+            wn[i, j + 3] = wn[i, j + 3] + s3
+            j += 4
+        for j in range(j, col2):
+            s0 = 0.0
+            for k in range(col):
+                s0 += wn[k, i] * wn[k, j]
+            wn[i, j] = wn[i, j] + s0
 
 
 @jit(nrt=False, error_model="numpy")
@@ -1071,7 +1091,7 @@ def lbfgsb_fit(x, lo, hi, nbd, factr, pgtol, m, maxls, maxiter, maxfun, data):
     sy, ss, wt = np.zeros((m, m)), np.zeros((m, m)), np.zeros((m, m))
     wn, snd = np.zeros((2 * m, 2 * m)), np.zeros((2 * m, 2 * m))
     z, r, d, t, xp = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
-    wa_p, wa_c, wa_wbp, wa_v, wa_k = np.zeros(2 * m), np.zeros(2 * m), np.zeros(2 * m), np.zeros(2 * m), np.zeros(2 * m)
+    wa_p, wa_c, wa_wbp, wa_v = np.zeros(2 * m), np.zeros(2 * m), np.zeros(2 * m), np.zeros(2 * m)
     index, iwhere, indx2 = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
     ls_i, ls_d = np.zeros(2, np.int64), np.zeros(13)
     tol = factr * EPSMACH
@@ -1099,7 +1119,7 @@ def lbfgsb_fit(x, lo, hi, nbd, factr, pgtol, m, maxls, maxiter, maxfun, data):
         if nfree != 0 and col != 0:
             if wrk:
                 info = _formk(n, nfree, index, nenter, ileave, indx2, iupdat, updatd, wn, snd, m, ws, wy, sy, theta,
-                              col, head, wa_k)
+                              col, head)
             if info == 0:
                 info = _cmprlb(n, m, x, g, ws, wy, sy, wt, z, r, wa_p, wa_c, index, theta, col, head, nfree, cnstnd)
             if info == 0:

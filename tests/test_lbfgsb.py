@@ -186,10 +186,10 @@ def dot_forward(u, b):
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 20), st.integers(0, 2**32 - 1), st.booleans())
-def test_row_update_forms_give_the_dot_product_bits(nn, seed, indefinite):
-    """_potrf, _trsv's forward solve and formk's (1,2)-block solve and Gram sums (_solve_upper_block,
-    _add_upper_gram) update rows one at a time: each element's operations are still those of the dot
-    products, in their order, so the bits are the same."""
+def test_blocked_forms_give_the_dot_product_bits(nn, seed, indefinite):
+    """_potrf and formk's Gram sums (_add_upper_gram) four elements at a time, _trsv's forward solve and
+    formk's (1,2)-block solve (_solve_upper_block) a row update at a time: each element's operations are
+    still those of its dot product, in their order, so the bits are the same."""
     rng = np.random.default_rng(seed)
     b = rng.normal(size=(nn, nn))
     spd = b @ b.T + (0.1 if indefinite else nn) * np.eye(nn)
@@ -220,7 +220,7 @@ def test_row_update_forms_give_the_dot_product_bits(nn, seed, indefinite):
                 s += ref[k][i] * ref[k][j]
             ref[i][j] = ref[i][j] + s
     K._solve_upper_block(wn, col)
-    K._add_upper_gram(wn, col, np.empty(2 * col))
+    K._add_upper_gram(wn, col)
     assert wn.tobytes() == np.array(ref).tobytes()
 
 
