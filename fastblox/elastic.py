@@ -534,12 +534,12 @@ def fit_perf_params(nodes, reps, atomic, accum_time, step_time, tol: float | Non
     ``compiled``: the whole fit in one compiled call (``kernels.lbfgsb``: scipy's L-BFGS-B
     followed step by step, the loss's logs and powers libm's): the same minimiser on a loss that
     differs in the last bits, so not always the same bits (tests/test_lbfgsb.py measures how far)."""
+    if compiled:
+        return _fit_compiled(nodes, reps, atomic, accum_time, step_time, tol)
     from scipy.optimize import Bounds, minimize
 
     nodes, reps, atomic = (np.asarray(x, dtype=np.float64) for x in (nodes, reps, atomic))
     accum_time, step_time = np.asarray(accum_time, dtype=np.float64), np.asarray(step_time, dtype=np.float64)
-    if compiled:
-        return _fit_compiled(nodes, reps, atomic, accum_time, step_time, tol)
     p0, lo, hi, free = _fit_start(nodes, reps, atomic, accum_time)
     args = (nodes, reps, atomic, accum_time, step_time)
     # (the free parameters only, with the exact gradient, as adaptdl's autograd gives it)
@@ -591,13 +591,21 @@ def _pin_inter(p, nodes) -> np.ndarray:
 
 
 def _fit_compiled(nodes, reps, atomic, accum_time, step_time, tol) -> np.ndarray:
-    """The fit of ``kernels.lbfgsb.fit_model`` with ``minimize``'s options for ``tol``."""
+    """The fit of ``kernels.lbfgsb.fit_model`` with ``minimize``'s options for ``tol``. No scipy
+    import here: even of a loaded module it costs ~0.3 us, a tenth of the wrapper's time before."""
+    f64 = np.float64
+    out = np.empty(7)
+    ftol, pgtol = (2.2204460492503131e-09, 1e-5) if tol is None else (tol, tol)
+    _fit_model()(np.asarray(nodes, f64), np.asarray(reps, f64), np.asarray(atomic, f64), np.asarray(accum_time, f64),
+                 np.asarray(step_time, f64), ftol, pgtol, out)
+    return out
+
+
+@functools.cache
+def _fit_model():
     from .kernels.lbfgsb import fit_model
 
-    ftol, pgtol = (2.2204460492503131e-09, 1e-5) if tol is None else (tol, tol)
-    out = np.empty(7)
-    fit_model(nodes, reps, atomic, accum_time, step_time, ftol, pgtol, out)
-    return out
+    return fit_model
 
 
 @functools.cache

@@ -38,56 +38,42 @@ LBFGSB_M, LBFGSB_MAXLS, LBFGSB_MAXITER, LBFGSB_MAXFUN = 10, 20, 15000, 15000
 
 
 # ---------------------------------------------------------------------------------------------------- the loss
-@jit(error_model="numpy")
+@jit(nrt=False, error_model="numpy")
 def fit_loss(x, data, g):
     """adaptdl's fitting loss of the throughput model (``fastblox.elastic._fit_objective``) at the
-    free parameters ``x``; its gradient in them into ``g``. ``data``: (p0: all 7 parameters, free:
-    their indices, nodes, reps, atomic, log compute s, log step s, p: 7 floats of scratch, grad: 7
-    floats of scratch, work: [7, n] of scratch)."""
-    p0, free, nodes, reps, atomic, log_acc, log_step, p, grad, work = data
-    p[:] = p0
+    free parameters ``x``; its gradient in them into ``g``. ``data``: :func:`fit_data`'s.
+
+    The network term N = a + b max(GPUs - 2, 1e-8), N^gamma and log N are computed once per group
+    of observations with the same (a, b) pair and GPUs (:func:`fit_data`), the same operations on
+    the same values as per observation; the sums run over the observations in their order."""
+    p0, free, pair, grp, obs, grp_pair, grp_m, p, grad, work, gwork = data
+    for k in range(7):
+        p[k] = p0[k]
     for k in range(free.shape[0]):
         p[free[k]] = x[k]
-    n = nodes.shape[0]
+    n = obs.shape[1]
     gm = p[6]
+    for j in range(grp_pair.shape[0]):
+        k = grp_pair[j]
+        a, b = (p[k], p[k + 1]) if k > 0 else (TINY, TINY)
+        N = a + b * grp_m[j]
+        gwork[0, j], gwork[1, j], gwork[2, j] = N, N ** gm, math.log(N)
     s1 = 0.0
     s2 = 0.0
     for i in range(n):
-        A = p[0] + p[1] * atomic[i]
-        if nodes[i] > 1:
-            a, b = p[2], p[3]
-        elif reps[i] > 1:
-            a, b = p[4], p[5]
-        else:
-            a, b = TINY, TINY
-        N = a + b * max(reps[i] - 2.0, TINY)
-        Ag, Ng = A ** gm, N ** gm
-        logA, logS = math.log(A), math.log(Ag + Ng)
-        d1 = logA - log_acc[i]
-        d2 = logS / gm - log_step[i]
+        A = p[0] + p[1] * obs[0, i]
+        Ag, Ng = A ** gm, gwork[1, grp[i]]
+        S = Ag + Ng
+        logA, logS = math.log(A), math.log(S)
+        d1 = logA - obs[1, i]
+        d2 = logS / gm - obs[2, i]
         s1 += d1 * d1
         s2 += d2 * d2
-        work[0, i], work[1, i], work[2, i], work[3, i] = A, N, Ag, Ng
-        work[4, i], work[5, i], work[6, i] = logA, logS, d2
+        work[0, i], work[1, i], work[2, i], work[3, i] = A, Ag, S, logA
+        work[4, i], work[5, i], work[6, i] = logS, d1, d2
     e1, e2 = math.sqrt(s1 / n), math.sqrt(s2 / n)
     f = e1 + e2 + 1e-3 * (gm - 1) ** 2 + 1e-2 * ((p[3] / p[2]) ** 2 + (p[5] / p[4]) ** 2)
-    grad[:] = 0.0
-    for i in range(n):
-        A, N, Ag, Ng = work[0, i], work[1, i], work[2, i], work[3, i]
-        logA, logS, d2 = work[4, i], work[5, i], work[6, i]
-        S = Ag + Ng
-        w1 = (logA - log_acc[i]) / (n * e1) if e1 > 0 else 0.0
-        w2 = d2 / (n * e2) if e2 > 0 else 0.0
-        dA = w1 / A + w2 * Ag / (A * S)
-        m = max(reps[i] - 2.0, TINY)
-        grad[0] += dA
-        grad[1] += dA * atomic[i]
-        if nodes[i] > 1 or reps[i] > 1:
-            dN = w2 * Ng / (N * S)
-            k = 2 if nodes[i] > 1 else 4
-            grad[k] += dN
-            grad[k + 1] += dN * m
-        grad[6] += w2 * (-logS / gm ** 2 + (Ag * logA + Ng * math.log(N)) / (gm * S))
+    _fit_grad(data, n, gm, e1, e2)
     grad[2] += -2e-2 * p[3] ** 2 / p[2] ** 3
     grad[3] += 2e-2 * p[3] / p[2] ** 2
     grad[4] += -2e-2 * p[5] ** 2 / p[4] ** 3
@@ -98,6 +84,59 @@ def fit_loss(x, data, g):
     return f
 
 
+@jit(nrt=False, inline=True, error_model="numpy")
+def _fit_grad(data, n, gm, e1, e2):
+    """The sums of :func:`fit_loss`'s gradient over the observations into ``grad`` (from the terms
+    its loss left in ``work`` and ``gwork``; ``e1``, ``e2``: the two RMS errors)."""
+    p0, free, pair, grp, obs, grp_pair, grp_m, p, grad, work, gwork = data
+    for k in range(7):
+        grad[k] = 0.0
+    ne1, ne2, gm2 = n * e1, n * e2, gm ** 2
+    for i in range(n):
+        A, Ag, S, logA = work[0, i], work[1, i], work[2, i], work[3, i]
+        logS, d1, d2 = work[4, i], work[5, i], work[6, i]
+        j = grp[i]
+        N, Ng, logN = gwork[0, j], gwork[1, j], gwork[2, j]
+        w1 = d1 / ne1 if e1 > 0 else 0.0
+        w2 = d2 / ne2 if e2 > 0 else 0.0
+        dA = w1 / A + w2 * Ag / (A * S)
+        grad[0] += dA
+        grad[1] += dA * obs[0, i]
+        k = pair[i]
+        if k > 0:
+            dN = w2 * Ng / (N * S)
+            grad[k] += dN
+            grad[k + 1] += dN * grp_m[j]
+        grad[6] += w2 * (-logS / gm2 + (Ag * logA + Ng * logN) / (gm * S))
+
+
+@jit(error_model="numpy")
+def fit_data(nodes, reps, atomic, accum_time, step_time, p0, free):
+    """:func:`fit_loss`'s data for the observations (nodes, GPUs, atomic batch, compute s, step s),
+    all 7 parameters ``p0`` and the indices ``free`` of those fitted: (p0, free, pair: per
+    observation the index of its (a, b) parameters, 2 inter-node, 4 intra-node, 0 one GPU (a = b =
+    1e-8), grp: per observation its group (same pair and GPUs), obs: [3, n] atomic batch, log
+    compute s, log step s, grp_pair and grp_m: per group its pair and max(GPUs - 2, 1e-8), then
+    scratch: p and grad (7 floats), work [7, n], gwork [3, groups])."""
+    n = nodes.shape[0]
+    pair, grp, grp_pair, grp_m = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n)
+    obs = np.empty((3, n))
+    ng = 0
+    for i in range(n):
+        k = 2 if nodes[i] > 1 else 4 if reps[i] > 1 else 0
+        m = max(reps[i] - 2.0, TINY)
+        j = 0
+        while j < ng and not (grp_pair[j] == k and grp_m[j] == m):
+            j += 1
+        if j == ng:
+            grp_pair[j], grp_m[j] = k, m
+            ng += 1
+        pair[i], grp[i] = k, j
+        obs[0, i], obs[1, i], obs[2, i] = atomic[i], math.log(accum_time[i]), math.log(step_time[i])
+    return (p0, free, pair, grp, obs, grp_pair[:ng], grp_m[:ng], np.empty(7), np.empty(7), np.empty((7, n)),
+            np.empty((3, ng)))
+
+
 # ---------------------------------------------------------------------------------------------------- linear algebra
 @jit(nrt=False, inline=True)
 def _next(k, m):
@@ -105,10 +144,15 @@ def _next(k, m):
     return k + 1 if k + 1 < m else 0
 
 
-@jit(nrt=False, error_model="numpy")
+@jit(nrt=False, inline=True, error_model="numpy")
 def _potrf(a, o, nn):
     """Cholesky ``A = U'U`` of the block ``a[o:o+nn, o:o+nn]`` (LAPACK ``dpotrf``, upper), U in
-    its upper triangle; 0, or the 1-based column where A is not positive definite."""
+    its upper triangle; 0, or the 1-based column where A is not positive definite (then that row
+    is left as it was, but for its diagonal: the failed pivot).
+
+    Row j's elements past the diagonal four at a time: their dot products (k = 0, 1, ..., in that
+    order, as one at a time) side by side in registers, not one chain of dependent subtractions
+    after another (the routine spends most of its time in these small triangular loops)."""
     for j in range(nn):
         s = a[o + j, o + j]
         for k in range(j):
@@ -119,7 +163,19 @@ def _potrf(a, o, nn):
         s = math.sqrt(s)
         a[o + j, o + j] = s
         r = 1.0 / s
-        for i in range(j + 1, nn):
+        i = j + 1
+        while i + 4 <= nn:
+            v0, v1, v2, v3 = a[o + j, o + i], a[o + j, o + i + 1], a[o + j, o + i + 2], a[o + j, o + i + 3]
+            for k in range(j):
+                c = a[o + k, o + j]
+                v0 -= c * a[o + k, o + i]
+                v1 -= c * a[o + k, o + i + 1]
+                v2 -= c * a[o + k, o + i + 2]
+                v3 -= c * a[o + k, o + i + 3]
+            a[o + j, o + i], a[o + j, o + i + 1] = v0 * r, v1 * r
+            a[o + j, o + i + 2], a[o + j, o + i + 3] = v2 * r, v3 * r
+            i += 4
+        for i in range(i, nn):
             v = a[o + j, o + i]
             for k in range(j):
                 v -= a[o + k, o + j] * a[o + k, o + i]
@@ -127,7 +183,7 @@ def _potrf(a, o, nn):
     return 0
 
 
-@jit(nrt=False, error_model="numpy")
+@jit(nrt=False, inline=True, error_model="numpy")
 def _trsv(a, ar, ac, nn, b, bo, trans):
     """Solve ``U x = b`` (``trans`` False) or ``U' x = b`` in place, U upper triangular =
     ``a[ar:ar+nn, ac:ac+nn]``, b = ``b[bo:bo+nn]`` (LAPACK ``dtrtrs``); 0, or the 1-based index of
@@ -135,12 +191,12 @@ def _trsv(a, ar, ac, nn, b, bo, trans):
     for i in range(nn):
         if a[ar + i, ac + i] == 0.0:
             return i + 1
-    if trans:
-        for i in range(nn):
-            v = b[bo + i]
-            for k in range(i):
-                v -= a[ar + k, ac + i] * b[bo + k]
-            b[bo + i] = v / a[ar + i, ac + i]
+    if trans:  # (x[k] known, subtracted from every later element: each its dot product's order)
+        for k in range(nn):
+            xk = b[bo + k] / a[ar + k, ac + k]
+            b[bo + k] = xk
+            for i in range(k + 1, nn):
+                b[bo + i] -= a[ar + k, ac + i] * xk
     else:
         for i in range(nn - 1, -1, -1):
             v = b[bo + i]
@@ -150,7 +206,7 @@ def _trsv(a, ar, ac, nn, b, bo, trans):
     return 0
 
 
-@jit(nrt=False, error_model="numpy")
+@jit(nrt=False, inline=True, error_model="numpy")
 def _bmv(m, sy, wt, col, v, p):
     """``p`` = the 2col x 2col middle matrix of the compact L-BFGS formula times ``v`` (``bmv``); info."""
     if col == 0:
@@ -539,18 +595,58 @@ def _formk(n, nsub, ind, nenter, ileave, indx2, iupdat, updatd, wn, wn1, m, ws, 
         wn[iy, iy] = wn[iy, iy] + sy[iy, iy]
     if _potrf(wn, 0, col) != 0:
         return -1
-    col2 = 2 * col
-    for j in range(col, col2):  # (L^-1 of the (1,2) block, column by column: dtrtrs with col right-hand sides)
-        _trsv(wn, 0, 0, col, wn[:, j], 0, True)
-    for is_ in range(col, col2):
-        for js in range(is_, col2):
-            s = 0.0
-            for k in range(col):
-                s += wn[k, is_] * wn[k, js]
-            wn[is_, js] = wn[is_, js] + s
+    _solve_upper_block(wn, col)
+    _add_upper_gram(wn, col)
     if _potrf(wn, col, col) != 0:
         return -2
     return 0
+
+
+@jit(nrt=False, inline=True, error_model="numpy")
+def _solve_upper_block(wn, col):
+    """L^-1 of the (1,2) block of ``formk``'s K: ``U' X = B`` in place, U = ``wn[:col, :col]``,
+    B = ``wn[:col, col:2col]`` (``dtrtrs`` with col right-hand sides; nothing solved if U has a
+    zero diagonal). :func:`_trsv`'s forward solve on all columns at once: each element's
+    operations in the same order, the columns side by side in the inner loop."""
+    for i in range(col):
+        if wn[i, i] == 0.0:
+            return
+    for k in range(col):
+        u = wn[k, k]
+        for j in range(col, 2 * col):
+            wn[k, j] = wn[k, j] / u
+        for i in range(k + 1, col):
+            c = wn[k, i]
+            for j in range(col, 2 * col):
+                wn[i, j] -= c * wn[k, j]
+
+
+@jit(nrt=False, inline=True, error_model="numpy")
+def _add_upper_gram(wn, col):
+    """``wn[i, j] += sum_k wn[k, i] * wn[k, j]`` (k < col, each sum from 0.0 in k's order) over
+    the upper triangle of the (2,2) block of ``formk``'s K (i <= j, both in [col, 2col)): four j
+    at a time, their sums side by side in registers."""
+    col2 = 2 * col
+    for i in range(col, col2):
+        j = i
+        while j + 4 <= col2:
+            s0 = s1 = s2 = s3 = 0.0
+            for k in range(col):
+                c = wn[k, i]
+                s0 += c * wn[k, j]
+                s1 += c * wn[k, j + 1]
+                s2 += c * wn[k, j + 2]
+                s3 += c * wn[k, j + 3]
+            wn[i, j] = wn[i, j] + s0
+            wn[i, j + 1] = wn[i, j + 1] + s1
+            wn[i, j + 2] = wn[i, j + 2] + s2
+            wn[i, j + 3] = wn[i, j + 3] + s3
+            j += 4
+        for j in range(j, col2):
+            s0 = 0.0
+            for k in range(col):
+                s0 += wn[k, i] * wn[k, j]
+            wn[i, j] = wn[i, j] + s0
 
 
 @jit(nrt=False, error_model="numpy")
@@ -917,7 +1013,7 @@ def _active(n, lo, hi, nbd, x, iwhere):
     return cnstnd, boxed
 
 
-@jit(error_model="numpy")
+@jit(nrt=False, error_model="numpy")
 def _line_search(n, lo, hi, nbd, x, f, g, d, r, t, z, it, boxed, cnstnd, maxls, ls_i, ls_d, data):
     """``lnsrlb`` along ``d`` from ``x`` (kept in ``t``, its gradient in ``r``), the loss evaluated
     at each step it asks for. Returns (f, f before, step, slope, slope before, |d|^2, whether it
@@ -948,8 +1044,9 @@ def _line_search(n, lo, hi, nbd, x, f, g, d, r, t, z, it, boxed, cnstnd, maxls, 
                         elif a1 * stpmx > a2:
                             stpmx = a2 / a1
     stp = min(1.0 / dnorm, stpmx) if it == 0 and not boxed else 1.0
-    t[:] = x
-    r[:] = g
+    for i in range(n):
+        t[i] = x[i]
+        r[i] = g[i]
     fold = f
     ifun, nev, task = 0, 0, LS_START
     gd, gdold = 0.0, 0.0
@@ -966,7 +1063,8 @@ def _line_search(n, lo, hi, nbd, x, f, g, d, r, t, z, it, boxed, cnstnd, maxls, 
             return f, fold, stp, gd, gdold, dtd, True, nev
         ifun += 1
         if stp == 1.0:
-            x[:] = z
+            for i in range(n):
+                x[i] = z[i]
         else:
             for i in range(n):
                 x[i] = stp * d[i] + t[i]
@@ -1120,11 +1218,7 @@ def fit_model(nodes, reps, atomic, accum_time, step_time, ftol, pgtol, out):
             hi_f[j] = hi[k] if hi[k] < np.inf else 0.0
             nbd[j] = 2 if hi[k] < np.inf else 1
             j += 1
-    log_acc, log_step = np.empty(n), np.empty(n)
-    for i in range(n):
-        log_acc[i] = math.log(accum_time[i])
-        log_step[i] = math.log(step_time[i])
-    data = (p0, free, nodes, reps, atomic, log_acc, log_step, np.empty(7), np.empty(7), np.empty((7, n)))
+    data = fit_data(nodes, reps, atomic, accum_time, step_time, p0, free)
     res = lbfgsb_fit(x, lo_f, hi_f, nbd, ftol / EPSMACH, pgtol, LBFGSB_M, LBFGSB_MAXLS, LBFGSB_MAXITER,
                      LBFGSB_MAXFUN, data)
     out[:] = p0

@@ -1,9 +1,13 @@
 """The compiled L-BFGS-B (kernels/lbfgsb.py) against scipy's: its loss against the numpy loss
 (fastblox.elastic._fit_objective), its linear algebra against numpy's, and the whole minimiser
 against scipy.optimize.minimize driving the same compiled loss (so that only the two minimisers'
-rounding differs), then fastblox.elastic.fit_perf_params(compiled=True) against the numpy fit."""
+rounding differs), then fastblox.elastic.fit_perf_params(compiled=True) against the numpy fit.
+The loss and the triangular loops are also checked bit for bit against plain-Python twins of their
+first, one-element-at-a-time forms (what makes --compat sia's replays keep their bits)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -29,8 +33,7 @@ def problem(obs):
     """(start, lower, upper, free mask, the kernel's data) of fit_perf_params' fit of ``obs``."""
     nodes, reps, atomic, acc, step = obs
     p0, lo, hi, free = elastic._fit_start(nodes, reps, atomic, acc)
-    data = (p0, np.flatnonzero(free).astype(np.int64), nodes, reps, atomic, np.log(acc), np.log(step), np.empty(7),
-            np.empty(7), np.empty((7, len(nodes))))
+    data = K.fit_data(nodes, reps, atomic, acc, step, p0, np.flatnonzero(free).astype(np.int64))
     return p0, lo, hi, free, data
 
 
@@ -48,6 +51,71 @@ def test_fit_loss_is_the_numpy_loss(n, seed):
     f = K.fit_loss(p[free], data, g)
     assert f == pytest.approx(f_ref, rel=1e-12)
     np.testing.assert_allclose(g, g_ref[free], rtol=1e-9, atol=1e-12 * np.abs(g_ref).max())
+
+
+def reference_loss(x, p0, free, nodes, reps, atomic, acc, step):
+    """(loss, gradient in the free parameters) of fit_loss as first written, one observation at a time, in
+    plain Python floats: the same libm logs, powers and square roots, and numba's ``x ** k`` for an int k
+    (products: x * x, x * (x * x)). fit_loss's groups and hoisted terms must give these bits."""
+    sq, cube = (lambda v: v * v), (lambda v: v * (v * v))
+    p = p0.tolist()
+    for k, v in zip(free.tolist(), x.tolist()):
+        p[k] = v
+    nodes, reps, atomic, acc, step = (a.tolist() for a in (nodes, reps, atomic, acc, step))
+    n, gm, tiny = len(nodes), p[6], K.TINY
+    s1 = s2 = 0.0
+    terms = []
+    for i in range(n):
+        A = p[0] + p[1] * atomic[i]
+        a, b = (p[2], p[3]) if nodes[i] > 1 else (p[4], p[5]) if reps[i] > 1 else (tiny, tiny)
+        N = a + b * max(reps[i] - 2.0, tiny)
+        Ag, Ng = A ** gm, N ** gm
+        logA, logS = math.log(A), math.log(Ag + Ng)
+        d1, d2 = logA - math.log(acc[i]), logS / gm - math.log(step[i])
+        s1 += d1 * d1
+        s2 += d2 * d2
+        terms.append((A, N, Ag, Ng, logA, logS, d2))
+    e1, e2 = math.sqrt(s1 / n), math.sqrt(s2 / n)
+    f = e1 + e2 + 1e-3 * sq(gm - 1) + 1e-2 * (sq(p[3] / p[2]) + sq(p[5] / p[4]))
+    grad = [0.0] * 7
+    for i, (A, N, Ag, Ng, logA, logS, d2) in enumerate(terms):
+        S = Ag + Ng
+        w1 = (logA - math.log(acc[i])) / (n * e1) if e1 > 0 else 0.0
+        w2 = d2 / (n * e2) if e2 > 0 else 0.0
+        dA = w1 / A + w2 * Ag / (A * S)
+        grad[0] += dA
+        grad[1] += dA * atomic[i]
+        if nodes[i] > 1 or reps[i] > 1:
+            dN = w2 * Ng / (N * S)
+            k = 2 if nodes[i] > 1 else 4
+            grad[k] += dN
+            grad[k + 1] += dN * max(reps[i] - 2.0, tiny)
+        grad[6] += w2 * (-logS / sq(gm) + (Ag * logA + Ng * math.log(N)) / (gm * S))
+    grad[2] += -2e-2 * sq(p[3]) / cube(p[2])
+    grad[3] += 2e-2 * p[3] / sq(p[2])
+    grad[4] += -2e-2 * sq(p[5]) / cube(p[4])
+    grad[5] += 2e-2 * p[5] / sq(p[4])
+    grad[6] += 2e-3 * (gm - 1)
+    return f, np.array(grad)[free]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 24), st.integers(0, 2**32 - 1), st.integers(1, 6))
+def test_fit_loss_is_its_plain_python_twin_bit_for_bit(n, seed, configs):
+    """fit_loss (per-observation constants, network terms once per group) gives the bits of the loss
+    computed one observation at a time; ``configs``: how many placements the observations share."""
+    rng = np.random.default_rng(seed)
+    nodes, reps, atomic, acc, step = observations(rng, n)
+    pick = rng.integers(0, min(configs, n), n)  # (several atomic batches on each of a few placements: groups)
+    nodes, reps = nodes[pick], reps[pick]
+    obs = nodes, reps, atomic, acc, step
+    p0, lo, hi, free, data = problem(obs)
+    x = np.clip(p0[free] * rng.uniform(0.2, 5, free.sum()), lo[free], np.minimum(hi[free], 1e3))
+    g = np.empty(int(free.sum()))
+    f = K.fit_loss(x, data, g)
+    f_ref, g_ref = reference_loss(x, p0, np.flatnonzero(free), *obs)
+    assert np.float64(f).tobytes() == np.float64(f_ref).tobytes()
+    assert g.tobytes() == g_ref.tobytes()
 
 
 @settings(max_examples=40, deadline=None)
@@ -86,6 +154,74 @@ def test_cholesky_and_triangular_solves_are_lapacks(nn, off, seed):
     u[nn - 1, nn - 1] = 0.0  # (singular: nothing solved)
     v = rhs.copy()
     assert K._trsv(u, 0, 0, nn, v, 0, False) == nn and (v == rhs).all()
+
+
+def dot_potrf(a, nn):
+    """LAPACK's upper Cholesky as dot products, one element at a time (the kernels' first form), on a list of rows."""
+    for j in range(nn):
+        s = a[j][j]
+        for k in range(j):
+            s -= a[k][j] * a[k][j]
+        if s <= 0.0 or math.isnan(s):
+            a[j][j] = s
+            return j + 1
+        a[j][j] = s = math.sqrt(s)
+        r = 1.0 / s
+        for i in range(j + 1, nn):
+            v = a[j][i]
+            for k in range(j):
+                v -= a[k][j] * a[k][i]
+            a[j][i] = v * r
+    return 0
+
+
+def dot_forward(u, b):
+    """``U' x = b`` by dot products (the kernels' first form), U a list of rows, b a list."""
+    for i in range(len(b)):
+        v = b[i]
+        for k in range(i):
+            v -= u[k][i] * b[k]
+        b[i] = v / u[i][i]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 20), st.integers(0, 2**32 - 1), st.booleans())
+def test_blocked_forms_give_the_dot_product_bits(nn, seed, indefinite):
+    """_potrf and formk's Gram sums (_add_upper_gram) four elements at a time, _trsv's forward solve and
+    formk's (1,2)-block solve (_solve_upper_block) a row update at a time: each element's operations are
+    still those of its dot product, in their order, so the bits are the same."""
+    rng = np.random.default_rng(seed)
+    b = rng.normal(size=(nn, nn))
+    spd = b @ b.T + (0.1 if indefinite else nn) * np.eye(nn)
+    if indefinite:
+        spd[nn // 2, nn // 2] = -1.0
+    a, ref = spd.copy(), spd.tolist()
+    assert K._potrf(a, 0, nn) == dot_potrf(ref, nn)
+    assert a.tobytes() == np.array(ref).tobytes()
+    u = np.triu(np.linalg.cholesky(spd + (nn + 1) * np.eye(nn)).T)
+    rhs = rng.normal(size=nn)
+    got, want = rhs.copy(), rhs.tolist()
+    assert K._trsv(u, 0, 0, nn, got, 0, True) == 0
+    dot_forward(u.tolist(), want)
+    assert got.tobytes() == np.array(want).tobytes()
+    col = nn // 2 + 1  # (formk: U' X = B on the (1,2) block, then the (2,2) block plus X'X)
+    wn = rng.normal(size=(2 * col, 2 * col))
+    wn[:col, :col] = np.triu(np.linalg.cholesky(wn[:col, :col] @ wn[:col, :col].T + col * np.eye(col)).T)
+    ref = wn.tolist()
+    for j in range(col, 2 * col):
+        x = [ref[k][j] for k in range(col)]
+        dot_forward(ref, x)
+        for k in range(col):
+            ref[k][j] = x[k]
+    for i in range(col, 2 * col):
+        for j in range(i, 2 * col):
+            s = 0.0
+            for k in range(col):
+                s += ref[k][i] * ref[k][j]
+            ref[i][j] = ref[i][j] + s
+    K._solve_upper_block(wn, col)
+    K._add_upper_gram(wn, col)
+    assert wn.tobytes() == np.array(ref).tobytes()
 
 
 @settings(max_examples=40, deadline=None)
