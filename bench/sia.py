@@ -241,6 +241,9 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args(argv)
     one = (a.workload or [WORKLOAD])[0]
+    for w in a.workload or []:
+        if not w.is_file():
+            raise SystemExit(f"--workload {w}: no such file (a Sia workload CSV, e.g. {WORKLOAD})")
     if a.import_log:
         if a.cpu_s is None:
             raise SystemExit("--import-log needs --cpu-s (the run's user+system CPU seconds)")
